@@ -1,0 +1,62 @@
+#include "arena.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ARENA_ALIGN = 64, ARENA_DEFAULT_CHUNK = 1 << 16 };
+
+struct nn_arena_chunk {
+    nn_arena_chunk *next;
+    size_t size, used;
+    _Alignas(ARENA_ALIGN) unsigned char data[];
+};
+
+void *nn_arena_alloc(nn_arena *a, size_t size) {
+    size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (need < size) return NULL;
+    nn_arena_chunk *c = a->head;
+    if (!c || c->size - c->used < need) {
+        size_t cs = a->chunk_size ? a->chunk_size : ARENA_DEFAULT_CHUNK;
+        if (cs < need) cs = need;
+        c = aligned_alloc(ARENA_ALIGN, (sizeof *c + cs + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1));
+        if (!c) return NULL;
+        c->size = cs;
+        c->used = 0;
+        /* A big one-off block goes behind the current chunk so the current
+         * chunk's free space stays usable for small allocations. */
+        if (a->head && cs == need && a->head->size - a->head->used > ARENA_DEFAULT_CHUNK / 4) {
+            c->next = a->head->next;
+            a->head->next = c;
+        } else {
+            c->next = a->head;
+            a->head = c;
+        }
+    }
+    void *p = c->data + c->used;
+    c->used += need;
+    a->total += need;
+    memset(p, 0, size);
+    return p;
+}
+
+void *nn_arena_memdup(nn_arena *a, const void *p, size_t size) {
+    void *q = nn_arena_alloc(a, size ? size : 1);
+    if (q && size) memcpy(q, p, size);
+    return q;
+}
+
+char *nn_arena_strdup(nn_arena *a, const char *s) {
+    return nn_arena_memdup(a, s ? s : "", strlen(s ? s : "") + 1);
+}
+
+void nn_arena_free(nn_arena *a) {
+    nn_arena_chunk *c = a->head;
+    while (c) {
+        nn_arena_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    a->head = NULL;
+    a->total = 0;
+}

@@ -1,0 +1,56 @@
+/* The engine's own IR: values (tensors) and nodes, owned by a graph.
+ * Nothing here refers to protobuf; the ONNX importer fills it and frees the
+ * protobuf before anything else runs. */
+#ifndef NN_IR_H
+#define NN_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../ops/op.h"
+#include "arena.h"
+#include "nn.h"
+
+typedef struct nn_value {
+    const char *name;
+    nn_tensor t;      /* dtype and shape once inferred; t.data set for constants */
+    int producer;     /* index of the producing node, -1 for graph inputs and constants */
+    bool is_input;    /* fed by the caller */
+    bool is_output;   /* returned to the caller */
+    bool is_const;    /* value known at load time (initializer, Constant, folded) */
+    bool shape_known; /* t's dtype and dims are valid */
+} nn_value;
+
+typedef struct nn_node {
+    const char *name;
+    int op;           /* nn_op_id */
+    int n_in, n_out;
+    int *in, *out;    /* value ids; -1 marks an absent optional input */
+    const void *params;
+} nn_node;
+
+typedef struct nn_graph {
+    nn_arena meta;    /* names, node arrays, op params, attribute tensors */
+    nn_arena weights; /* constant tensor data */
+    nn_value *values;
+    int n_values, cap_values;
+    nn_node *nodes;
+    int n_nodes, cap_nodes;
+    int *inputs, n_inputs;   /* graph inputs fed by the caller, in ONNX order */
+    int *outputs, n_outputs; /* graph outputs, in ONNX order */
+    int opset;
+    int nodes_parsed;
+    int64_t parameters;
+} nn_graph;
+
+/* Append a value / node; return its index or -1 when out of memory. */
+int nn_graph_add_value(nn_graph *g, const char *name);
+int nn_graph_add_node(nn_graph *g, const char *name, int op, int n_in, int n_out);
+void nn_graph_free(nn_graph *g);
+
+/* Check and establish topological order: every used value has exactly one
+ * producer (or is an input/constant), and there are no cycles.  Reorders
+ * g->nodes when the file listed them out of order. */
+nn_status nn_graph_toposort(nn_graph *g);
+
+#endif

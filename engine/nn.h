@@ -1,0 +1,135 @@
+/* nn — a small ONNX inference engine.  This is the whole public API.
+ *
+ * Typical use:
+ *     nn_options opt = nn_options_default();
+ *     opt.batch = 8;
+ *     nn_model *m;
+ *     if (nn_load("model.onnx", &opt, &m) != NN_OK) { puts(nn_last_error()); ... }
+ *     nn_tensor in = {...}, out;
+ *     nn_predict(m, &in, 1, &out, 1);   // any number of samples: batched for you
+ *     ...  nn_tensor_release(&out);  nn_free(m);
+ *
+ * Thread safety: a model may be shared between threads; concurrent nn_predict
+ * calls on one model are serialized (one runs at a time, others wait), because
+ * they share the model's planned activation memory.  Use one model per thread
+ * to run in parallel.  nn_last_error() is thread-local.
+ */
+#ifndef NN_H
+#define NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NN_VERSION_STRING "0.1.0"
+/* Most dimensions a tensor may have. */
+#define NN_MAX_DIMS 8
+
+#if defined(NN_BUILDING_LIBRARY)
+#define NN_API __attribute__((visibility("default")))
+#else
+#define NN_API
+#endif
+
+typedef enum nn_status {
+    NN_OK = 0,
+    NN_ERR_IO,          /* file missing, unreadable or truncated */
+    NN_ERR_PARSE,       /* not a valid ONNX protobuf / tensor file */
+    NN_ERR_INVALID,     /* model is malformed (dangling input, cycle, bad attribute ...) */
+    NN_ERR_UNSUPPORTED, /* operator, dtype or feature this engine does not implement */
+    NN_ERR_SHAPE,       /* shapes that do not fit the operator or the model */
+    NN_ERR_NOMEM,       /* allocation failed or sizes overflow */
+    NN_ERR_ARG,         /* bad argument to an API call */
+    NN_ERR_DEVICE,      /* requested device is not available */
+    NN_ERR_INTERNAL,    /* engine bug: please report with the message */
+} nn_status;
+
+/* Element types; the values are ONNX's TensorProto.DataType numbers. */
+typedef enum nn_dtype {
+    NN_DTYPE_UNDEFINED = 0,
+    NN_DTYPE_FLOAT = 1,
+    NN_DTYPE_UINT8 = 2,
+    NN_DTYPE_INT8 = 3,
+    NN_DTYPE_INT32 = 6,
+    NN_DTYPE_INT64 = 7,
+    NN_DTYPE_BOOL = 9, /* one byte per element, 0 or 1 */
+} nn_dtype;
+
+/* A dense, row-major tensor.  `data` is owned by whoever filled it: the
+ * caller for inputs, the library for outputs (free with nn_tensor_release). */
+typedef struct nn_tensor {
+    nn_dtype dtype;
+    int ndim;
+    int64_t dims[NN_MAX_DIMS];
+    void *data;
+} nn_tensor;
+
+typedef struct nn_options {
+    const char *device; /* "cpu" (default) or "gpuN" */
+    int batch;          /* batch size bound to the symbolic batch dimension (default 1) */
+    int threads;        /* worker threads; 0 = all cores */
+    int optimize;       /* 1 = run the graph optimizer (default), 0 = run the graph as parsed */
+} nn_options;
+
+typedef struct nn_model nn_model;
+
+/* Options with every field at its default. */
+NN_API nn_options nn_options_default(void);
+
+/* Load and prepare an ONNX model.  On failure *model is NULL and
+ * nn_last_error() describes the problem in one line. */
+NN_API nn_status nn_load(const char *path, const nn_options *options, nn_model **model);
+
+/* Release a model and everything it owns.  NULL is allowed. */
+NN_API void nn_free(nn_model *model);
+
+/* Run the model.  inputs[i] matches graph input i (see nn_input_info).
+ * When the model has a symbolic batch dimension, the inputs may hold any
+ * number of samples along dim 0; they are run in batches of the configured
+ * size and the outputs gathered.  outputs[i] receives freshly allocated data
+ * (release with nn_tensor_release). */
+NN_API nn_status nn_predict(nn_model *model, const nn_tensor *inputs, int n_inputs,
+                            nn_tensor *outputs, int n_outputs);
+
+/* Graph inputs/outputs: counts, names and shapes (at the bound batch size). */
+NN_API int nn_input_count(const nn_model *model);
+NN_API int nn_output_count(const nn_model *model);
+NN_API nn_status nn_input_info(const nn_model *model, int index, const char **name, nn_tensor *shape);
+NN_API nn_status nn_output_info(const nn_model *model, int index, const char **name, nn_tensor *shape);
+
+/* Facts about a loaded model, for reports. */
+typedef struct nn_model_stats {
+    int nodes;            /* nodes executed per batch */
+    int nodes_parsed;     /* nodes in the ONNX file */
+    int64_t parameters;   /* elements in initializers */
+    int64_t arena_bytes;  /* planned activation memory */
+    int batch;            /* bound batch size */
+    int threads;
+} nn_model_stats;
+NN_API nn_status nn_model_get_stats(const nn_model *model, nn_model_stats *stats);
+
+/* Bytes per element of a dtype (0 for an unknown one) and element count of a tensor. */
+NN_API size_t nn_dtype_size(nn_dtype dtype);
+NN_API int64_t nn_tensor_elements(const nn_tensor *t);
+NN_API const char *nn_dtype_name(nn_dtype dtype);
+
+/* Read a tensor from a .npy file or an ONNX TensorProto .pb file (chosen by
+ * extension); data is allocated for the caller (nn_tensor_release). */
+NN_API nn_status nn_tensor_load(const char *path, nn_tensor *tensor);
+/* Write a tensor as .npy. */
+NN_API nn_status nn_tensor_save_npy(const char *path, const nn_tensor *tensor);
+/* Free data allocated by the library and clear the tensor. */
+NN_API void nn_tensor_release(nn_tensor *tensor);
+
+/* Short name of a status code. */
+NN_API const char *nn_strerror(nn_status status);
+/* One-line description of the last failure on this thread. */
+NN_API const char *nn_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,140 @@
+/* The operator contract.
+ *
+ * Every ONNX operator is one `nn_op_desc` named `nn_op_<OnnxName>`, defined in
+ * the family file under ops/ and listed once in ops/ops.def.  Its life cycle:
+ *
+ *   parse     once at import: read attributes into a small typed params struct
+ *             (allocated with nn_params_alloc; freed with the model).
+ *   infer     output dtypes and shapes from input dtypes/shapes.  An input's
+ *             `data` is non-NULL when its value is known (an initializer, a
+ *             folded constant, or at run time); an op whose output shape needs
+ *             a value that is not known returns NN_DYNAMIC.
+ *   workspace optional: scratch bytes `run` needs for these shapes.
+ *   run       compute.  Kernels see plain tensors and their params, never the
+ *             graph; they never allocate (scratch comes in `workspace`).
+ *
+ * Errors: return a status and describe it with nn_call_error / nn_parse_error;
+ * the engine prefixes the node name and op type.
+ */
+#ifndef NN_OP_H
+#define NN_OP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../engine/nn.h"
+
+/* Returned by infer when an output shape depends on a value only known at run time. */
+#define NN_DYNAMIC ((nn_status)100)
+
+typedef struct nn_arena nn_arena;
+
+typedef enum nn_attr_type {
+    NN_ATTR_FLOAT = 1,
+    NN_ATTR_INT = 2,
+    NN_ATTR_STRING = 3,
+    NN_ATTR_TENSOR = 4,
+    NN_ATTR_FLOATS = 6,
+    NN_ATTR_INTS = 7,
+    NN_ATTR_STRINGS = 8,
+} nn_attr_type; /* values are ONNX's AttributeProto.AttributeType */
+
+/* An ONNX attribute, already copied out of the protobuf. */
+typedef struct nn_attr {
+    const char *name;
+    nn_attr_type type;
+    int64_t i;
+    float f;
+    const char *s;
+    int n; /* element count of ints / floats */
+    const int64_t *ints;
+    const float *floats;
+    const nn_tensor *t;
+} nn_attr;
+
+typedef struct nn_parse_ctx {
+    const nn_attr *attrs;
+    int n_attrs;
+    int opset;      /* opset version of the default domain the model imports */
+    int n_inputs;   /* inputs named on the node (absent optional ones included) */
+    int n_outputs;
+    nn_arena *arena;
+    void *params;   /* out: set by parse */
+    char *err;
+    size_t err_size;
+} nn_parse_ctx;
+
+typedef struct nn_call {
+    const void *params;
+    int n_in, n_out;
+    const nn_tensor *in; /* an absent optional input has dtype NN_DTYPE_UNDEFINED */
+    nn_tensor *out;
+    void *workspace;
+    size_t workspace_size;
+    int threads;
+    char *err;
+    size_t err_size;
+} nn_call;
+
+enum nn_op_flags {
+    /* output values follow from input shapes alone (Shape, Size): foldable
+     * even when the input's data is not known */
+    NN_OPF_SHAPE_ONLY = 1u << 0,
+};
+
+typedef struct nn_op_desc {
+    const char *name;
+    int min_inputs, max_inputs; /* max_inputs -1: variadic */
+    int min_outputs, max_outputs;
+    unsigned flags;
+    nn_status (*parse)(nn_parse_ctx *ctx); /* NULL: the op has no attributes */
+    nn_status (*infer)(nn_call *call);
+    size_t (*workspace)(const nn_call *call); /* NULL: needs none */
+    nn_status (*run)(nn_call *call);
+} nn_op_desc;
+
+/* ---- attribute helpers: return NN_OK (value or default stored), or
+ *      NN_ERR_INVALID with a message when the attribute has the wrong type. */
+const nn_attr *nn_attr_find(const nn_parse_ctx *ctx, const char *name);
+nn_status nn_attr_int(nn_parse_ctx *ctx, const char *name, int64_t dflt, int64_t *out);
+nn_status nn_attr_float(nn_parse_ctx *ctx, const char *name, float dflt, float *out);
+nn_status nn_attr_string(nn_parse_ctx *ctx, const char *name, const char *dflt, const char **out);
+/* ints: *n = -1 when absent.  At most `cap` values are accepted. */
+nn_status nn_attr_ints(nn_parse_ctx *ctx, const char *name, int64_t *out, int cap, int *n);
+nn_status nn_attr_floats(nn_parse_ctx *ctx, const char *name, float *out, int cap, int *n);
+/* tensor attribute: *out = NULL when absent; the tensor lives as long as the model */
+nn_status nn_attr_tensor(nn_parse_ctx *ctx, const char *name, const nn_tensor **out);
+/* zeroed params memory owned by the model */
+void *nn_params_alloc(nn_parse_ctx *ctx, size_t size);
+nn_status nn_parse_error(nn_parse_ctx *ctx, nn_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+nn_status nn_call_error(nn_call *call, nn_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- shape helpers */
+int64_t nn_shape_elements(const int64_t *dims, int ndim);
+/* normalize a possibly negative axis into [0, rank); false if out of range */
+bool nn_axis_normalize(int64_t axis, int rank, int64_t *out);
+/* out = in with the given dtype and shape */
+void nn_tensor_set_shape(nn_tensor *t, nn_dtype dtype, int ndim, const int64_t *dims);
+/* read element i of an integer tensor (INT32 / INT64) as int64 */
+int64_t nn_tensor_get_int(const nn_tensor *t, int64_t i);
+/* read element i of a FLOAT / INT32 / INT64 tensor as double */
+double nn_tensor_get_double(const nn_tensor *t, int64_t i);
+static inline bool nn_present(const nn_call *c, int i) {
+    return i < c->n_in && c->in[i].dtype != NN_DTYPE_UNDEFINED;
+}
+
+/* ---- numpy broadcasting (ops/broadcast.c) */
+/* output shape of broadcasting a and b; NN_ERR_SHAPE with message if they do not fit */
+nn_status nn_broadcast_shape(nn_call *call, const nn_tensor *a, const nn_tensor *b, nn_tensor *out);
+/* Strides of `in` (in elements) laid against an output of rank `ndim`:
+ * 0 where `in` broadcasts. */
+void nn_broadcast_strides(const nn_tensor *in, int ndim, const int64_t *out_dims, int64_t *strides);
+
+/* Kernels parallelize with OpenMP:  #pragma omp parallel for num_threads(call->threads)
+ * (one thread team for the whole engine; BLAS calls are made serially inside it
+ * or with the engine's thread count outside it). */
+
+#endif

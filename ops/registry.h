@@ -1,0 +1,21 @@
+/* The operator table generated from ops/ops.def. */
+#ifndef NN_REGISTRY_H
+#define NN_REGISTRY_H
+
+#include "op.h"
+
+typedef enum nn_op_id {
+#define NN_OP(name, family) NN_OP_##name,
+#include "ops.def"
+#undef NN_OP
+    NN_OP_COUNT
+} nn_op_id;
+
+/* descriptor of an op id (NULL if out of range) */
+const nn_op_desc *nn_op_get(int id);
+/* op id for an ONNX op type, -1 if the engine does not implement it */
+int nn_op_lookup(const char *name);
+/* 0 when the table is sorted and every descriptor's name matches its line */
+int nn_op_table_check(void);
+
+#endif

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Install the Debian packages a make target needs, only those missing.
+# usage: tools/install-deps.sh build|test|bench
+set -eu
+case "${1:-build}" in
+build) pkgs="clang libomp-dev make pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-dev libopenblas0-pthread" ;;
+test) pkgs="libonnx-testdata python3-torch python3-torchvision python3-numpy graphviz valgrind" ;;
+bench) pkgs="nodejs npm python3-numpy" ;;
+*) echo "install-deps.sh: unknown group '$1' (build, test or bench)" >&2; exit 2 ;;
+esac
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing missing Debian packages:$missing" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >&2

@@ -19,6 +19,7 @@ typedef struct nn_value {
     bool is_output;   /* returned to the caller */
     bool is_const;    /* value known at load time (initializer, Constant, folded) */
     bool shape_known; /* t's dtype and dims are valid */
+    bool batched;     /* graph input/output whose dim 0 is the symbolic batch */
 } nn_value;
 
 typedef struct nn_node {

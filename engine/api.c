@@ -1,0 +1,225 @@
+/* The public entry points: load, predict with automatic batching, info. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "import.h"
+#include "model.h"
+
+NN_API nn_options nn_options_default(void) {
+    nn_options o = {"cpu", 1, 0, 1};
+    return o;
+}
+
+static nn_status check_device(const char *device) {
+    if (!device || !strcmp(device, "cpu")) return NN_OK;
+    if (!strncmp(device, "gpu", 3)) {
+        char *end;
+        long idx = strtol(device + 3, &end, 10);
+        if (end != device + 3 && !*end && idx >= 0)
+            return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: this build has no GPU backend", device);
+    }
+    return nn_set_error(NN_ERR_ARG, "unknown device '%s' (expected cpu or gpuN)", device);
+}
+
+NN_API nn_status nn_load(const char *path, const nn_options *options, nn_model **out) {
+    if (!out) return nn_set_error(NN_ERR_ARG, "nn_load: model pointer is NULL");
+    *out = NULL;
+    if (!path) return nn_set_error(NN_ERR_ARG, "nn_load: path is NULL");
+    nn_clear_error();
+    nn_options opt = options ? *options : nn_options_default();
+    if (opt.batch < 1) return nn_set_error(NN_ERR_ARG, "batch size must be at least 1 (got %d)", opt.batch);
+    if (opt.threads < 0) return nn_set_error(NN_ERR_ARG, "thread count must not be negative (got %d)", opt.threads);
+    nn_status st = check_device(opt.device);
+    if (st != NN_OK) return st;
+
+    nn_model *m = calloc(1, sizeof *m);
+    if (!m) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    snprintf(m->device, sizeof m->device, "%s", opt.device ? opt.device : "cpu");
+    opt.device = m->device;
+    m->opt = opt;
+    m->batch = opt.batch;
+    m->threads = opt.threads ? opt.threads : omp_get_num_procs();
+    pthread_mutex_init(&m->lock, NULL);
+    if ((st = nn_import_onnx(path, &m->g)) != NN_OK) {
+        pthread_mutex_destroy(&m->lock);
+        free(m);
+        return st;
+    }
+    /* One thread team: our OpenMP loops and OpenBLAS use the same count. */
+    openblas_set_num_threads(m->threads);
+    if ((st = nn_infer_static(m, opt.optimize != 0)) != NN_OK || (st = nn_runtime_init(m)) != NN_OK) {
+        nn_free(m);
+        return st;
+    }
+    *out = m;
+    return NN_OK;
+}
+
+NN_API void nn_free(nn_model *m) {
+    if (!m) return;
+    nn_runtime_free(m);
+    nn_graph_free(&m->g);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+NN_API int nn_input_count(const nn_model *m) { return m ? m->g.n_inputs : 0; }
+NN_API int nn_output_count(const nn_model *m) { return m ? m->g.n_outputs : 0; }
+
+static nn_status io_info(const nn_model *m, const int *ids, int count, int index, const char **name, nn_tensor *shape) {
+    if (!m || index < 0 || index >= count) return nn_set_error(NN_ERR_ARG, "no such input/output index %d", index);
+    const nn_value *v = &m->g.values[ids[index]];
+    if (name) *name = v->name;
+    if (shape) {
+        *shape = v->t;
+        shape->data = NULL;
+    }
+    return NN_OK;
+}
+
+NN_API nn_status nn_input_info(const nn_model *m, int i, const char **name, nn_tensor *shape) {
+    return io_info(m, m ? m->g.inputs : NULL, nn_input_count(m), i, name, shape);
+}
+NN_API nn_status nn_output_info(const nn_model *m, int i, const char **name, nn_tensor *shape) {
+    return io_info(m, m ? m->g.outputs : NULL, nn_output_count(m), i, name, shape);
+}
+
+NN_API nn_status nn_model_get_stats(const nn_model *m, nn_model_stats *s) {
+    if (!m || !s) return nn_set_error(NN_ERR_ARG, "nn_model_get_stats: NULL argument");
+    s->nodes = m->g.n_nodes;
+    s->nodes_parsed = m->g.nodes_parsed;
+    s->parameters = m->g.parameters;
+    s->arena_bytes = (int64_t)m->plan.arena_bytes;
+    s->batch = m->batch;
+    s->threads = m->threads;
+    return NN_OK;
+}
+
+NN_API void nn_tensor_release(nn_tensor *t) {
+    if (!t) return;
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+static size_t row_bytes(const nn_tensor *t) {
+    size_t b = nn_dtype_size(t->dtype);
+    for (int d = 1; d < t->ndim; d++) b *= (size_t)t->dims[d];
+    return b;
+}
+
+/* Inputs must match the model: dtype, rank, and every fixed dimension.
+ * Returns the sample count of batched inputs in *samples. */
+static nn_status check_inputs(const nn_model *m, const nn_tensor *in, int n_in, int64_t *samples) {
+    const nn_graph *g = &m->g;
+    if (n_in != g->n_inputs) return nn_set_error(NN_ERR_ARG, "model takes %d inputs, got %d", g->n_inputs, n_in);
+    *samples = -1;
+    for (int i = 0; i < n_in; i++) {
+        const nn_value *v = &g->values[g->inputs[i]];
+        if (!in[i].data && nn_tensor_elements(&in[i]) > 0)
+            return nn_set_error(NN_ERR_ARG, "input '%s' has no data", v->name);
+        if (in[i].dtype != v->t.dtype)
+            return nn_set_error(NN_ERR_ARG, "input '%s' must be %s, got %s", v->name, nn_dtype_name(v->t.dtype),
+                                nn_dtype_name(in[i].dtype));
+        if (v->t.ndim >= 0 && in[i].ndim != v->t.ndim)
+            return nn_set_error(NN_ERR_SHAPE, "input '%s' must have %d dimensions, got %d", v->name, v->t.ndim, in[i].ndim);
+        if (in[i].ndim < 0 || in[i].ndim > NN_MAX_DIMS)
+            return nn_set_error(NN_ERR_SHAPE, "input '%s' has %d dimensions", v->name, in[i].ndim);
+        for (int d = 0; d < in[i].ndim; d++) {
+            if (in[i].dims[d] < 0) return nn_set_error(NN_ERR_SHAPE, "input '%s' has a negative dimension", v->name);
+            bool free_dim = v->t.ndim < 0 || !v->shape_known || (d == 0 && v->batched);
+            if (!free_dim && in[i].dims[d] != v->t.dims[d])
+                return nn_set_error(NN_ERR_SHAPE, "input '%s' dimension %d must be %lld, got %lld", v->name, d,
+                                    (long long)v->t.dims[d], (long long)in[i].dims[d]);
+        }
+        if (v->batched && !m->dynamic) {
+            if (*samples >= 0 && in[i].dims[0] != *samples)
+                return nn_set_error(NN_ERR_SHAPE, "batched inputs disagree on the sample count (%lld vs %lld)",
+                                    (long long)*samples, (long long)in[i].dims[0]);
+            *samples = in[i].dims[0];
+        }
+    }
+    return NN_OK;
+}
+
+static nn_status alloc_outputs(nn_model *m, nn_tensor *out, int n_out, int64_t samples) {
+    for (int i = 0; i < n_out; i++) {
+        int v = m->g.outputs[i];
+        out[i] = m->rt[v];
+        if (m->g.values[v].batched && samples >= 0) out[i].dims[0] = samples;
+        size_t bytes = (size_t)nn_tensor_elements(&out[i]) * nn_dtype_size(out[i].dtype);
+        out[i].data = malloc(bytes ? bytes : 1);
+        if (!out[i].data) {
+            for (int j = 0; j < i; j++) nn_tensor_release(&out[j]);
+            return nn_set_error(NN_ERR_NOMEM, "out of memory for output '%s' (%zu bytes)", m->g.values[v].name, bytes);
+        }
+    }
+    return NN_OK;
+}
+
+static nn_status predict_dynamic(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out) {
+    for (int i = 0; i < m->g.n_inputs; i++) m->rt[m->g.inputs[i]] = in[i];
+    nn_status st = nn_execute(m);
+    if (st == NN_OK) st = alloc_outputs(m, out, n_out, -1);
+    if (st == NN_OK)
+        for (int i = 0; i < n_out; i++)
+            memcpy(out[i].data, m->rt[m->g.outputs[i]].data,
+                   (size_t)nn_tensor_elements(&out[i]) * nn_dtype_size(out[i].dtype));
+    nn_execute_release(m);
+    return st;
+}
+
+/* Static plan: copy each chunk of up to `batch` samples into the input
+ * buffers (zero-padding a short last chunk), run, copy the rows out. */
+static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
+    const nn_graph *g = &m->g;
+    nn_status st = alloc_outputs(m, out, n_out, samples);
+    if (st != NN_OK) return st;
+    int64_t step = m->has_batch ? m->batch : 1, total = samples >= 0 ? samples : 1;
+    for (int64_t start = 0; start < total; start += step) {
+        int64_t count = total - start < step ? total - start : step;
+        for (int i = 0; i < g->n_inputs; i++) {
+            int v = g->inputs[i];
+            nn_tensor *dst = &m->rt[v];
+            if (!g->values[v].batched) {
+                if (start == 0) memcpy(dst->data, in[i].data, (size_t)nn_tensor_elements(dst) * nn_dtype_size(dst->dtype));
+                continue;
+            }
+            size_t rb = row_bytes(dst);
+            memcpy(dst->data, (const char *)in[i].data + (size_t)start * rb, (size_t)count * rb);
+            memset((char *)dst->data + (size_t)count * rb, 0, (size_t)(step - count) * rb);
+        }
+        if ((st = nn_execute(m)) != NN_OK) break;
+        for (int i = 0; i < n_out; i++) {
+            const nn_tensor *src = &m->rt[g->outputs[i]];
+            if (!g->values[g->outputs[i]].batched) {
+                if (start == 0) memcpy(out[i].data, src->data, (size_t)nn_tensor_elements(src) * nn_dtype_size(src->dtype));
+                continue;
+            }
+            size_t rb = row_bytes(src);
+            memcpy((char *)out[i].data + (size_t)start * rb, src->data, (size_t)count * rb);
+        }
+    }
+    if (st != NN_OK)
+        for (int i = 0; i < n_out; i++) nn_tensor_release(&out[i]);
+    return st;
+}
+
+NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
+    if (!m || (!in && n_in) || !out) return nn_set_error(NN_ERR_ARG, "nn_predict: NULL argument");
+    if (n_out != m->g.n_outputs)
+        return nn_set_error(NN_ERR_ARG, "model has %d outputs, %d requested", m->g.n_outputs, n_out);
+    memset(out, 0, sizeof *out * (size_t)n_out);
+    pthread_mutex_lock(&m->lock);
+    int64_t samples;
+    nn_status st = check_inputs(m, in, n_in, &samples);
+    if (st == NN_OK && samples == 0) st = nn_set_error(NN_ERR_SHAPE, "inputs hold no samples");
+    if (st == NN_OK) {
+        openblas_set_num_threads(m->threads);
+        st = m->dynamic ? predict_dynamic(m, in, out, n_out) : predict_batched(m, in, out, n_out, samples);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}

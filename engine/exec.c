@@ -1,0 +1,158 @@
+/* The CPU executor: runs the nodes in order with their planned buffers, or,
+ * for graphs whose shapes depend on run-time values, infers and allocates
+ * node by node. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/registry.h"
+#include "error.h"
+#include "model.h"
+
+static size_t tensor_bytes(const nn_tensor *t) { return (size_t)nn_tensor_elements(t) * nn_dtype_size(t->dtype); }
+
+static void gather_call(const nn_model *m, const nn_node *n, nn_call *call, char *err, size_t err_size) {
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] >= 0) m->call_in[k] = m->rt[n->in[k]];
+        else memset(&m->call_in[k], 0, sizeof m->call_in[k]);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] >= 0) m->call_out[k] = m->rt[n->out[k]];
+        else memset(&m->call_out[k], 0, sizeof m->call_out[k]);
+    }
+    *call = (nn_call){n->params, n->n_in, n->n_out, m->call_in, m->call_out, m->workspace,
+                      m->plan.workspace_bytes, m->threads, err, err_size};
+    err[0] = 0;
+}
+
+nn_status nn_runtime_init(nn_model *m) {
+    nn_graph *g = &m->g;
+    int max_io = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].n_in > max_io) max_io = g->nodes[i].n_in;
+        if (g->nodes[i].n_out > max_io) max_io = g->nodes[i].n_out;
+    }
+    m->rt = calloc((size_t)g->n_values + 1, sizeof *m->rt);
+    m->last_use = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    m->call_in = calloc((size_t)max_io, sizeof(nn_tensor));
+    m->call_out = calloc((size_t)max_io, sizeof(nn_tensor));
+    if (!m->rt || !m->last_use || !m->call_in || !m->call_out) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    for (int v = 0; v < g->n_values; v++) {
+        m->rt[v] = g->values[v].t;
+        m->last_use[v] = -1;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) m->last_use[g->nodes[i].in[k]] = i;
+    for (int i = 0; i < g->n_outputs; i++) m->last_use[g->outputs[i]] = g->n_nodes;
+    if (m->dynamic) return NN_OK;
+
+    nn_status st = nn_plan_memory(m);
+    if (st != NN_OK) return st;
+    m->arena = aligned_alloc(64, m->plan.arena_bytes ? m->plan.arena_bytes : 64);
+    if (!m->arena)
+        return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
+    for (int v = 0; v < g->n_values; v++)
+        if (m->plan.offset[v] >= 0) m->rt[v].data = (char *)m->arena + m->plan.offset[v];
+    /* one scratch workspace, sized to the hungriest kernel */
+    size_t ws = 0;
+    char err[256];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_op_desc *d = nn_op_get(g->nodes[i].op);
+        if (!d->workspace) continue;
+        nn_call call;
+        gather_call(m, &g->nodes[i], &call, err, sizeof err);
+        size_t need = d->workspace(&call);
+        if (need > ws) ws = need;
+    }
+    m->plan.workspace_bytes = ws;
+    m->workspace = ws ? aligned_alloc(64, (ws + 63) / 64 * 64) : NULL;
+    if (ws && !m->workspace) return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of workspace", ws);
+    return NN_OK;
+}
+
+void nn_runtime_free(nn_model *m) {
+    nn_execute_release(m);
+    free(m->rt);
+    free(m->last_use);
+    free(m->call_in);
+    free(m->call_out);
+    free(m->arena);
+    free(m->workspace);
+    nn_plan_free(&m->plan);
+}
+
+/* Dynamic mode: values produced during a run own malloc'ed data. */
+static bool run_owned(const nn_model *m, int v) {
+    const nn_value *val = &m->g.values[v];
+    return m->dynamic && !val->is_const && !val->is_input && val->producer >= 0;
+}
+
+static void free_value(nn_model *m, int v) {
+    free(m->rt[v].data);
+    m->rt[v].data = NULL;
+}
+
+/* Infer the node's outputs from the run-time inputs and allocate them. */
+static nn_status prepare_dynamic(nn_model *m, const nn_node *n, nn_call *call) {
+    const nn_op_desc *d = nn_op_get(n->op);
+    nn_status st = d->infer(call);
+    if (st == NN_DYNAMIC) return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): shape still unknown at run time", n->name, d->name);
+    if (st != NN_OK) return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, call->err[0] ? call->err : nn_strerror(st));
+    for (int k = 0; k < n->n_out; k++) {
+        nn_tensor *t = &call->out[k];
+        if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS)
+            return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): invalid output shape", n->name, d->name);
+        size_t bytes = tensor_bytes(t);
+        t->data = malloc(bytes ? bytes : 1);
+        if (!t->data) return nn_set_error(NN_ERR_NOMEM, "node '%s': out of memory for %zu bytes", n->name, bytes);
+        if (n->out[k] >= 0) m->rt[n->out[k]] = *t;
+    }
+    size_t ws = d->workspace ? d->workspace(call) : 0;
+    call->workspace = ws ? malloc(ws) : NULL;
+    call->workspace_size = ws;
+    if (ws && !call->workspace) return nn_set_error(NN_ERR_NOMEM, "node '%s': out of memory for workspace", n->name);
+    return NN_OK;
+}
+
+nn_status nn_execute(nn_model *m) {
+    nn_graph *g = &m->g;
+    char err[256];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        const nn_op_desc *d = nn_op_get(n->op);
+        nn_call call;
+        gather_call(m, n, &call, err, sizeof err);
+        nn_status st;
+        if (m->dynamic) {
+            st = prepare_dynamic(m, n, &call);
+            if (st != NN_OK) {
+                for (int k = 0; k < n->n_out; k++)
+                    if (n->out[k] < 0) free(call.out[k].data);
+                free(call.workspace);
+                return st;
+            }
+        }
+        st = d->run(&call);
+        if (m->dynamic) {
+            free(call.workspace);
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k] < 0) free(call.out[k].data); /* an output nobody named */
+            for (int k = 0; k < n->n_in; k++) {
+                int v = n->in[k];
+                if (v >= 0 && m->last_use[v] == i && run_owned(m, v) && m->rt[v].data) free_value(m, v);
+            }
+            for (int k = 0; k < n->n_out; k++) {
+                int v = n->out[k];
+                if (v >= 0 && m->last_use[v] < 0) free_value(m, v); /* never read */
+            }
+        }
+        if (st != NN_OK) return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
+    }
+    return NN_OK;
+}
+
+void nn_execute_release(nn_model *m) {
+    if (!m->dynamic || !m->rt) return;
+    for (int v = 0; v < m->g.n_values; v++)
+        if (run_owned(m, v) && m->rt[v].data) free_value(m, v);
+}

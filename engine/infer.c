@@ -1,0 +1,144 @@
+/* Static shape inference at the bound batch size, with constant folding:
+ * a node whose inputs are all known is evaluated once here, by the same CPU
+ * kernels, and leaves the graph. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/registry.h"
+#include "error.h"
+#include "model.h"
+#include "onnx_tensor.h"
+
+/* Check an inferred output shape before anything is sized from it. */
+static nn_status check_output(const nn_node *n, const nn_tensor *t, int k) {
+    if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS ||
+        nn_dims_checked_elements(t->dims, (size_t)t->ndim) < 0)
+        return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): output %d got an invalid shape from inference",
+                            n->name, nn_op_get(n->op)->name, k);
+    return NN_OK;
+}
+
+static nn_status bind_inputs(nn_model *m) {
+    nn_graph *g = &m->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        nn_value *v = &g->values[g->inputs[i]];
+        if (v->t.ndim < 0) { m->dynamic = true; continue; }
+        bool known = true;
+        for (int d = 0; d < v->t.ndim; d++) {
+            if (v->t.dims[d] >= 0) continue;
+            if (d == 0) {
+                v->t.dims[0] = m->batch;
+                m->has_batch = true;
+            } else {
+                known = false; /* only the batch dimension is bound at load */
+            }
+        }
+        v->shape_known = known;
+        if (!known) m->dynamic = true;
+    }
+    return NN_OK;
+}
+
+static nn_status fold_node(nn_model *m, const nn_node *n, nn_call *call) {
+    nn_graph *g = &m->g;
+    const nn_op_desc *d = nn_op_get(n->op);
+    for (int k = 0; k < n->n_out; k++) {
+        size_t bytes = (size_t)nn_tensor_elements(&call->out[k]) * nn_dtype_size(call->out[k].dtype);
+        call->out[k].data = nn_arena_alloc(&g->weights, bytes ? bytes : 1);
+        if (!call->out[k].data) return nn_set_error(NN_ERR_NOMEM, "out of memory folding node '%s'", n->name);
+    }
+    size_t ws = d->workspace ? d->workspace(call) : 0;
+    call->workspace = ws ? malloc(ws) : NULL;
+    call->workspace_size = ws;
+    if (ws && !call->workspace) return nn_set_error(NN_ERR_NOMEM, "out of memory folding node '%s'", n->name);
+    nn_status st = d->run(call);
+    free(call->workspace);
+    if (st != NN_OK) return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, call->err);
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] < 0) continue;
+        nn_value *v = &g->values[n->out[k]];
+        v->t.data = call->out[k].data;
+        v->is_const = true;
+        v->producer = -1;
+    }
+    return NN_OK;
+}
+
+nn_status nn_infer_static(nn_model *m, bool fold) {
+    nn_graph *g = &m->g;
+    nn_status st = bind_inputs(m);
+    if (st != NN_OK) return st;
+    int max_io = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].n_in > max_io) max_io = g->nodes[i].n_in;
+        if (g->nodes[i].n_out > max_io) max_io = g->nodes[i].n_out;
+    }
+    nn_tensor *in = calloc((size_t)max_io, sizeof *in), *out = calloc((size_t)max_io, sizeof *out);
+    bool *folded = calloc((size_t)g->n_nodes + 1, 1);
+    if (!in || !out || !folded) {
+        st = nn_set_error(NN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *n = &g->nodes[i];
+        const nn_op_desc *d = nn_op_get(n->op);
+        bool known = true, all_const = true;
+        for (int k = 0; k < n->n_in; k++) {
+            memset(&in[k], 0, sizeof in[k]);
+            if (n->in[k] < 0) continue;
+            const nn_value *v = &g->values[n->in[k]];
+            known &= v->shape_known;
+            all_const &= v->is_const;
+            in[k] = v->t;
+            if (!v->is_const) in[k].data = NULL;
+        }
+        if (!known) continue; /* downstream of a run-time shape */
+        memset(out, 0, sizeof *out * (size_t)n->n_out);
+        char err[256] = "";
+        nn_call call = {n->params, n->n_in, n->n_out, in, out, NULL, 0, m->threads, err, sizeof err};
+        st = d->infer(&call);
+        if (st == NN_DYNAMIC) {
+            m->dynamic = true;
+            st = NN_OK;
+            continue;
+        }
+        if (st != NN_OK) {
+            st = nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
+            goto done;
+        }
+        for (int k = 0; k < n->n_out; k++) {
+            if ((st = check_output(n, &out[k], k)) != NN_OK) goto done;
+            if (n->out[k] < 0) continue;
+            nn_value *v = &g->values[n->out[k]];
+            v->t = out[k];
+            v->t.data = NULL;
+            v->shape_known = true;
+        }
+        /* Constant has no inputs: folding it is how its value is defined, so
+         * it happens even with the optimizer off. */
+        bool foldable = n->n_in == 0 || (fold && (all_const || (d->flags & NN_OPF_SHAPE_ONLY)));
+        if (foldable) {
+            if ((st = fold_node(m, n, &call)) != NN_OK) goto done;
+            folded[i] = true;
+        }
+    }
+    /* drop folded nodes, renumber producers */
+    int w = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (folded[i]) continue;
+        g->nodes[w] = g->nodes[i];
+        for (int k = 0; k < g->nodes[w].n_out; k++)
+            if (g->nodes[w].out[k] >= 0) g->values[g->nodes[w].out[k]].producer = w;
+        w++;
+    }
+    g->n_nodes = w;
+    for (int i = 0; i < g->n_outputs; i++) {
+        nn_value *v = &g->values[g->outputs[i]];
+        if (v->batched && v->shape_known) v->batched = m->has_batch && v->t.ndim > 0 && v->t.dims[0] == m->batch;
+    }
+done:
+    free(in);
+    free(out);
+    free(folded);
+    return st;
+}

@@ -1,0 +1,50 @@
+/* A loaded model: the IR plus what execution needs (memory plan, buffers). */
+#ifndef NN_MODEL_H
+#define NN_MODEL_H
+
+#include <pthread.h>
+
+#include "ir.h"
+
+typedef struct nn_plan {
+    int64_t *offset;        /* per value: byte offset in the activation arena, -1 if not there */
+    int *first_use, *last_use; /* per value: node index range where it is live (planned values) */
+    size_t arena_bytes;     /* planned size */
+    size_t naive_bytes;     /* every intermediate in its own buffer */
+    size_t lower_bound_bytes; /* most bytes live at one point */
+    size_t workspace_bytes; /* largest scratch any kernel needs */
+} nn_plan;
+
+struct nn_model {
+    nn_graph g;
+    nn_options opt;
+    char device[16];
+    int threads;
+    int batch;       /* bound size of the symbolic batch dimension */
+    bool has_batch;  /* some input has a symbolic dim 0 */
+    bool dynamic;    /* some shape depends on run-time values: infer while running */
+    nn_plan plan;
+    void *arena;     /* activations (static plan) */
+    void *workspace;
+    nn_tensor *rt;   /* per value: shape and data during a run */
+    int *last_use;   /* per value: last node reading it (n_nodes for graph outputs) */
+    nn_tensor *call_in, *call_out; /* argument arrays sized for the widest node */
+    pthread_mutex_t lock;
+};
+
+/* Infer every shape at the bound batch size; with `fold`, evaluate nodes
+ * whose inputs are all known and drop them from the graph. */
+nn_status nn_infer_static(nn_model *m, bool fold);
+/* Assign arena offsets by liveness (static models). */
+nn_status nn_plan_memory(nn_model *m);
+void nn_plan_free(nn_plan *p);
+/* Prepare run-time state after inference (and planning, for static models). */
+nn_status nn_runtime_init(nn_model *m);
+void nn_runtime_free(nn_model *m);
+/* Run the graph once.  Inputs are in m->rt[input].  Static models write
+ * into the planned arena; dynamic ones infer and allocate node by node and
+ * leave graph outputs allocated (nn_execute_release frees them). */
+nn_status nn_execute(nn_model *m);
+void nn_execute_release(nn_model *m);
+
+#endif

@@ -1,0 +1,301 @@
+/* ONNX ModelProto -> nn_graph.  The protobuf is freed before returning;
+ * nothing downstream sees protobuf types. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/registry.h"
+#include "error.h"
+#include "import.h"
+#include "onnx_tensor.h"
+
+/* ---- name -> value id, open addressing; lives only during import */
+typedef struct name_map {
+    int *slots; /* value id or -1 */
+    size_t cap;
+    const nn_graph *g;
+} name_map;
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+static int *map_slot(name_map *m, const char *name) {
+    for (size_t i = hash_str(name) & (m->cap - 1);; i = (i + 1) & (m->cap - 1))
+        if (m->slots[i] < 0 || !strcmp(m->g->values[m->slots[i]].name, name)) return &m->slots[i];
+}
+
+/* Value id for `name`, created when new. -1 when out of memory. */
+static int value_for(nn_graph *g, name_map *m, const char *name) {
+    int *slot = map_slot(m, name);
+    if (*slot < 0) *slot = nn_graph_add_value(g, name);
+    return *slot;
+}
+
+static nn_status read_file(const char *path, uint8_t **buf, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return nn_set_error(NN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    nn_status st = NN_OK;
+    if (fseeko(f, 0, SEEK_END) != 0) {
+        st = nn_set_error(NN_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    off_t size = ftello(f);
+    if (size < 0) {
+        st = nn_set_error(NN_ERR_IO, "cannot read '%s': not a regular file", path);
+        goto out;
+    }
+    rewind(f);
+    *buf = malloc((size_t)size + 1);
+    if (!*buf) {
+        st = nn_set_error(NN_ERR_NOMEM, "out of memory reading '%s' (%lld bytes)", path, (long long)size);
+        goto out;
+    }
+    if (fread(*buf, 1, (size_t)size, f) != (size_t)size) {
+        free(*buf);
+        *buf = NULL;
+        st = nn_set_error(NN_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    *len = (size_t)size;
+out:
+    fclose(f);
+    return st;
+}
+
+nn_status nn_read_protobuf(const char *path, void *(*unpack)(size_t, const uint8_t *), void **msg) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    nn_status st = read_file(path, &buf, &len);
+    if (st != NN_OK) return st;
+    *msg = len ? unpack(len, buf) : NULL;
+    free(buf);
+    if (!*msg) return nn_set_error(NN_ERR_PARSE, "'%s' is not a valid ONNX protobuf (%s)", path,
+                                   len ? "decoding failed: truncated or not protobuf" : "empty file");
+    return NN_OK;
+}
+
+static void *unpack_model(size_t len, const uint8_t *data) {
+    return onnx__model_proto__unpack(NULL, len, data);
+}
+
+/* Declared type of a graph input/output: dtype and dims, -1 for a symbolic
+ * (named or unknown) dimension. */
+static nn_status declared_type(const Onnx__ValueInfoProto *vi, nn_value *v, const char *role) {
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' is not a tensor (sequences, maps and optionals are not supported)",
+                            role, vi->name);
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int32_t dt = tt->has_elem_type ? tt->elem_type : 0;
+    if (!nn_dtype_supported(dt))
+        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' has dtype %s, which is not supported", role,
+                            vi->name, nn_onnx_dtype_name(dt));
+    v->t.dtype = (nn_dtype)dt;
+    if (!tt->shape) { /* unknown rank */
+        v->t.ndim = -1;
+        return NN_OK;
+    }
+    if (tt->shape->n_dim > NN_MAX_DIMS)
+        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' has %zu dimensions, at most %d supported", role,
+                            vi->name, tt->shape->n_dim, NN_MAX_DIMS);
+    v->t.ndim = (int)tt->shape->n_dim;
+    for (size_t i = 0; i < tt->shape->n_dim; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+        bool fixed = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        if (fixed && d->dim_value < 0)
+            return nn_set_error(NN_ERR_INVALID, "graph %s '%s' has negative dimension %lld", role, vi->name,
+                                (long long)d->dim_value);
+        v->t.dims[i] = fixed ? d->dim_value : -1;
+    }
+    return NN_OK;
+}
+
+static nn_status convert_attrs(nn_graph *g, const Onnx__NodeProto *np, const char *node_name, nn_attr **out) {
+    nn_attr *attrs = nn_arena_alloc(&g->meta, sizeof(nn_attr) * (np->n_attribute + 1));
+    if (!attrs) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < np->n_attribute; i++) {
+        const Onnx__AttributeProto *ap = np->attribute[i];
+        nn_attr *a = &attrs[i];
+        a->name = nn_arena_strdup(&g->meta, ap->name);
+        a->type = (nn_attr_type)ap->type;
+        a->i = ap->i;
+        a->f = ap->f;
+        if (ap->ref_attr_name && ap->ref_attr_name[0])
+            return nn_set_error(NN_ERR_UNSUPPORTED, "node '%s': attribute '%s' refers to a function attribute",
+                                node_name, ap->name);
+        switch (ap->type) {
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+            a->s = nn_arena_alloc(&g->meta, ap->s.len + 1);
+            if (a->s && ap->s.len) memcpy((char *)a->s, ap->s.data, ap->s.len);
+            break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+            a->n = (int)ap->n_ints;
+            a->ints = nn_arena_memdup(&g->meta, ap->ints, sizeof(int64_t) * ap->n_ints);
+            break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+            a->n = (int)ap->n_floats;
+            a->floats = nn_arena_memdup(&g->meta, ap->floats, sizeof(float) * ap->n_floats);
+            break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+            if (!ap->t) return nn_set_error(NN_ERR_INVALID, "node '%s': tensor attribute '%s' is empty", node_name, ap->name);
+            nn_tensor *t = nn_arena_alloc(&g->meta, sizeof *t);
+            char what[300];
+            snprintf(what, sizeof what, "attribute '%s' of node '%s'", ap->name, node_name);
+            if (!t) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+            nn_status st = nn_tensor_from_proto(ap->t, &g->weights, NULL, what, t);
+            if (st != NN_OK) return st;
+            a->t = t;
+            break;
+        }
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: break;
+        default:
+            return nn_set_error(NN_ERR_UNSUPPORTED, "node '%s': attribute '%s' has a type (%d) that is not supported",
+                                node_name, ap->name, (int)ap->type);
+        }
+        if (!a->name) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    }
+    *out = attrs;
+    return NN_OK;
+}
+
+static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *np, int index) {
+    char fallback[32];
+    snprintf(fallback, sizeof fallback, "#%d", index);
+    const char *name = np->name && np->name[0] ? np->name : fallback;
+    const char *op_type = np->op_type ? np->op_type : "";
+    if (np->domain && np->domain[0] && strcmp(np->domain, "ai.onnx") != 0)
+        return nn_set_error(NN_ERR_UNSUPPORTED, "unsupported operator '%s::%s' at node '%s'", np->domain, op_type, name);
+    int op = nn_op_lookup(op_type);
+    if (op < 0) return nn_set_error(NN_ERR_UNSUPPORTED, "unsupported operator '%s' at node '%s'", op_type, name);
+    const nn_op_desc *d = nn_op_get(op);
+    /* trailing empty names are absent optional inputs/outputs: drop them */
+    int n_in = (int)np->n_input, n_out = (int)np->n_output;
+    while (n_in > 0 && !np->input[n_in - 1][0]) n_in--;
+    while (n_out > 0 && !np->output[n_out - 1][0]) n_out--;
+    if (n_in < d->min_inputs || (d->max_inputs >= 0 && n_in > d->max_inputs))
+        return nn_set_error(NN_ERR_INVALID, "node '%s' (%s) has %d inputs, expected %d to %d", name, op_type, n_in,
+                            d->min_inputs, d->max_inputs);
+    if (n_out < d->min_outputs || n_out > d->max_outputs)
+        return nn_set_error(n_out > d->max_outputs ? NN_ERR_UNSUPPORTED : NN_ERR_INVALID,
+                            "node '%s' (%s) has %d outputs, expected %d to %d", name, op_type, n_out,
+                            d->min_outputs, d->max_outputs);
+    int id = nn_graph_add_node(g, name, op, n_in, n_out);
+    if (id < 0) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    nn_node *node = &g->nodes[id];
+    for (int i = 0; i < n_in; i++) {
+        node->in[i] = np->input[i][0] ? value_for(g, map, np->input[i]) : -1;
+        if (np->input[i][0] && node->in[i] < 0) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n_out; i++) {
+        node->out[i] = -1;
+        if (!np->output[i][0]) continue;
+        int v = value_for(g, map, np->output[i]);
+        if (v < 0) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+        nn_value *val = &g->values[v];
+        if (val->producer >= 0 || val->is_input || val->is_const)
+            return nn_set_error(NN_ERR_INVALID, "value '%s' is produced more than once (again by node '%s')",
+                                val->name, name);
+        val->producer = id;
+        node->out[i] = v;
+    }
+    nn_attr *attrs;
+    nn_status st = convert_attrs(g, np, name, &attrs);
+    if (st != NN_OK) return st;
+    char err[256] = "";
+    nn_parse_ctx ctx = {attrs, (int)np->n_attribute, g->opset, n_in, n_out, &g->meta, NULL, err, sizeof err};
+    if (d->parse && (st = d->parse(&ctx)) != NN_OK)
+        return nn_set_error(st, "node '%s' (%s): %s", name, op_type, err[0] ? err : nn_strerror(st));
+    g->nodes[id].params = ctx.params;
+    return NN_OK;
+}
+
+static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const char *base_dir) {
+    name_map map = {NULL, 64, g};
+    size_t expect = gp->n_initializer + gp->n_input + gp->n_output;
+    for (size_t i = 0; i < gp->n_node; i++) expect += gp->node[i]->n_output + gp->node[i]->n_input;
+    while (map.cap < expect * 2) map.cap *= 2;
+    map.slots = malloc(sizeof(int) * map.cap);
+    if (!map.slots) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    memset(map.slots, 0xff, sizeof(int) * map.cap);
+    nn_status st = NN_OK;
+
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        const char *name = tp->name ? tp->name : "";
+        int v = value_for(g, &map, name);
+        if (v < 0) { st = nn_set_error(NN_ERR_NOMEM, "out of memory"); goto out; }
+        if (g->values[v].is_const) { st = nn_set_error(NN_ERR_INVALID, "initializer '%s' is defined twice", name); goto out; }
+        char what[300];
+        snprintf(what, sizeof what, "initializer '%s'", name);
+        if ((st = nn_tensor_from_proto(tp, &g->weights, base_dir, what, &g->values[v].t)) != NN_OK) goto out;
+        g->values[v].is_const = g->values[v].shape_known = true;
+        g->parameters += nn_tensor_elements(&g->values[v].t);
+    }
+    g->inputs = nn_arena_alloc(&g->meta, sizeof(int) * (gp->n_input + 1));
+    g->outputs = nn_arena_alloc(&g->meta, sizeof(int) * (gp->n_output + 1));
+    if (!g->inputs || !g->outputs) { st = nn_set_error(NN_ERR_NOMEM, "out of memory"); goto out; }
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        int v = value_for(g, &map, vi->name ? vi->name : "");
+        if (v < 0) { st = nn_set_error(NN_ERR_NOMEM, "out of memory"); goto out; }
+        if (g->values[v].is_const) continue; /* an initializer listed as input (IR < 4): a constant */
+        if (g->values[v].is_input) { st = nn_set_error(NN_ERR_INVALID, "graph input '%s' is listed twice", vi->name); goto out; }
+        if ((st = declared_type(vi, &g->values[v], "input")) != NN_OK) goto out;
+        g->values[v].is_input = true;
+        g->values[v].batched = g->values[v].t.ndim > 0 && g->values[v].t.dims[0] < 0;
+        g->inputs[g->n_inputs++] = v;
+    }
+    for (size_t i = 0; i < gp->n_node; i++)
+        if ((st = import_node(g, &map, gp->node[i], (int)i)) != NN_OK) goto out;
+    g->nodes_parsed = g->n_nodes;
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const Onnx__ValueInfoProto *vi = gp->output[i];
+        int *slot = map_slot(&map, vi->name ? vi->name : "");
+        if (*slot < 0) { st = nn_set_error(NN_ERR_INVALID, "graph output '%s' is produced by no node", vi->name); goto out; }
+        nn_value *val = &g->values[*slot];
+        nn_value declared = {0};
+        if ((st = declared_type(vi, &declared, "output")) != NN_OK) goto out;
+        val->is_output = true;
+        val->batched = declared.t.ndim < 0 || (declared.t.ndim > 0 && declared.t.dims[0] < 0); /* refined once shapes are inferred */
+        g->outputs[g->n_outputs++] = *slot;
+    }
+    st = nn_graph_toposort(g);
+out:
+    free(map.slots);
+    return st;
+}
+
+nn_status nn_import_onnx(const char *path, nn_graph *g) {
+    memset(g, 0, sizeof *g);
+    g->weights.chunk_size = 1 << 20;
+    Onnx__ModelProto *mp = NULL;
+    nn_status st = nn_read_protobuf(path, unpack_model, (void **)&mp);
+    if (st != NN_OK) return st;
+    if (!mp->graph) {
+        st = nn_set_error(NN_ERR_PARSE, "'%s' holds no graph (is it an ONNX model?)", path);
+        goto out;
+    }
+    g->opset = 0;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *os = mp->opset_import[i];
+        if (!os->domain || !os->domain[0] || !strcmp(os->domain, "ai.onnx")) g->opset = (int)os->version;
+    }
+    if (g->opset == 0) g->opset = 1; /* IR v1 files carry no opset_import */
+    /* external data is resolved against the model's folder */
+    char base_dir[4096];
+    snprintf(base_dir, sizeof base_dir, "%s", path);
+    char *slash = strrchr(base_dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(base_dir, sizeof base_dir, ".");
+    st = import_graph(g, mp->graph, base_dir);
+out:
+    onnx__model_proto__free_unpacked(mp, NULL);
+    if (st != NN_OK) nn_graph_free(g);
+    return st;
+}

@@ -1,0 +1,158 @@
+#include "onnx_tensor.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+const char *nn_onnx_dtype_name(int32_t t) {
+    static const char *const names[] = {"UNDEFINED", "FLOAT",  "UINT8",  "INT8",      "UINT16",
+                                        "INT16",     "INT32",  "INT64",  "STRING",    "BOOL",
+                                        "FLOAT16",   "DOUBLE", "UINT32", "UINT64",    "COMPLEX64",
+                                        "COMPLEX128", "BFLOAT16"};
+    return t >= 0 && t < (int32_t)(sizeof names / sizeof *names) ? names[t] : "UNKNOWN";
+}
+
+NN_API const char *nn_dtype_name(nn_dtype d) { return nn_onnx_dtype_name((int32_t)d); }
+
+int nn_dtype_supported(int32_t t) {
+    return t == NN_DTYPE_FLOAT || t == NN_DTYPE_UINT8 || t == NN_DTYPE_INT8 || t == NN_DTYPE_INT32 ||
+           t == NN_DTYPE_INT64 || t == NN_DTYPE_BOOL;
+}
+
+NN_API size_t nn_dtype_size(nn_dtype d) {
+    switch (d) {
+    case NN_DTYPE_FLOAT:
+    case NN_DTYPE_INT32: return 4;
+    case NN_DTYPE_INT64: return 8;
+    case NN_DTYPE_UINT8:
+    case NN_DTYPE_INT8:
+    case NN_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+
+NN_API int64_t nn_tensor_elements(const nn_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->dims[i];
+    return n;
+}
+
+int64_t nn_dims_checked_elements(const int64_t *dims, size_t ndim) {
+    int64_t n = 1;
+    for (size_t i = 0; i < ndim; i++) {
+        if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n)) return -1;
+    }
+    return n;
+}
+
+/* Read `length` bytes at `offset` of the external file named by `location`,
+ * which must stay inside base_dir. */
+static nn_status read_external(const Onnx__TensorProto *tp, const char *base_dir, const char *what,
+                               void *dst, size_t nbytes) {
+    const char *location = NULL;
+    long long offset = 0, length = -1;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = tp->external_data[i];
+        if (!e->key || !e->value) continue;
+        if (!strcmp(e->key, "location")) location = e->value;
+        else if (!strcmp(e->key, "offset")) offset = strtoll(e->value, NULL, 10);
+        else if (!strcmp(e->key, "length")) length = strtoll(e->value, NULL, 10);
+    }
+    if (!base_dir) return nn_set_error(NN_ERR_INVALID, "%s: external data is not allowed here", what);
+    if (!location || !location[0])
+        return nn_set_error(NN_ERR_INVALID, "%s: external data without a location", what);
+    if (location[0] == '/' || strstr(location, "..") == location || strstr(location, "/../") ||
+        (strlen(location) >= 3 && !strcmp(location + strlen(location) - 3, "/..")))
+        return nn_set_error(NN_ERR_INVALID, "%s: external data location '%s' leaves the model's folder", what,
+                            location);
+    if (offset < 0 || (length >= 0 && (size_t)length != nbytes))
+        return nn_set_error(NN_ERR_INVALID, "%s: external data length %lld does not match %zu bytes of dims",
+                            what, length, nbytes);
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", base_dir, location) >= (int)sizeof path)
+        return nn_set_error(NN_ERR_INVALID, "%s: external data path too long", what);
+    /* Symlinks could still point outside: compare resolved paths. */
+    char real_base[PATH_MAX], real_file[PATH_MAX];
+    if (!realpath(base_dir, real_base) || !realpath(path, real_file))
+        return nn_set_error(NN_ERR_IO, "%s: cannot open external data '%s': %s", what, path, strerror(errno));
+    size_t bl = strlen(real_base);
+    if (strncmp(real_file, real_base, bl) != 0 || real_file[bl] != '/')
+        return nn_set_error(NN_ERR_INVALID, "%s: external data '%s' resolves outside the model's folder", what,
+                            location);
+    FILE *f = fopen(real_file, "rb");
+    if (!f) return nn_set_error(NN_ERR_IO, "%s: cannot open external data '%s': %s", what, path, strerror(errno));
+    nn_status st = NN_OK;
+    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, nbytes, f) != nbytes)
+        st = nn_set_error(NN_ERR_IO, "%s: external data '%s' is shorter than offset %lld + %zu bytes", what,
+                          location, offset, nbytes);
+    fclose(f);
+    return st;
+}
+
+nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, nn_arena *arena, const char *base_dir,
+                               const char *what, nn_tensor *out) {
+    memset(out, 0, sizeof *out);
+    int32_t dt = tp->has_data_type ? tp->data_type : 0;
+    if (!nn_dtype_supported(dt))
+        return nn_set_error(NN_ERR_UNSUPPORTED, "%s has dtype %s, which is not supported", what,
+                            nn_onnx_dtype_name(dt));
+    if (tp->n_dims > NN_MAX_DIMS)
+        return nn_set_error(NN_ERR_UNSUPPORTED, "%s has %zu dimensions, at most %d supported", what, tp->n_dims,
+                            NN_MAX_DIMS);
+    if (tp->segment) return nn_set_error(NN_ERR_UNSUPPORTED, "%s is segmented, which is not supported", what);
+    int64_t n = nn_dims_checked_elements(tp->dims, tp->n_dims);
+    size_t esz = nn_dtype_size((nn_dtype)dt);
+    if (n < 0 || (uint64_t)n > SIZE_MAX / 2 / esz)
+        return nn_set_error(NN_ERR_INVALID, "%s has negative or overflowing dims", what);
+    size_t nbytes = (size_t)n * esz;
+    out->dtype = (nn_dtype)dt;
+    out->ndim = (int)tp->n_dims;
+    memcpy(out->dims, tp->dims, sizeof(int64_t) * tp->n_dims);
+    void *data = arena ? nn_arena_alloc(arena, nbytes ? nbytes : 1) : calloc(1, nbytes ? nbytes : 1);
+    if (!data) return nn_set_error(NN_ERR_NOMEM, "%s: out of memory for %zu bytes", what, nbytes);
+    out->data = data;
+
+    nn_status st = NN_OK;
+    size_t have; /* elements present in the typed field used */
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        st = read_external(tp, base_dir, what, data, nbytes);
+    } else if (tp->has_raw_data) {
+        if (tp->raw_data.len != nbytes)
+            st = nn_set_error(NN_ERR_INVALID, "%s: raw_data has %zu bytes, dims need %zu", what, tp->raw_data.len,
+                              nbytes);
+        else if (nbytes) memcpy(data, tp->raw_data.data, nbytes); /* ONNX raw data is little-endian, as we are */
+    } else if (dt == NN_DTYPE_FLOAT) {
+        have = tp->n_float_data;
+        if (have != (size_t)n) goto count_mismatch;
+        if (nbytes) memcpy(data, tp->float_data, nbytes);
+    } else if (dt == NN_DTYPE_INT64) {
+        have = tp->n_int64_data;
+        if (have != (size_t)n) goto count_mismatch;
+        if (nbytes) memcpy(data, tp->int64_data, nbytes);
+    } else { /* INT32, and the 1-byte types, which ONNX stores widened in int32_data */
+        have = tp->n_int32_data;
+        if (have != (size_t)n) goto count_mismatch;
+        for (int64_t i = 0; i < n; i++) {
+            int32_t v = tp->int32_data[i];
+            switch (dt) {
+            case NN_DTYPE_INT32: ((int32_t *)data)[i] = v; break;
+            case NN_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)v; break;
+            case NN_DTYPE_BOOL: ((uint8_t *)data)[i] = v != 0; break;
+            default: ((uint8_t *)data)[i] = (uint8_t)v; break;
+            }
+        }
+    }
+    goto done;
+count_mismatch:
+    st = nn_set_error(NN_ERR_INVALID, "%s holds %zu values, dims need %lld", what, have, (long long)n);
+done:
+    if (st != NN_OK && !arena) {
+        free(data);
+        out->data = NULL;
+    }
+    return st;
+}

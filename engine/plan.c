@@ -1,0 +1,123 @@
+/* Static memory planning: every intermediate gets an offset in one arena,
+ * reusing space once its last consumer has run.  Greedy by size, best fit
+ * among the gaps left by buffers whose lifetimes overlap. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/registry.h"
+#include "error.h"
+#include "model.h"
+
+enum { PLAN_ALIGN = 64 };
+
+typedef struct placed {
+    int64_t begin, end; /* byte range */
+} placed;
+
+static int cmp_placed(const void *a, const void *b) {
+    const placed *x = a, *y = b;
+    return (x->begin > y->begin) - (x->begin < y->begin);
+}
+
+static size_t value_bytes(const nn_value *v) {
+    size_t b = (size_t)nn_tensor_elements(&v->t) * nn_dtype_size(v->t.dtype);
+    return (b + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+}
+
+/* Liveness over the node order: [first_use, last_use] per planned value. */
+static void liveness(const nn_graph *g, nn_plan *p) {
+    for (int v = 0; v < g->n_values; v++) p->first_use[v] = p->last_use[v] = -1;
+    for (int i = 0; i < g->n_inputs; i++) p->first_use[g->inputs[i]] = p->last_use[g->inputs[i]] = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0) p->first_use[n->out[k]] = p->last_use[n->out[k]] = i;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && p->first_use[n->in[k]] >= 0) p->last_use[n->in[k]] = i;
+    }
+    /* graph outputs stay until the caller has them */
+    for (int i = 0; i < g->n_outputs; i++)
+        if (p->first_use[g->outputs[i]] >= 0) p->last_use[g->outputs[i]] = g->n_nodes;
+}
+
+nn_status nn_plan_memory(nn_model *m) {
+    const nn_graph *g = &m->g;
+    nn_plan *p = &m->plan;
+    size_t nv = (size_t)g->n_values + 1;
+    p->offset = malloc(sizeof(int64_t) * nv);
+    p->first_use = malloc(sizeof(int) * nv);
+    p->last_use = malloc(sizeof(int) * nv);
+    int *order = malloc(sizeof(int) * nv);
+    placed *busy = malloc(sizeof(placed) * nv);
+    nn_status st = NN_OK;
+    if (!p->offset || !p->first_use || !p->last_use || !order || !busy) {
+        st = nn_set_error(NN_ERR_NOMEM, "out of memory planning %d values", g->n_values);
+        goto done;
+    }
+    liveness(g, p);
+    int n_planned = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        p->offset[v] = -1;
+        if (p->first_use[v] >= 0 && !g->values[v].is_const) order[n_planned++] = v;
+    }
+    /* largest first; ties by earlier start for a stable, reproducible plan */
+    for (int i = 1; i < n_planned; i++) {
+        int v = order[i], j = i;
+        size_t bv = value_bytes(&g->values[v]);
+        while (j > 0) {
+            int u = order[j - 1];
+            size_t bu = value_bytes(&g->values[u]);
+            if (bu > bv || (bu == bv && p->first_use[u] <= p->first_use[v])) break;
+            order[j] = u;
+            j--;
+        }
+        order[j] = v;
+    }
+    size_t arena = 0, naive = 0;
+    for (int i = 0; i < n_planned; i++) {
+        int v = order[i];
+        size_t size = value_bytes(&g->values[v]);
+        naive += size;
+        int nb = 0;
+        for (int j = 0; j < i; j++) {
+            int u = order[j];
+            if (p->first_use[u] <= p->last_use[v] && p->first_use[v] <= p->last_use[u])
+                busy[nb++] = (placed){p->offset[u], p->offset[u] + (int64_t)value_bytes(&g->values[u])};
+        }
+        qsort(busy, (size_t)nb, sizeof *busy, cmp_placed);
+        /* best fit: the smallest gap that holds it, else after the last */
+        int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+        for (int j = 0; j < nb; j++) {
+            int64_t gap = busy[j].begin - cursor;
+            if (gap >= (int64_t)size && gap < best_gap) {
+                best = cursor;
+                best_gap = gap;
+            }
+            if (busy[j].end > cursor) cursor = busy[j].end;
+        }
+        p->offset[v] = best >= 0 ? best : cursor;
+        if ((size_t)p->offset[v] + size > arena) arena = (size_t)p->offset[v] + size;
+    }
+    /* lower bound: the most bytes live at any one step */
+    size_t lower = 0;
+    for (int t = 0; t <= g->n_nodes; t++) {
+        size_t live = 0;
+        for (int i = 0; i < n_planned; i++)
+            if (p->first_use[order[i]] <= t && t <= p->last_use[order[i]]) live += value_bytes(&g->values[order[i]]);
+        if (live > lower) lower = live;
+    }
+    p->arena_bytes = arena;
+    p->naive_bytes = naive;
+    p->lower_bound_bytes = lower;
+done:
+    free(order);
+    free(busy);
+    return st;
+}
+
+void nn_plan_free(nn_plan *p) {
+    free(p->offset);
+    free(p->first_use);
+    free(p->last_use);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,333 @@
+/* nnrun: load an ONNX model, run it, report load time, latency percentiles,
+ * throughput and peak memory.  `nnrun --help` lists the options. */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "nn.h"
+
+enum { EXIT_ERROR = 1, EXIT_USAGE = 2, MAX_INPUT_FILES = 64 };
+
+typedef struct args {
+    const char *model;
+    nn_options opt;
+    bool batch_given;
+    int warmup, iters;
+    double duration;
+    const char *input_name[MAX_INPUT_FILES], *input_file[MAX_INPUT_FILES];
+    int n_input_files;
+    const char *save_dir;
+    bool json;
+} args;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: nnrun MODEL.onnx [options]\n"
+            "  --batch N            batch size bound to the symbolic batch dimension (default 1;\n"
+            "                       with --input, taken from the data)\n"
+            "  --device DEV         cpu or gpuN (default cpu)\n"
+            "  --threads N          worker threads, 0 = all cores (default 0)\n"
+            "  --warmup N           untimed runs before measuring (default 3)\n"
+            "  --iters N            timed runs (default 20)\n"
+            "  --duration SEC       time runs for SEC seconds instead of --iters\n"
+            "  --input NAME=FILE    feed input NAME from a .npy or ONNX TensorProto .pb file\n"
+            "                       (default: seeded random data of the model's input shapes)\n"
+            "  --save-outputs DIR   write each output as DIR/<output name>.npy\n"
+            "  --no-opt             run the graph as parsed, without the optimizer\n"
+            "  --json               print the report as one JSON object\n"
+            "  --version            print the engine version\n"
+            "  --help               this text\n");
+}
+
+static int parse_int(const char *opt, const char *s, int min, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s ? s : "", &end, 10);
+    if (!s || end == s || *end || errno || v < min || v > 1 << 30) {
+        fprintf(stderr, "nnrun: %s needs an integer >= %d, got '%s'\n", opt, min, s ? s : "");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, args *a) {
+    a->opt = nn_options_default();
+    a->warmup = 3;
+    a->iters = 20;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(s, "--version")) {
+            printf("nnrun %s\n", NN_VERSION_STRING);
+            exit(0);
+        } else if (!strcmp(s, "--batch")) {
+            if (parse_int(s, v, 1, &a->opt.batch)) return -1;
+            a->batch_given = true;
+            i++;
+        } else if (!strcmp(s, "--device")) {
+            if (!v) return fprintf(stderr, "nnrun: --device needs a value\n"), -1;
+            a->opt.device = v;
+            i++;
+        } else if (!strcmp(s, "--threads")) {
+            if (parse_int(s, v, 0, &a->opt.threads)) return -1;
+            i++;
+        } else if (!strcmp(s, "--warmup")) {
+            if (parse_int(s, v, 0, &a->warmup)) return -1;
+            i++;
+        } else if (!strcmp(s, "--iters")) {
+            if (parse_int(s, v, 1, &a->iters)) return -1;
+            i++;
+        } else if (!strcmp(s, "--duration")) {
+            char *end;
+            a->duration = v ? strtod(v, &end) : 0;
+            if (!v || *end || !(a->duration > 0)) return fprintf(stderr, "nnrun: --duration needs seconds > 0\n"), -1;
+            i++;
+        } else if (!strcmp(s, "--input")) {
+            const char *eq = v ? strchr(v, '=') : NULL;
+            if (!eq || eq == v || !eq[1]) return fprintf(stderr, "nnrun: --input needs NAME=FILE\n"), -1;
+            if (a->n_input_files == MAX_INPUT_FILES) return fprintf(stderr, "nnrun: too many --input\n"), -1;
+            a->input_name[a->n_input_files] = strndup(v, (size_t)(eq - v));
+            a->input_file[a->n_input_files++] = eq + 1;
+            i++;
+        } else if (!strcmp(s, "--save-outputs")) {
+            if (!v) return fprintf(stderr, "nnrun: --save-outputs needs a directory\n"), -1;
+            a->save_dir = v;
+            i++;
+        } else if (!strcmp(s, "--no-opt")) {
+            a->opt.optimize = 0;
+        } else if (!strcmp(s, "--json")) {
+            a->json = true;
+        } else if (s[0] == '-') {
+            fprintf(stderr, "nnrun: unknown option '%s' (see --help)\n", s);
+            return -1;
+        } else if (a->model) {
+            fprintf(stderr, "nnrun: more than one model given ('%s' and '%s')\n", a->model, s);
+            return -1;
+        } else {
+            a->model = s;
+        }
+    }
+    if (!a->model) {
+        usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* xorshift: reproducible inputs without libc's rand state */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double next_uniform(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / (double)(1ull << 53);
+}
+
+static int fill_random(nn_tensor *t) {
+    int64_t n = nn_tensor_elements(t);
+    t->data = malloc((size_t)n * nn_dtype_size(t->dtype) + 1);
+    if (!t->data) return -1;
+    for (int64_t i = 0; i < n; i++) {
+        double u = next_uniform();
+        switch (t->dtype) {
+        case NN_DTYPE_FLOAT: ((float *)t->data)[i] = (float)(2 * u - 1); break;
+        case NN_DTYPE_INT64: ((int64_t *)t->data)[i] = (int64_t)(u * 10); break;
+        case NN_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)(u * 10); break;
+        default: ((uint8_t *)t->data)[i] = u < 0.5; break;
+        }
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double percentile(const double *sorted, int n, double p) {
+    double pos = p / 100.0 * (n - 1);
+    int lo = (int)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+static void shape_str(const nn_tensor *t, char *buf, size_t size) {
+    int len = snprintf(buf, size, "%s[", nn_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim; d++)
+        len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "," : "", (long long)t->dims[d]);
+    snprintf(buf + len, size - (size_t)len, "]");
+}
+
+/* JSON string with the characters JSON forbids escaped */
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
+        else putchar(*s);
+    }
+    putchar('"');
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "nnrun: %s%s\n", what ? what : "", nn_last_error());
+    return EXIT_ERROR;
+}
+
+int main(int argc, char **argv) {
+    args a = {0};
+    if (parse_args(argc, argv, &a)) return EXIT_USAGE;
+
+    /* Input files first: with --input the batch comes from the data. */
+    nn_tensor files[MAX_INPUT_FILES] = {0};
+    for (int i = 0; i < a.n_input_files; i++) {
+        if (nn_tensor_load(a.input_file[i], &files[i]) != NN_OK) return fail("");
+        if (!a.batch_given && i == 0 && files[i].ndim > 0 && files[i].dims[0] > 0) a.opt.batch = (int)files[i].dims[0];
+    }
+
+    double t0 = now_ms();
+    nn_model *m;
+    nn_status st = nn_load(a.model, &a.opt, &m);
+    double load_ms = now_ms() - t0;
+    if (st == NN_ERR_DEVICE || st == NN_ERR_ARG) {
+        fprintf(stderr, "nnrun: %s\n", nn_last_error());
+        return EXIT_USAGE;
+    }
+    if (st != NN_OK) return fail("");
+
+    int n_in = nn_input_count(m), n_out = nn_output_count(m);
+    nn_tensor *in = calloc((size_t)n_in + 1, sizeof *in), *out = calloc((size_t)n_out + 1, sizeof *out);
+    if (!in || !out) return fail("out of memory");
+    for (int f = 0; f < a.n_input_files; f++) {
+        int found = -1;
+        for (int i = 0; i < n_in; i++) {
+            const char *name;
+            nn_input_info(m, i, &name, NULL);
+            if (!strcmp(name, a.input_name[f])) found = i;
+        }
+        if (found < 0) {
+            fprintf(stderr, "nnrun: --input '%s': the model has no input of that name\n", a.input_name[f]);
+            return EXIT_USAGE;
+        }
+        in[found] = files[f];
+    }
+    for (int i = 0; i < n_in; i++) {
+        if (in[i].data) continue;
+        const char *name;
+        nn_input_info(m, i, &name, &in[i]);
+        if (a.n_input_files) {
+            fprintf(stderr, "nnrun: input '%s' not given (use --input %s=FILE)\n", name, name);
+            return EXIT_USAGE;
+        }
+        for (int d = 0; d < in[i].ndim; d++)
+            if (in[i].dims[d] < 0) {
+                fprintf(stderr, "nnrun: input '%s' has a symbolic dimension %d besides the batch; give it with --input\n",
+                        name, d);
+                return EXIT_USAGE;
+            }
+        if (fill_random(&in[i])) return fail("out of memory");
+    }
+    int64_t samples = n_in > 0 && in[0].ndim > 0 ? in[0].dims[0] : 1;
+
+    for (int w = 0; w < a.warmup; w++) {
+        if (nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
+        for (int k = 0; k < n_out; k++) nn_tensor_release(&out[k]);
+    }
+    int cap = a.iters, n_runs = 0;
+    double *lat = malloc(sizeof(double) * (size_t)cap);
+    double start = now_ms();
+    for (;;) {
+        if (a.duration > 0 ? now_ms() - start >= a.duration * 1e3 && n_runs > 0 : n_runs == a.iters) break;
+        if (n_runs == cap) {
+            cap *= 2;
+            lat = realloc(lat, sizeof(double) * (size_t)cap);
+        }
+        if (!lat) return fail("out of memory");
+        double r0 = now_ms();
+        if (nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
+        lat[n_runs++] = now_ms() - r0;
+        if (n_runs < a.iters || a.duration > 0)
+            for (int k = 0; k < n_out; k++) nn_tensor_release(&out[k]);
+    }
+    double total_ms = now_ms() - start;
+    if (a.duration > 0 && nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
+    qsort(lat, (size_t)n_runs, sizeof *lat, cmp_double);
+    double med = percentile(lat, n_runs, 50), p90 = percentile(lat, n_runs, 90), p99 = percentile(lat, n_runs, 99);
+    double throughput = samples * n_runs / (total_ms / 1e3);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss_mb = ru.ru_maxrss / 1024.0;
+    nn_model_stats stats;
+    nn_model_get_stats(m, &stats);
+
+    if (a.save_dir) {
+        mkdir(a.save_dir, 0777);
+        for (int k = 0; k < n_out; k++) {
+            const char *name;
+            nn_output_info(m, k, &name, NULL);
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s.npy", a.save_dir, name);
+            for (char *c = path + strlen(a.save_dir) + 1; *c; c++)
+                if (*c == '/') *c = '_';
+            if (nn_tensor_save_npy(path, &out[k]) != NN_OK) return fail("");
+        }
+    }
+
+    if (a.json) {
+        printf("{\"model\": ");
+        json_str(a.model);
+        printf(", \"batch\": %d, \"samples\": %lld, \"device\": ", stats.batch, (long long)samples);
+        json_str(a.opt.device ? a.opt.device : "cpu");
+        printf(", \"threads\": %d, \"nodes\": %d, \"nodes_parsed\": %d, \"parameters\": %lld, \"arena_bytes\": %lld, "
+               "\"load_ms\": %.3f, \"iters\": %d, \"latency_ms\": {\"median\": %.3f, \"p90\": %.3f, \"p99\": %.3f, "
+               "\"min\": %.3f, \"max\": %.3f}, \"throughput\": %.3f, \"peak_rss_mb\": %.1f}\n",
+               stats.threads, stats.nodes, stats.nodes_parsed, (long long)stats.parameters,
+               (long long)stats.arena_bytes, load_ms, n_runs, med, p90, p99, lat[0], lat[n_runs - 1], throughput,
+               rss_mb);
+    } else {
+        printf("model       %s\n", a.model);
+        for (int i = 0; i < n_in; i++) {
+            const char *name;
+            char buf[256];
+            nn_input_info(m, i, &name, NULL);
+            shape_str(&in[i], buf, sizeof buf);
+            printf("input       %s %s\n", name, buf);
+        }
+        for (int k = 0; k < n_out; k++) {
+            const char *name;
+            char buf[256];
+            nn_output_info(m, k, &name, NULL);
+            shape_str(&out[k], buf, sizeof buf);
+            printf("output      %s %s\n", name, buf);
+        }
+        printf("nodes       %d parsed, %d executed\n", stats.nodes_parsed, stats.nodes);
+        printf("parameters  %lld\n", (long long)stats.parameters);
+        printf("device      %s, %d threads, batch %d\n", a.opt.device ? a.opt.device : "cpu", stats.threads, stats.batch);
+        printf("load        %.1f ms\n", load_ms);
+        printf("latency     median %.3f ms  p90 %.3f ms  p99 %.3f ms  (%d runs)\n", med, p90, p99, n_runs);
+        printf("throughput  %.2f samples/s\n", throughput);
+        printf("memory      %.1f MB peak RSS, %.1f MB activation arena\n", rss_mb, stats.arena_bytes / 1048576.0);
+    }
+    for (int k = 0; k < n_out; k++) nn_tensor_release(&out[k]);
+    for (int i = 0; i < n_in; i++) nn_tensor_release(&in[i]);
+    for (int i = 0; i < a.n_input_files; i++) free((char *)a.input_name[i]);
+    free(in);
+    free(out);
+    free(lat);
+    nn_free(m);
+    return 0;
+}

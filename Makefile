@@ -11,9 +11,9 @@ PYTHON   := /usr/bin/python3
 MODELS_DIR := $(BUILD)/models
 
 ifeq ($(DEBUG),1)
-OPTFLAGS := -O1 -g -DNN_DEBUG=1
+OPTFLAGS := -O1 -gdwarf-4 -DNN_DEBUG=1
 else
-OPTFLAGS := -O2 -g
+OPTFLAGS := -O2 -gdwarf-4
 endif
 CFLAGS    = -std=c11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Werror -fPIC -fvisibility=hidden \
             -fopenmp -I$(BUILD)/proto $(shell pkg-config --cflags openblas libprotobuf-c 2>/dev/null)
@@ -24,7 +24,7 @@ PROTO_C    := $(BUILD)/proto/onnx.pb-c.c
 OBJS       := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/onnx.pb-c.o
 TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump
 TESTS_C    := $(wildcard tests/test_*.c)
-TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance
+TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $(BUILD)/tests/compare_npy
 
 .PHONY: all deps test-deps run test models bench install clean conformance check-models
 all: $(BUILD)/libnn.a $(BUILD)/libnn.so $(TOOLS)

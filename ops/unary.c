@@ -1,30 +1,373 @@
-/* Elementwise unary operators and activations (one output shaped like the input). */
+/* Elementwise unary operators and activations (one output shaped like the input),
+ * plus the data-movement ops of the same shape: Identity, Dropout, Cast. */
+#include <float.h>
 #include <math.h>
+#include <stddef.h>
+#include <string.h>
 
 #include "op.h"
 
-/* Output has the input's dtype and shape. */
-static nn_status infer_same(nn_call *c) {
+#define PAR_MIN 32768 /* elements below which a loop runs on one thread */
+#define DT(code) (1u << NN_DTYPE_##code)
+
+/* Attributes of every activation; an op reads the ones it has. */
+typedef struct act_params {
+    float alpha, beta, gamma;
+} act_params;
+
+static const act_params no_params;
+
+typedef struct act_attr {
+    const char *name;
+    size_t offset;
+    float dflt;
+} act_attr;
+
+#define ATTR(field, dflt) {#field, offsetof(act_params, field), dflt}
+
+static nn_status parse_act(nn_parse_ctx *ctx, const act_attr *attrs, int n) {
+    act_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    for (int i = 0; i < n; i++) {
+        nn_status st = nn_attr_float(ctx, attrs[i].name, attrs[i].dflt, (float *)((char *)p + attrs[i].offset));
+        if (st != NN_OK) return st;
+    }
+    ctx->params = p;
+    return NN_OK;
+}
+
+#define ACT_ATTRS(Name, ...)                                                                  \
+    static nn_status parse_##Name(nn_parse_ctx *ctx) {                                        \
+        static const act_attr attrs[] = {__VA_ARGS__};                                        \
+        return parse_act(ctx, attrs, (int)(sizeof attrs / sizeof attrs[0]));                  \
+    }
+
+static bool dtype_in(nn_dtype t, unsigned mask) { return t > 0 && t < 32 && (mask >> t & 1u); }
+
+static nn_status reject_dtype(nn_call *c, nn_dtype t) {
+    return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(t));
+}
+
+/* Output has the input's dtype and shape, provided the dtype is in `mask`. */
+static nn_status infer_same(nn_call *c, unsigned mask) {
+    if (!dtype_in(c->in[0].dtype, mask)) return reject_dtype(c, c->in[0].dtype);
     nn_tensor_set_shape(&c->out[0], c->in[0].dtype, c->in[0].ndim, c->in[0].dims);
     return NN_OK;
 }
 
-/* One generic float body per activation: `expr` computes y from x. */
-#define FLOAT_UNARY(Name, expr)                                                         \
-    static nn_status run_##Name(nn_call *c) {                                           \
-        if (c->in[0].dtype != NN_DTYPE_FLOAT)                                           \
-            return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported",       \
-                                 nn_dtype_name(c->in[0].dtype));                        \
-        const float *src = c->in[0].data;                                               \
-        float *dst = c->out[0].data;                                                    \
-        int64_t n = nn_shape_elements(c->in[0].dims, c->in[0].ndim);                    \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > 32768)")              \
-        for (int64_t i = 0; i < n; i++) {                                               \
-            float x = src[i];                                                           \
-            dst[i] = (expr);                                                            \
-        }                                                                               \
-        return NN_OK;                                                                   \
-    }                                                                                   \
-    const nn_op_desc nn_op_##Name = {#Name, 1, 1, 1, 1, 0, NULL, infer_same, NULL, run_##Name};
+static int64_t elements(const nn_tensor *t) { return nn_shape_elements(t->dims, t->ndim); }
 
-FLOAT_UNARY(Relu, x > 0.0f ? x : 0.0f)
+static void copy_data(const nn_call *c) {
+    if (c->out[0].data != c->in[0].data)
+        memcpy(c->out[0].data, c->in[0].data, (size_t)elements(&c->in[0]) * nn_dtype_size(c->in[0].dtype));
+}
+
+/* Integer negation that wraps instead of overflowing on the most negative value. */
+#define NEGV(x) _Generic((x), float: -(x), default: (0 - (uint64_t)(x)))
+#define ABSV(x) _Generic((x), float: fabsf((float)(x)), default: ((x) < 0 ? NEGV(x) : (uint64_t)(x)))
+
+/* Dtype lists: X(code, C type, expr) for each dtype an op accepts. */
+#define T_FLOAT(X, e) X(FLOAT, float, e)
+#define T_SIGNED(X, e) X(FLOAT, float, e) X(INT8, int8_t, e) X(INT32, int32_t, e) X(INT64, int64_t, e)
+#define T_BOOL(X, e) X(BOOL, uint8_t, e)
+#define T_FLOAT_MASK DT(FLOAT)
+#define T_SIGNED_MASK (DT(FLOAT) | DT(INT8) | DT(INT32) | DT(INT64))
+#define T_BOOL_MASK DT(BOOL)
+
+/* y[i] = expr(x[i]) over the whole tensor, for element type T. */
+#define MAP_CASE(code, T, expr)                                                                \
+    case NN_DTYPE_##code: {                                                                    \
+        const T *src = c->in[0].data;                                                          \
+        T *dst = c->out[0].data;                                                               \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            T x = src[i];                                                                      \
+            dst[i] = (T)(expr);                                                                \
+        }                                                                                      \
+        break;                                                                                 \
+    }
+
+/* One generic body per operator: `expr` computes y from x and the params p. */
+#define UNARY(Name, TYPES, parse, expr)                                                        \
+    static nn_status infer_##Name(nn_call *c) { return infer_same(c, TYPES##_MASK); }         \
+    static nn_status run_##Name(nn_call *c) {                                                  \
+        const act_params *p = c->params ? c->params : &no_params;                              \
+        (void)p;                                                                               \
+        int64_t n = elements(&c->in[0]);                                                       \
+        switch (c->in[0].dtype) {                                                              \
+            TYPES(MAP_CASE, expr)                                                              \
+        default: return reject_dtype(c, c->in[0].dtype);                                       \
+        }                                                                                      \
+        return NN_OK;                                                                          \
+    }                                                                                          \
+    const nn_op_desc nn_op_##Name = {#Name, 1, 1, 1, 1, 0, parse, infer_##Name, NULL, run_##Name};
+
+static inline float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
+
+/* log(1 + e^x) without overflow for large x */
+static inline float softplus(float x) { return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
+
+ACT_ATTRS(LeakyRelu, ATTR(alpha, 0.01f))
+ACT_ATTRS(Elu, ATTR(alpha, 1.0f))
+ACT_ATTRS(Selu, ATTR(alpha, 1.67326319217681884765625f), ATTR(gamma, 1.05070102214813232421875f))
+ACT_ATTRS(HardSigmoid, ATTR(alpha, 0.2f), ATTR(beta, 0.5f))
+
+UNARY(Abs, T_SIGNED, NULL, ABSV(x))
+UNARY(Neg, T_SIGNED, NULL, NEGV(x))
+UNARY(Sign, T_SIGNED, NULL, (x > 0) - (x < 0))
+UNARY(Relu, T_SIGNED, NULL, x > 0 ? x : 0)
+UNARY(Not, T_BOOL, NULL, !x)
+UNARY(Sqrt, T_FLOAT, NULL, sqrtf(x))
+UNARY(Exp, T_FLOAT, NULL, expf(x))
+UNARY(Log, T_FLOAT, NULL, logf(x))
+UNARY(Reciprocal, T_FLOAT, NULL, 1.0f / x)
+UNARY(Floor, T_FLOAT, NULL, floorf(x))
+UNARY(Ceil, T_FLOAT, NULL, ceilf(x))
+UNARY(Sin, T_FLOAT, NULL, sinf(x))
+UNARY(Cos, T_FLOAT, NULL, cosf(x))
+UNARY(Tanh, T_FLOAT, NULL, tanhf(x))
+UNARY(Erf, T_FLOAT, NULL, erff(x))
+UNARY(Sigmoid, T_FLOAT, NULL, 1.0f / (1.0f + expf(-x)))
+UNARY(Softplus, T_FLOAT, NULL, softplus(x))
+UNARY(Softsign, T_FLOAT, NULL, x / (1.0f + fabsf(x)))
+UNARY(HardSwish, T_FLOAT, NULL, x * clamp01(x * (1.0f / 6.0f) + 0.5f))
+UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, x >= 0.0f ? x : p->alpha * x)
+UNARY(Elu, T_FLOAT, parse_Elu, x >= 0.0f ? x : p->alpha * expm1f(x))
+UNARY(Selu, T_FLOAT, parse_Selu, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
+UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, clamp01(p->alpha * x + p->beta))
+
+/* ---- Clip: bounds are attributes before opset 11, optional scalar inputs since. */
+
+typedef struct clip_params {
+    bool from_attrs;
+    float lo, hi;
+} clip_params;
+
+static nn_status parse_Clip(nn_parse_ctx *ctx) {
+    clip_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    p->from_attrs = ctx->opset < 11;
+    if (!p->from_attrs) return NN_OK;
+    nn_status st = nn_attr_float(ctx, "min", -FLT_MAX, &p->lo);
+    return st != NN_OK ? st : nn_attr_float(ctx, "max", FLT_MAX, &p->hi);
+}
+
+#define CLIP_MASK (DT(FLOAT) | DT(INT8) | DT(UINT8) | DT(INT32) | DT(INT64))
+
+static nn_status infer_Clip(nn_call *c) {
+    const clip_params *p = c->params;
+    nn_dtype t = c->in[0].dtype;
+    if (!dtype_in(t, p->from_attrs ? DT(FLOAT) : CLIP_MASK)) return reject_dtype(c, t);
+    for (int i = 1; i < 3; i++) {
+        if (!nn_present(c, i)) continue;
+        if (c->in[i].dtype != t)
+            return nn_call_error(c, NN_ERR_INVALID, "%s bound must be %s like the input, got %s",
+                                 i == 1 ? "min" : "max", nn_dtype_name(t), nn_dtype_name(c->in[i].dtype));
+        if (elements(&c->in[i]) != 1)
+            return nn_call_error(c, NN_ERR_SHAPE, "%s bound must be a scalar, got %lld elements",
+                                 i == 1 ? "min" : "max", (long long)elements(&c->in[i]));
+    }
+    nn_tensor_set_shape(&c->out[0], t, c->in[0].ndim, c->in[0].dims);
+    return NN_OK;
+}
+
+/* min(max(x, lo), hi): when lo > hi every element becomes hi, as ONNX specifies;
+ * NaN passes through. */
+#define CLIP_CASE(code, T, lowest, highest)                                                    \
+    case NN_DTYPE_##code: {                                                                    \
+        T lo = nn_present(c, 1) ? *(const T *)c->in[1].data : (lowest);                        \
+        T hi = nn_present(c, 2) ? *(const T *)c->in[2].data : (highest);                       \
+        if (p->from_attrs) lo = (T)p->lo, hi = (T)p->hi;                                       \
+        const T *src = c->in[0].data;                                                          \
+        T *dst = c->out[0].data;                                                               \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            T v = src[i] < lo ? lo : src[i];                                                   \
+            dst[i] = v > hi ? hi : v;                                                          \
+        }                                                                                      \
+        break;                                                                                 \
+    }
+
+static nn_status run_Clip(nn_call *c) {
+    const clip_params *p = c->params;
+    int64_t n = elements(&c->in[0]);
+    switch (c->in[0].dtype) {
+        CLIP_CASE(FLOAT, float, -INFINITY, INFINITY)
+        CLIP_CASE(INT8, int8_t, INT8_MIN, INT8_MAX)
+        CLIP_CASE(UINT8, uint8_t, 0, UINT8_MAX)
+        CLIP_CASE(INT32, int32_t, INT32_MIN, INT32_MAX)
+        CLIP_CASE(INT64, int64_t, INT64_MIN, INT64_MAX)
+    default: return reject_dtype(c, c->in[0].dtype);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Clip = {"Clip", 1, 3, 1, 1, 0, parse_Clip, infer_Clip, NULL, run_Clip};
+
+/* ---- Identity */
+
+static nn_status infer_Identity(nn_call *c) { return infer_same(c, ~0u); }
+
+static nn_status run_Identity(nn_call *c) {
+    copy_data(c);
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Identity = {"Identity", 1, 1, 1, 1, 0, NULL, infer_Identity, NULL, run_Identity};
+
+/* ---- Dropout: inference only, so the output is the input and the mask all ones.
+ * The mask is BOOL since opset 10 and the input's type before. */
+
+typedef struct dropout_params {
+    bool bool_mask;
+} dropout_params;
+
+static nn_status parse_Dropout(nn_parse_ctx *ctx) {
+    dropout_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    p->bool_mask = ctx->opset >= 10;
+    ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status check_inference_mode(nn_call *c) {
+    if (!nn_present(c, 2) || !c->in[2].data) return NN_OK;
+    if (c->in[2].dtype != NN_DTYPE_BOOL || elements(&c->in[2]) != 1)
+        return nn_call_error(c, NN_ERR_INVALID, "training_mode must be a BOOL scalar");
+    if (*(const uint8_t *)c->in[2].data)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "training mode is not supported");
+    return NN_OK;
+}
+
+static nn_status infer_Dropout(nn_call *c) {
+    const dropout_params *p = c->params;
+    nn_status st = infer_same(c, DT(FLOAT));
+    if (st == NN_OK) st = check_inference_mode(c);
+    if (st == NN_OK && c->n_out > 1)
+        nn_tensor_set_shape(&c->out[1], p->bool_mask ? NN_DTYPE_BOOL : c->in[0].dtype, c->in[0].ndim,
+                            c->in[0].dims);
+    return st;
+}
+
+static nn_status run_Dropout(nn_call *c) {
+    nn_status st = check_inference_mode(c);
+    if (st != NN_OK) return st;
+    copy_data(c);
+    if (c->n_out > 1 && c->out[1].data) {
+        int64_t n = elements(&c->out[1]);
+        if (c->out[1].dtype == NN_DTYPE_BOOL) {
+            memset(c->out[1].data, 1, (size_t)n);
+        } else {
+            float *m = c->out[1].data;
+            for (int64_t i = 0; i < n; i++) m[i] = 1.0f;
+        }
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Dropout = {"Dropout", 1, 3, 1, 2, 0, parse_Dropout, infer_Dropout, NULL, run_Dropout};
+
+/* ---- Cast between the engine's dtypes.  Float to integer saturates (NaN gives 0):
+ * ONNX leaves out-of-range casts undefined, C makes them undefined behaviour. */
+
+typedef struct cast_params {
+    int64_t to;
+} cast_params;
+
+/* names Cast used for `to` before opset 6, when it was a string */
+static const struct {
+    const char *name;
+    nn_dtype dtype;
+} cast_names[] = {
+    {"FLOAT", NN_DTYPE_FLOAT}, {"INT32", NN_DTYPE_INT32}, {"INT64", NN_DTYPE_INT64},
+    {"BOOL", NN_DTYPE_BOOL},   {"UINT8", NN_DTYPE_UINT8}, {"INT8", NN_DTYPE_INT8},
+};
+
+static nn_status parse_Cast(nn_parse_ctx *ctx) {
+    cast_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    const nn_attr *a = nn_attr_find(ctx, "to");
+    if (!a) return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'to' is required");
+    if (a->type != NN_ATTR_STRING) return nn_attr_int(ctx, "to", 0, &p->to);
+    for (size_t i = 0; i < sizeof cast_names / sizeof cast_names[0]; i++)
+        if (strcmp(a->s, cast_names[i].name) == 0) {
+            p->to = cast_names[i].dtype;
+            return NN_OK;
+        }
+    return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "cast to %s not supported", a->s);
+}
+
+#define CAST_MASK (DT(FLOAT) | DT(INT32) | DT(INT64) | DT(BOOL) | DT(UINT8) | DT(INT8))
+
+static nn_status infer_Cast(nn_call *c) {
+    const cast_params *p = c->params;
+    nn_dtype from = c->in[0].dtype;
+    if (!dtype_in(from, CAST_MASK)) return reject_dtype(c, from);
+    if (p->to < 0 || p->to >= 32 || !dtype_in((nn_dtype)p->to, CAST_MASK))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "cast to dtype %lld not supported", (long long)p->to);
+    nn_tensor_set_shape(&c->out[0], (nn_dtype)p->to, c->in[0].ndim, c->in[0].dims);
+    return NN_OK;
+}
+
+static inline int64_t float_to_int(float x, int64_t lo, int64_t hi) {
+    if (x != x) return 0;
+    if (x <= (float)lo) return lo;
+    if (x >= (float)hi) return hi;
+    return (int64_t)x;
+}
+
+/* The dtypes Cast handles, listed twice because a macro cannot expand inside itself:
+ * X(code, C type, lowest, highest, ...) for targets, X(code, C type, ...) for sources. */
+#define CAST_TARGETS(X, ...)                                                                   \
+    X(FLOAT, float, 0, 0, __VA_ARGS__)                                                         \
+    X(INT32, int32_t, INT32_MIN, INT32_MAX, __VA_ARGS__)                                       \
+    X(INT64, int64_t, INT64_MIN, INT64_MAX, __VA_ARGS__)                                       \
+    X(BOOL, uint8_t, 0, 1, __VA_ARGS__)                                                        \
+    X(UINT8, uint8_t, 0, UINT8_MAX, __VA_ARGS__)                                               \
+    X(INT8, int8_t, INT8_MIN, INT8_MAX, __VA_ARGS__)
+#define CAST_SOURCES(X, ...)                                                                   \
+    X(FLOAT, float, __VA_ARGS__)                                                               \
+    X(INT32, int32_t, __VA_ARGS__)                                                             \
+    X(INT64, int64_t, __VA_ARGS__)                                                             \
+    X(BOOL, uint8_t, __VA_ARGS__)                                                              \
+    X(UINT8, uint8_t, __VA_ARGS__)                                                             \
+    X(INT8, int8_t, __VA_ARGS__)
+
+#define CONVERT(DCODE, TD, lo, hi, x)                                                          \
+    (NN_DTYPE_##DCODE == NN_DTYPE_BOOL    ? (TD)((x) != 0)                                     \
+     : NN_DTYPE_##DCODE == NN_DTYPE_FLOAT ? (TD)(x)                                            \
+                                          : _Generic((x), float: (TD)float_to_int((float)(x), lo, hi), default: (TD)(x)))
+
+#define CAST_FROM(SCODE, TS, DCODE, TD, lo, hi)                                      \
+    case NN_DTYPE_##SCODE: {                                                                   \
+        const TS *src = c->in[0].data;                                                         \
+        TD *dst = c->out[0].data;                                                              \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        for (int64_t i = 0; i < n; i++) dst[i] = CONVERT(DCODE, TD, lo, hi, src[i]);          \
+        break;                                                                                 \
+    }
+
+#define CAST_TO(DCODE, TD, lo, hi, unused)                                                     \
+    case NN_DTYPE_##DCODE:                                                                     \
+        switch (c->in[0].dtype) {                                                              \
+            CAST_SOURCES(CAST_FROM, DCODE, TD, lo, hi)                                           \
+        default: return reject_dtype(c, c->in[0].dtype);                                       \
+        }                                                                                      \
+        break;
+
+static nn_status run_Cast(nn_call *c) {
+    int64_t n = elements(&c->in[0]);
+    if (c->in[0].dtype == c->out[0].dtype) {
+        copy_data(c);
+        return NN_OK;
+    }
+    switch (c->out[0].dtype) {
+        CAST_TARGETS(CAST_TO, 0)
+    default: return reject_dtype(c, c->out[0].dtype);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Cast = {"Cast", 1, 1, 1, 1, 0, parse_Cast, infer_Cast, NULL, run_Cast};

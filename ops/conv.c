@@ -1,0 +1,384 @@
+/* Conv and ConvTranspose over any number of spatial dims (fp32).
+ *
+ * Conv lowers each (image, group) to one GEMM: W[g] (M/g x C/g*K) times the
+ * im2col matrix (C/g*K x out positions).  ConvTranspose is the adjoint: the
+ * GEMM W[g]^T x X[g] gives per-tap contributions that col2im scatter-adds into
+ * the output.  Depthwise 2-D convolutions (one input channel per group, the
+ * MobileNet case) skip the GEMM: per-group products would be tiny. */
+#include <cblas.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "op.h"
+
+#define NSP_MAX (NN_MAX_DIMS - 2)
+
+typedef enum auto_pad_mode {
+    AUTO_PAD_NOTSET,
+    AUTO_PAD_SAME_UPPER,
+    AUTO_PAD_SAME_LOWER,
+    AUTO_PAD_VALID,
+} auto_pad_mode;
+
+typedef struct conv_params {
+    auto_pad_mode auto_pad;
+    int64_t group;
+    /* element counts; -1 when the attribute is absent */
+    int n_kernel, n_strides, n_dilations, n_pads, n_out_padding, n_out_shape;
+    int64_t kernel[NSP_MAX], strides[NSP_MAX], dilations[NSP_MAX], pads[2 * NSP_MAX];
+    int64_t out_padding[NSP_MAX], out_shape[NN_MAX_DIMS];
+} conv_params;
+
+/* Everything a kernel needs, resolved once from params and input shapes. */
+typedef struct conv_geom {
+    int nsp; /* spatial dims */
+    int64_t batch, in_ch, out_ch, group;
+    int64_t in[NSP_MAX], out[NSP_MAX], kernel[NSP_MAX], stride[NSP_MAX], dilation[NSP_MAX];
+    int64_t pad[NSP_MAX]; /* leading pad; negative for ConvTranspose when output_shape crops less */
+    int64_t in_size, out_size, kernel_size; /* products over the spatial dims */
+} conv_geom;
+
+static nn_status parse_conv(nn_parse_ctx *ctx) {
+    conv_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    const char *ap;
+    nn_status st;
+    if ((st = nn_attr_string(ctx, "auto_pad", "NOTSET", &ap)) ||
+        (st = nn_attr_int(ctx, "group", 1, &p->group)) ||
+        (st = nn_attr_ints(ctx, "kernel_shape", p->kernel, NSP_MAX, &p->n_kernel)) ||
+        (st = nn_attr_ints(ctx, "strides", p->strides, NSP_MAX, &p->n_strides)) ||
+        (st = nn_attr_ints(ctx, "dilations", p->dilations, NSP_MAX, &p->n_dilations)) ||
+        (st = nn_attr_ints(ctx, "pads", p->pads, 2 * NSP_MAX, &p->n_pads)) ||
+        (st = nn_attr_ints(ctx, "output_padding", p->out_padding, NSP_MAX, &p->n_out_padding)) ||
+        (st = nn_attr_ints(ctx, "output_shape", p->out_shape, NN_MAX_DIMS, &p->n_out_shape)))
+        return st;
+    /* "" appears in some exporters' output for the default */
+    if (!strcmp(ap, "NOTSET") || !*ap) p->auto_pad = AUTO_PAD_NOTSET;
+    else if (!strcmp(ap, "SAME_UPPER")) p->auto_pad = AUTO_PAD_SAME_UPPER;
+    else if (!strcmp(ap, "SAME_LOWER")) p->auto_pad = AUTO_PAD_SAME_LOWER;
+    else if (!strcmp(ap, "VALID")) p->auto_pad = AUTO_PAD_VALID;
+    else return nn_parse_error(ctx, NN_ERR_INVALID, "unknown auto_pad '%s'", ap);
+    if (p->group < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "group must be >= 1, got %lld", (long long)p->group);
+    ctx->params = p;
+    return NN_OK;
+}
+
+/* nn_call_error for the const call the workspace hook gets (err is still writable). */
+static nn_status geom_error(const nn_call *c, nn_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static nn_status geom_error(const nn_call *c, nn_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (c->err) vsnprintf(c->err, c->err_size, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+/* Indices i in [0, count) with 0 <= i*stride + off < limit form [*lo, *hi). */
+static void valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int64_t h = limit - off <= 0 ? 0 : (limit - 1 - off) / stride + 1;
+    if (h > count) h = count;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* Validate shapes and attributes and resolve pads and output dims: the one
+ * place infer, workspace and run get their geometry from. */
+static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
+    const conv_params *p = c->params;
+    const nn_tensor *x = &c->in[0], *w = &c->in[1];
+    for (int i = 0; i < c->n_in; i++)
+        if (nn_present(c, i) && c->in[i].dtype != NN_DTYPE_FLOAT)
+            return geom_error(c, NN_ERR_UNSUPPORTED, "input %d: dtype %s not supported (float only)", i,
+                              nn_dtype_name(c->in[i].dtype));
+    if (x->ndim < 3 || w->ndim != x->ndim)
+        return geom_error(c, NN_ERR_SHAPE, "X must have rank >= 3 and W the same rank (X rank %d, W rank %d)",
+                          x->ndim, w->ndim);
+    int nsp = g->nsp = x->ndim - 2;
+    g->batch = x->dims[0];
+    g->in_ch = x->dims[1];
+    g->group = p->group;
+    if (transpose) {
+        if (w->dims[0] != g->in_ch || g->in_ch % g->group)
+            return geom_error(c, NN_ERR_SHAPE, "W dim 0 (%lld) must equal X channels (%lld), divisible by group %lld",
+                              (long long)w->dims[0], (long long)g->in_ch, (long long)g->group);
+        g->out_ch = w->dims[1] * g->group;
+    } else {
+        if (w->dims[1] * g->group != g->in_ch || w->dims[0] % g->group)
+            return geom_error(c, NN_ERR_SHAPE, "W %lldx%lld does not fit X channels %lld with group %lld",
+                              (long long)w->dims[0], (long long)w->dims[1], (long long)g->in_ch, (long long)g->group);
+        g->out_ch = w->dims[0];
+    }
+    if (nn_present(c, 2) && (c->in[2].ndim != 1 || c->in[2].dims[0] != g->out_ch))
+        return geom_error(c, NN_ERR_SHAPE, "bias must have shape [%lld]", (long long)g->out_ch);
+    if ((p->n_kernel >= 0 && p->n_kernel != nsp) || (p->n_strides >= 0 && p->n_strides != nsp) ||
+        (p->n_dilations >= 0 && p->n_dilations != nsp) || (p->n_pads >= 0 && p->n_pads != 2 * nsp) ||
+        (p->n_out_padding >= 0 && p->n_out_padding != nsp) ||
+        (p->n_out_shape >= 0 && p->n_out_shape != nsp && p->n_out_shape != nsp + 2))
+        return geom_error(c, NN_ERR_INVALID, "kernel_shape/strides/dilations/pads/output_* lengths do not fit %d spatial dims",
+                          nsp);
+
+    g->in_size = g->out_size = g->kernel_size = 1;
+    for (int d = 0; d < nsp; d++) {
+        int64_t in = g->in[d] = x->dims[2 + d];
+        int64_t k = g->kernel[d] = w->dims[2 + d];
+        int64_t s = g->stride[d] = p->n_strides >= 0 ? p->strides[d] : 1;
+        int64_t dil = g->dilation[d] = p->n_dilations >= 0 ? p->dilations[d] : 1;
+        int64_t pb = p->n_pads >= 0 ? p->pads[d] : 0, pe = p->n_pads >= 0 ? p->pads[nsp + d] : 0;
+        int64_t opad = p->n_out_padding >= 0 ? p->out_padding[d] : 0;
+        if (p->n_kernel >= 0 && p->kernel[d] != k)
+            return geom_error(c, NN_ERR_SHAPE, "kernel_shape[%d] = %lld but W has %lld", d, (long long)p->kernel[d],
+                              (long long)k);
+        if (s < 1 || dil < 1 || pb < 0 || pe < 0 || opad < 0 || k < 1)
+            return geom_error(c, NN_ERR_INVALID, "strides, dilations and kernel must be >= 1, pads >= 0");
+        int64_t ext = (k - 1) * dil + 1, out;
+        if (!transpose) {
+            if (p->auto_pad == AUTO_PAD_SAME_UPPER || p->auto_pad == AUTO_PAD_SAME_LOWER) {
+                out = (in + s - 1) / s;
+                int64_t total = (out - 1) * s + ext - in;
+                if (total < 0) total = 0;
+                pb = p->auto_pad == AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+            } else {
+                if (p->auto_pad == AUTO_PAD_VALID) pb = pe = 0;
+                out = in + pb + pe < ext ? 0 : (in + pb + pe - ext) / s + 1;
+            }
+        } else {
+            int64_t full = s * (in - 1) + ext + opad; /* output length before cropping pads */
+            if (p->n_out_shape >= 0 || p->auto_pad == AUTO_PAD_SAME_UPPER || p->auto_pad == AUTO_PAD_SAME_LOWER) {
+                out = p->n_out_shape >= 0 ? p->out_shape[p->n_out_shape - nsp + d] : in * s;
+                /* total may be negative (output_shape longer than the full
+                 * result): the floor split then appends zeros at the end */
+                int64_t total = full - out;
+                pb = p->auto_pad == AUTO_PAD_SAME_UPPER ? floor_div(total, 2) : total - floor_div(total, 2);
+            } else {
+                if (p->auto_pad == AUTO_PAD_VALID) pb = pe = 0;
+                out = full - pb - pe;
+            }
+        }
+        if (out < 1)
+            return geom_error(c, NN_ERR_SHAPE, "spatial dim %d: output size %lld (input %lld, kernel %lld)", d,
+                              (long long)out, (long long)in, (long long)k);
+        g->out[d] = out;
+        g->pad[d] = pb;
+        g->in_size *= in;
+        g->out_size *= out;
+        g->kernel_size *= k;
+    }
+    if (g->in_size > INT_MAX || g->out_size > INT_MAX || g->kernel_size * (g->in_ch + g->out_ch) > INT_MAX)
+        return geom_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit BLAS sizes");
+    return NN_OK;
+}
+
+static nn_status infer_common(nn_call *c, bool transpose) {
+    conv_geom g;
+    nn_status st = conv_resolve(c, transpose, &g);
+    if (st != NN_OK) return st;
+    int64_t dims[NN_MAX_DIMS] = {g.batch, g.out_ch};
+    for (int d = 0; d < g.nsp; d++) dims[2 + d] = g.out[d];
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, g.nsp + 2, dims);
+    return NN_OK;
+}
+
+static nn_status infer_conv(nn_call *c) { return infer_common(c, false); }
+static nn_status infer_conv_transpose(nn_call *c) { return infer_common(c, true); }
+
+/* Offsets of kernel tap `tap`: along dim d it reads position i*stride + off[d]. */
+static void tap_offsets(const conv_geom *g, int64_t tap, int64_t *off) {
+    for (int d = g->nsp - 1; d >= 0; d--) {
+        off[d] = (tap % g->kernel[d]) * g->dilation[d] - g->pad[d];
+        tap /= g->kernel[d];
+    }
+}
+
+/* Advance a row-major position over dims[0..n); wraps to all zeros at the end. */
+static void odometer_next(int64_t *pos, const int64_t *dims, int n) {
+    for (int d = n - 1; d >= 0; d--) {
+        if (++pos[d] < dims[d]) return;
+        pos[d] = 0;
+    }
+}
+
+/* Row offset (in units of the last dim) that positions pos*stride + off map to
+ * in a grid of `dims`, over all but the last dim; -1 when outside the grid. */
+static int64_t outer_offset(const conv_geom *g, const int64_t *pos, const int64_t *off, const int64_t *dims) {
+    int64_t base = 0;
+    for (int d = 0; d < g->nsp - 1; d++) {
+        int64_t i = pos[d] * g->stride[d] + off[d];
+        if (i < 0 || i >= dims[d]) return -1;
+        base = base * dims[d] + i;
+    }
+    return base;
+}
+
+static bool is_pointwise(const conv_geom *g) {
+    for (int d = 0; d < g->nsp; d++)
+        if (g->kernel[d] != 1 || g->stride[d] != 1 || g->pad[d] != 0) return false;
+    return true;
+}
+
+static bool is_depthwise_2d(const conv_geom *g) { return g->nsp == 2 && g->in_ch == g->group; }
+
+/* col (channels*K x out positions) from x (channels x in positions). */
+static void im2col(const conv_geom *g, int64_t channels, const float *x, float *col, int threads) {
+    int last = g->nsp - 1;
+    int64_t rows = channels * g->kernel_size, inner = g->out[last], outer = g->out_size / inner;
+#pragma omp parallel for num_threads(threads) if (rows * g->out_size > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off[NSP_MAX], pos[NSP_MAX] = {0}, lo, hi;
+        tap_offsets(g, r % g->kernel_size, off);
+        valid_range(off[last], g->stride[last], g->in[last], inner, &lo, &hi);
+        const float *src = x + (r / g->kernel_size) * g->in_size;
+        float *dst = col + r * g->out_size;
+        for (int64_t o = 0; o < outer; o++, dst += inner) {
+            int64_t base = outer_offset(g, pos, off, g->in);
+            odometer_next(pos, g->out, last);
+            if (base < 0) {
+                memset(dst, 0, sizeof(float) * (size_t)inner);
+                continue;
+            }
+            const float *row = src + base * g->in[last];
+            memset(dst, 0, sizeof(float) * (size_t)lo);
+            for (int64_t j = lo; j < hi; j++) dst[j] = row[j * g->stride[last] + off[last]];
+            memset(dst + hi, 0, sizeof(float) * (size_t)(inner - hi));
+        }
+    }
+}
+
+/* y (channels x out positions) = bias + scatter-add of col (channels*K x in positions). */
+static void col2im(const conv_geom *g, int64_t channels, const float *col, const float *bias, float *y, int threads) {
+    int last = g->nsp - 1;
+    int64_t inner = g->in[last], outer = g->in_size / inner;
+#pragma omp parallel for num_threads(threads) if (channels * g->kernel_size * g->in_size > 32768)
+    for (int64_t m = 0; m < channels; m++) {
+        float *dst = y + m * g->out_size;
+        float b0 = bias ? bias[m] : 0.0f;
+        for (int64_t i = 0; i < g->out_size; i++) dst[i] = b0;
+        for (int64_t tap = 0; tap < g->kernel_size; tap++) {
+            int64_t off[NSP_MAX], pos[NSP_MAX] = {0}, lo, hi;
+            tap_offsets(g, tap, off);
+            valid_range(off[last], g->stride[last], g->out[last], inner, &lo, &hi);
+            const float *src = col + (m * g->kernel_size + tap) * g->in_size;
+            for (int64_t o = 0; o < outer; o++, src += inner) {
+                int64_t base = outer_offset(g, pos, off, g->out);
+                odometer_next(pos, g->in, last);
+                if (base < 0) continue;
+                float *row = dst + base * g->out[last];
+                for (int64_t j = lo; j < hi; j++) row[j * g->stride[last] + off[last]] += src[j];
+            }
+        }
+    }
+}
+
+/* One output plane per task; the kernel is walked tap by tap so that the inner
+ * loop runs along an output row (vectorizes for stride 1). */
+static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                         int threads) {
+    int64_t per_group = g->out_ch / g->group, planes = g->batch * g->out_ch;
+    int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1];
+    int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
+#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
+    for (int64_t p = 0; p < planes; p++) {
+        int64_t n = p / g->out_ch, oc = p % g->out_ch;
+        const float *xp = x + (n * g->in_ch + oc / per_group) * g->in_size;
+        const float *wp = w + oc * g->kernel_size;
+        float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
+        for (int64_t oh = 0; oh < oh_n; oh++) {
+            float *yrow = yp + oh * ow_n;
+            for (int64_t ow = 0; ow < ow_n; ow++) yrow[ow] = b0;
+            for (int64_t kh = 0; kh < kh_n; kh++) {
+                int64_t ih = oh * sh + kh * g->dilation[0] - g->pad[0];
+                if (ih < 0 || ih >= ih_n) continue;
+                const float *xrow = xp + ih * iw_n;
+                for (int64_t kw = 0; kw < kw_n; kw++) {
+                    float wv = wp[kh * kw_n + kw];
+                    int64_t off = kw * g->dilation[1] - g->pad[1], lo, hi;
+                    valid_range(off, sw, iw_n, ow_n, &lo, &hi);
+                    for (int64_t ow = lo; ow < hi; ow++) yrow[ow] += wv * xrow[ow * sw + off];
+                }
+            }
+        }
+    }
+}
+
+static void add_bias(float *y, const float *bias, const conv_geom *g, int threads) {
+    int64_t planes = g->batch * g->out_ch;
+#pragma omp parallel for num_threads(threads) if (planes * g->out_size > 65536)
+    for (int64_t p = 0; p < planes; p++) {
+        float b0 = bias[p % g->out_ch], *yp = y + p * g->out_size;
+        for (int64_t i = 0; i < g->out_size; i++) yp[i] += b0;
+    }
+}
+
+static size_t workspace_conv(const nn_call *c) {
+    conv_geom g;
+    if (conv_resolve(c, false, &g) != NN_OK || is_depthwise_2d(&g) || is_pointwise(&g)) return 0;
+    return sizeof(float) * (size_t)(g.in_ch / g.group * g.kernel_size * g.out_size);
+}
+
+static nn_status run_conv(nn_call *c) {
+    conv_geom g;
+    nn_status st = conv_resolve(c, false, &g);
+    if (st != NN_OK) return st;
+    const float *x = c->in[0].data, *w = c->in[1].data;
+    const float *bias = nn_present(c, 2) ? c->in[2].data : NULL;
+    float *y = c->out[0].data;
+    if (is_depthwise_2d(&g)) {
+        depthwise_2d(&g, x, w, bias, y, c->threads);
+        return NN_OK;
+    }
+    bool pointwise = is_pointwise(&g);
+    int64_t cg = g.in_ch / g.group, mg = g.out_ch / g.group, kdim = cg * g.kernel_size;
+    if (!pointwise && c->workspace_size < sizeof(float) * (size_t)(kdim * g.out_size))
+        return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small");
+    for (int64_t n = 0; n < g.batch; n++)
+        for (int64_t grp = 0; grp < g.group; grp++) {
+            const float *xg = x + (n * g.in_ch + grp * cg) * g.in_size, *cols = xg;
+            if (!pointwise) {
+                im2col(&g, cg, xg, c->workspace, c->threads);
+                cols = c->workspace;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)g.out_size, (int)kdim, 1.0f,
+                        w + grp * mg * kdim, (int)kdim, cols, (int)g.out_size, 0.0f,
+                        y + (n * g.out_ch + grp * mg) * g.out_size, (int)g.out_size);
+        }
+    if (bias) add_bias(y, bias, &g, c->threads);
+    return NN_OK;
+}
+
+static size_t workspace_conv_transpose(const nn_call *c) {
+    conv_geom g;
+    if (conv_resolve(c, true, &g) != NN_OK) return 0;
+    return sizeof(float) * (size_t)(g.out_ch / g.group * g.kernel_size * g.in_size);
+}
+
+static nn_status run_conv_transpose(nn_call *c) {
+    conv_geom g;
+    nn_status st = conv_resolve(c, true, &g);
+    if (st != NN_OK) return st;
+    const float *x = c->in[0].data, *w = c->in[1].data;
+    const float *bias = nn_present(c, 2) ? c->in[2].data : NULL;
+    float *y = c->out[0].data, *col = c->workspace;
+    int64_t cg = g.in_ch / g.group, mg = g.out_ch / g.group, rows = mg * g.kernel_size;
+    if (c->workspace_size < sizeof(float) * (size_t)(rows * g.in_size))
+        return nn_call_error(c, NN_ERR_INTERNAL, "conv-transpose workspace too small");
+    for (int64_t n = 0; n < g.batch; n++)
+        for (int64_t grp = 0; grp < g.group; grp++) {
+            /* W is (C, M/group, k...): group grp's rows are its input channels */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)g.in_size, (int)cg, 1.0f,
+                        w + grp * cg * rows, (int)rows, x + (n * g.in_ch + grp * cg) * g.in_size, (int)g.in_size,
+                        0.0f, col, (int)g.in_size);
+            col2im(&g, mg, col, bias ? bias + grp * mg : NULL, y + (n * g.out_ch + grp * mg) * g.out_size,
+                   c->threads);
+        }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Conv = {"Conv", 2, 3, 1, 1, 0, parse_conv, infer_conv, workspace_conv, run_conv};
+const nn_op_desc nn_op_ConvTranspose = {"ConvTranspose", 2, 3, 1, 1, 0, parse_conv,
+                                        infer_conv_transpose, workspace_conv_transpose, run_conv_transpose};

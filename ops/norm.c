@@ -1,0 +1,206 @@
+/* Normalizations (fp32): BatchNormalization (inference), InstanceNormalization,
+ * LayerNormalization.  Statistics accumulate in double. */
+#include <math.h>
+
+#include "op.h"
+
+typedef struct norm_params {
+    float epsilon;
+    int64_t axis;          /* LayerNormalization */
+    int64_t training_mode; /* BatchNormalization */
+    int64_t spatial;       /* BatchNormalization opset < 9 */
+} norm_params;
+
+static nn_status parse_norm(nn_parse_ctx *ctx) {
+    norm_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    nn_status st;
+    /* is_test, momentum and consumed_inputs (older BatchNormalization) do not
+     * change inference and are not read */
+    if ((st = nn_attr_float(ctx, "epsilon", 1e-5f, &p->epsilon)) || (st = nn_attr_int(ctx, "axis", -1, &p->axis)) ||
+        (st = nn_attr_int(ctx, "training_mode", 0, &p->training_mode)) ||
+        (st = nn_attr_int(ctx, "spatial", 1, &p->spatial)))
+        return st;
+    ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status check_float_inputs(nn_call *c) {
+    for (int i = 0; i < c->n_in; i++)
+        if (nn_present(c, i) && c->in[i].dtype != NN_DTYPE_FLOAT)
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d: dtype %s not supported (float only)", i,
+                                 nn_dtype_name(c->in[i].dtype));
+    return NN_OK;
+}
+
+/* Inputs first..n_in-1 (when present) must be vectors of `channels` values. */
+static nn_status check_channel_vectors(nn_call *c, int first, int64_t channels) {
+    for (int i = first; i < c->n_in; i++)
+        if (nn_present(c, i) && (c->in[i].ndim != 1 || c->in[i].dims[0] != channels))
+            return nn_call_error(c, NN_ERR_SHAPE, "input %d must have shape [%lld]", i, (long long)channels);
+    return NN_OK;
+}
+
+/* ---- BatchNormalization: y = (x - mean) / sqrt(var + eps) * scale + B per channel */
+
+static nn_status infer_batch_norm(nn_call *c) {
+    const norm_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    if (p->training_mode || c->n_out > 1)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "training mode (running statistics outputs) not supported");
+    if (!p->spatial) return nn_call_error(c, NN_ERR_UNSUPPORTED, "spatial=0 not supported");
+    nn_status st = check_float_inputs(c);
+    if (st != NN_OK) return st;
+    if (x->ndim < 2) return nn_call_error(c, NN_ERR_SHAPE, "X must have rank >= 2, got %d", x->ndim);
+    if ((st = check_channel_vectors(c, 1, x->dims[1])) != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, x->ndim, x->dims);
+    return NN_OK;
+}
+
+static nn_status run_batch_norm(nn_call *c) {
+    const norm_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    const float *scale = c->in[1].data, *bias = c->in[2].data, *mean = c->in[3].data, *var = c->in[4].data;
+    int64_t channels = x->dims[1], planes = x->dims[0] * channels;
+    int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
+    const float *src = x->data;
+    float *dst = c->out[0].data;
+#pragma omp parallel for num_threads(c->threads) if (planes * n > 32768)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        int64_t ch = pl % channels;
+        float a = (float)(scale[ch] / sqrt((double)var[ch] + p->epsilon));
+        float b = (float)(bias[ch] - (double)mean[ch] * a);
+        const float *xp = src + pl * n;
+        float *yp = dst + pl * n;
+        for (int64_t i = 0; i < n; i++) yp[i] = xp[i] * a + b;
+    }
+    return NN_OK;
+}
+
+/* ---- InstanceNormalization: per (image, channel) plane statistics */
+
+static nn_status infer_instance_norm(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    nn_status st = check_float_inputs(c);
+    if (st != NN_OK) return st;
+    if (x->ndim < 3) return nn_call_error(c, NN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
+    if ((st = check_channel_vectors(c, 1, x->dims[1])) != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, x->ndim, x->dims);
+    return NN_OK;
+}
+
+/* Mean and 1/sqrt(var + eps) of n values (population variance, two passes). */
+static void moments(const float *x, int64_t n, float epsilon, double *mean, double *inv_std) {
+    double sum = 0.0, sq = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += x[i];
+    double m = n > 0 ? sum / (double)n : 0.0;
+    for (int64_t i = 0; i < n; i++) sq += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    *inv_std = 1.0 / sqrt((n > 0 ? sq / (double)n : 0.0) + epsilon);
+}
+
+static nn_status run_instance_norm(nn_call *c) {
+    const norm_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    const float *scale = c->in[1].data, *bias = c->in[2].data, *src = x->data;
+    int64_t channels = x->dims[1], planes = x->dims[0] * channels;
+    int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
+    float *dst = c->out[0].data;
+#pragma omp parallel for num_threads(c->threads) if (planes * n > 16384)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        int64_t ch = pl % channels;
+        double mean, inv_std;
+        moments(src + pl * n, n, p->epsilon, &mean, &inv_std);
+        float a = (float)(scale[ch] * inv_std), b = (float)(bias[ch] - mean * scale[ch] * inv_std);
+        const float *xp = src + pl * n;
+        float *yp = dst + pl * n;
+        for (int64_t i = 0; i < n; i++) yp[i] = xp[i] * a + b;
+    }
+    return NN_OK;
+}
+
+/* ---- LayerNormalization: statistics over dims [axis, rank) */
+
+/* Scale / B broadcast to dims[axis:]: stride 1 when it holds one value per
+ * normalized element, 0 when it is a single value. */
+static nn_status norm_operand_stride(nn_call *c, int i, const nn_tensor *x, int axis, int64_t inner,
+                                     int64_t *stride) {
+    const nn_tensor *t = &c->in[i];
+    int tail = x->ndim - axis;
+    bool fits = t->ndim <= tail;
+    for (int d = 0; fits && d < t->ndim; d++) {
+        int64_t td = t->dims[t->ndim - 1 - d], xd = x->dims[x->ndim - 1 - d];
+        fits = td == xd || td == 1;
+    }
+    int64_t count = nn_shape_elements(t->dims, t->ndim);
+    if (!fits) return nn_call_error(c, NN_ERR_SHAPE, "input %d does not broadcast to the normalized dims", i);
+    if (count != inner && count != 1)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d: partial broadcast over the normalized dims", i);
+    *stride = count == inner ? 1 : 0;
+    return NN_OK;
+}
+
+static nn_status layer_norm_axis(nn_call *c, int *axis) {
+    const norm_params *p = c->params;
+    int64_t a;
+    if (!nn_axis_normalize(p->axis, c->in[0].ndim, &a))
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis,
+                             c->in[0].ndim);
+    *axis = (int)a;
+    return NN_OK;
+}
+
+static nn_status infer_layer_norm(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    int axis;
+    int64_t inner, stride;
+    nn_status st = check_float_inputs(c);
+    if (st != NN_OK || (st = layer_norm_axis(c, &axis)) != NN_OK) return st;
+    inner = nn_shape_elements(x->dims + axis, x->ndim - axis);
+    for (int i = 1; i < c->n_in; i++)
+        if (nn_present(c, i) && (st = norm_operand_stride(c, i, x, axis, inner, &stride)) != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, x->ndim, x->dims);
+    int64_t stat_dims[NN_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) stat_dims[d] = d < axis ? x->dims[d] : 1;
+    for (int o = 1; o < c->n_out; o++) nn_tensor_set_shape(&c->out[o], NN_DTYPE_FLOAT, x->ndim, stat_dims);
+    return NN_OK;
+}
+
+static nn_status run_layer_norm(nn_call *c) {
+    const norm_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int axis;
+    int64_t scale_stride, bias_stride = 0;
+    nn_status st = layer_norm_axis(c, &axis);
+    if (st != NN_OK) return st;
+    int64_t inner = nn_shape_elements(x->dims + axis, x->ndim - axis);
+    int64_t rows = nn_shape_elements(x->dims, axis);
+    if ((st = norm_operand_stride(c, 1, x, axis, inner, &scale_stride)) != NN_OK ||
+        (nn_present(c, 2) && (st = norm_operand_stride(c, 2, x, axis, inner, &bias_stride)) != NN_OK))
+        return st;
+    const float *src = x->data, *scale = c->in[1].data;
+    const float *bias = nn_present(c, 2) ? c->in[2].data : NULL;
+    float *dst = c->out[0].data;
+    float *mean_out = c->n_out > 1 ? c->out[1].data : NULL, *inv_out = c->n_out > 2 ? c->out[2].data : NULL;
+#pragma omp parallel for num_threads(c->threads) if (rows * inner > 16384)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = src + r * inner;
+        float *yr = dst + r * inner;
+        double mean, inv_std;
+        moments(xr, inner, p->epsilon, &mean, &inv_std);
+        for (int64_t i = 0; i < inner; i++) {
+            float v = (float)((xr[i] - mean) * inv_std) * scale[i * scale_stride];
+            yr[i] = bias ? v + bias[i * bias_stride] : v;
+        }
+        if (mean_out) mean_out[r] = (float)mean;
+        if (inv_out) inv_out[r] = (float)inv_std;
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_BatchNormalization = {"BatchNormalization", 5, 5, 1, 5, 0, parse_norm,
+                                             infer_batch_norm, NULL, run_batch_norm};
+const nn_op_desc nn_op_InstanceNormalization = {"InstanceNormalization", 3, 3, 1, 1, 0, parse_norm,
+                                                infer_instance_norm, NULL, run_instance_norm};
+const nn_op_desc nn_op_LayerNormalization = {"LayerNormalization", 2, 3, 1, 3, 0, parse_norm,
+                                             infer_layer_norm, NULL, run_layer_norm};

@@ -1,0 +1,378 @@
+/* Windowed pooling (MaxPool, AveragePool) over any number of spatial dims,
+ * global pooling, and LRN (a window across channels). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "op.h"
+
+#define NSP_MAX (NN_MAX_DIMS - 2)
+
+typedef enum auto_pad_mode {
+    AUTO_PAD_NOTSET,
+    AUTO_PAD_SAME_UPPER,
+    AUTO_PAD_SAME_LOWER,
+    AUTO_PAD_VALID,
+} auto_pad_mode;
+
+typedef struct pool_params {
+    auto_pad_mode auto_pad;
+    int64_t ceil_mode, count_include_pad, storage_order;
+    /* element counts; -1 when the attribute is absent */
+    int n_kernel, n_strides, n_dilations, n_pads;
+    int64_t kernel[NSP_MAX], strides[NSP_MAX], dilations[NSP_MAX], pads[2 * NSP_MAX];
+} pool_params;
+
+typedef struct pool_geom {
+    int nsp;
+    int64_t planes; /* batch x channels */
+    int64_t in[NSP_MAX], out[NSP_MAX], kernel[NSP_MAX], stride[NSP_MAX], dilation[NSP_MAX];
+    int64_t pad[NSP_MAX], pad_end[NSP_MAX];
+    int64_t in_size, out_size;
+} pool_geom;
+
+static nn_status parse_pool(nn_parse_ctx *ctx) {
+    pool_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    const char *ap;
+    nn_status st;
+    if ((st = nn_attr_string(ctx, "auto_pad", "NOTSET", &ap)) ||
+        (st = nn_attr_int(ctx, "ceil_mode", 0, &p->ceil_mode)) ||
+        (st = nn_attr_int(ctx, "count_include_pad", 0, &p->count_include_pad)) ||
+        (st = nn_attr_int(ctx, "storage_order", 0, &p->storage_order)) ||
+        (st = nn_attr_ints(ctx, "kernel_shape", p->kernel, NSP_MAX, &p->n_kernel)) ||
+        (st = nn_attr_ints(ctx, "strides", p->strides, NSP_MAX, &p->n_strides)) ||
+        (st = nn_attr_ints(ctx, "dilations", p->dilations, NSP_MAX, &p->n_dilations)) ||
+        (st = nn_attr_ints(ctx, "pads", p->pads, 2 * NSP_MAX, &p->n_pads)))
+        return st;
+    if (!strcmp(ap, "NOTSET") || !*ap) p->auto_pad = AUTO_PAD_NOTSET;
+    else if (!strcmp(ap, "SAME_UPPER")) p->auto_pad = AUTO_PAD_SAME_UPPER;
+    else if (!strcmp(ap, "SAME_LOWER")) p->auto_pad = AUTO_PAD_SAME_LOWER;
+    else if (!strcmp(ap, "VALID")) p->auto_pad = AUTO_PAD_VALID;
+    else return nn_parse_error(ctx, NN_ERR_INVALID, "unknown auto_pad '%s'", ap);
+    if (p->n_kernel < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "kernel_shape is required");
+    ctx->params = p;
+    return NN_OK;
+}
+
+/* Indices i in [0, count) with 0 <= i*stride + off < limit form [*lo, *hi). */
+static void valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int64_t h = limit - off <= 0 ? 0 : (limit - 1 - off) / stride + 1;
+    if (h > count) h = count;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* Shape checks and output dims; shared by infer and run.  Output size per the
+ * ONNX spec; in ceil mode a last window that would start in the end padding
+ * is dropped (as PyTorch and ONNX Runtime do). */
+static nn_status pool_resolve(nn_call *c, pool_geom *g) {
+    const pool_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int nsp = g->nsp = x->ndim - 2;
+    if (nsp < 1) return nn_call_error(c, NN_ERR_SHAPE, "input must have rank >= 3, got %d", x->ndim);
+    if (p->n_kernel != nsp || (p->n_strides >= 0 && p->n_strides != nsp) ||
+        (p->n_dilations >= 0 && p->n_dilations != nsp) || (p->n_pads >= 0 && p->n_pads != 2 * nsp))
+        return nn_call_error(c, NN_ERR_INVALID, "kernel_shape/strides/dilations/pads lengths do not fit %d spatial dims",
+                             nsp);
+    g->planes = x->dims[0] * x->dims[1];
+    g->in_size = g->out_size = 1;
+    for (int d = 0; d < nsp; d++) {
+        int64_t in = g->in[d] = x->dims[2 + d];
+        int64_t k = g->kernel[d] = p->kernel[d];
+        int64_t s = g->stride[d] = p->n_strides >= 0 ? p->strides[d] : 1;
+        int64_t dil = g->dilation[d] = p->n_dilations >= 0 ? p->dilations[d] : 1;
+        int64_t pb = p->n_pads >= 0 ? p->pads[d] : 0, pe = p->n_pads >= 0 ? p->pads[nsp + d] : 0;
+        if (k < 1 || s < 1 || dil < 1 || pb < 0 || pe < 0)
+            return nn_call_error(c, NN_ERR_INVALID, "kernel, strides and dilations must be >= 1, pads >= 0");
+        int64_t ext = (k - 1) * dil + 1, out;
+        if (p->auto_pad == AUTO_PAD_SAME_UPPER || p->auto_pad == AUTO_PAD_SAME_LOWER) {
+            out = (in + s - 1) / s;
+            int64_t total = (out - 1) * s + ext - in;
+            if (total < 0) total = 0;
+            pb = p->auto_pad == AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+            pe = total - pb;
+        } else {
+            if (p->auto_pad == AUTO_PAD_VALID) pb = pe = 0;
+            int64_t span = in + pb + pe - ext;
+            if (span < 0) out = 0;
+            else if (p->ceil_mode && p->auto_pad == AUTO_PAD_NOTSET) {
+                out = (span + s - 1) / s + 1;
+                if ((out - 1) * s >= in + pb) out--;
+            } else out = span / s + 1;
+        }
+        if (out < 1)
+            return nn_call_error(c, NN_ERR_SHAPE, "spatial dim %d: window %lld does not fit input %lld", d,
+                                 (long long)ext, (long long)in);
+        g->out[d] = out;
+        g->pad[d] = pb;
+        g->pad_end[d] = pe;
+        g->in_size *= in;
+        g->out_size *= out;
+    }
+    return NN_OK;
+}
+
+static void odometer_next(int64_t *pos, const int64_t *dims, int n) {
+    for (int d = n - 1; d >= 0; d--) {
+        if (++pos[d] < dims[d]) return;
+        pos[d] = 0;
+    }
+}
+
+/* The taps of one pooling window that fall inside the input, visited one row
+ * (a run along the last spatial dim) at a time. */
+typedef struct window {
+    const pool_geom *g;
+    int64_t start[NSP_MAX], lo[NSP_MAX], hi[NSP_MAX], k[NSP_MAX];
+    int64_t row_len; /* taps per row; their stride is the last dilation */
+    bool done;
+} window;
+
+static void window_init(window *w, const pool_geom *g, const int64_t *pos) {
+    w->g = g;
+    w->done = false;
+    for (int d = 0; d < g->nsp; d++) {
+        w->start[d] = pos[d] * g->stride[d] - g->pad[d];
+        valid_range(w->start[d], g->dilation[d], g->in[d], g->kernel[d], &w->lo[d], &w->hi[d]);
+        w->k[d] = w->lo[d];
+        if (w->lo[d] == w->hi[d]) w->done = true;
+    }
+    w->row_len = w->hi[g->nsp - 1] - w->lo[g->nsp - 1];
+}
+
+/* Offset (within the plane) of the next row's first tap; false once all rows are visited. */
+static bool window_row(window *w, int64_t *first) {
+    if (w->done) return false;
+    const pool_geom *g = w->g;
+    int last = g->nsp - 1;
+    int64_t off = 0;
+    for (int d = 0; d < last; d++) off = off * g->in[d] + w->start[d] + w->k[d] * g->dilation[d];
+    *first = off * g->in[last] + w->start[last] + w->lo[last] * g->dilation[last];
+    int d = last - 1;
+    for (; d >= 0; d--) {
+        if (++w->k[d] < w->hi[d]) break;
+        w->k[d] = w->lo[d];
+    }
+    if (d < 0) w->done = true;
+    return true;
+}
+
+/* Taps inside input plus pads (count_include_pad's divisor). */
+static int64_t window_padded_count(const window *w) {
+    const pool_geom *g = w->g;
+    int64_t n = 1;
+    for (int d = 0; d < g->nsp; d++) {
+        int64_t lo, hi;
+        valid_range(w->start[d] + g->pad[d], g->dilation[d], g->in[d] + g->pad[d] + g->pad_end[d], g->kernel[d],
+                    &lo, &hi);
+        n *= hi - lo;
+    }
+    return n;
+}
+
+/* Row-major offset within a plane -> column-major (MaxPool storage_order 1). */
+static int64_t column_major(const pool_geom *g, int64_t i) {
+    int64_t coord[NSP_MAX], r = 0, scale = 1;
+    for (int d = g->nsp - 1; d >= 0; d--) {
+        coord[d] = i % g->in[d];
+        i /= g->in[d];
+    }
+    for (int d = 0; d < g->nsp; d++) {
+        r += coord[d] * scale;
+        scale *= g->in[d];
+    }
+    return r;
+}
+
+/* Max over each window; `idx` (may be NULL) receives the flat input index of
+ * the first maximum. */
+#define MAX_POOL(T, suffix)                                                                                  \
+    static void max_pool_##suffix(const pool_geom *g, const T *x, T *y, int64_t *idx, bool col_major,      \
+                                  int threads) {                                                           \
+        _Pragma("omp parallel for num_threads(threads) if (g->planes * g->out_size > 16384)")               \
+        for (int64_t p = 0; p < g->planes; p++) {                                                          \
+            const T *xp = x + p * g->in_size;                                                              \
+            int64_t pos[NSP_MAX] = {0}, step = g->dilation[g->nsp - 1];                                    \
+            for (int64_t o = 0; o < g->out_size; o++) {                                                    \
+                window w;                                                                                  \
+                window_init(&w, g, pos);                                                                   \
+                odometer_next(pos, g->out, g->nsp);                                                        \
+                T best = 0;                                                                                \
+                int64_t arg = -1, first;                                                                   \
+                while (window_row(&w, &first))                                                             \
+                    for (int64_t j = first; j < first + w.row_len * step; j += step)                       \
+                        if (arg < 0 || xp[j] > best) {                                                     \
+                            best = xp[j];                                                                  \
+                            arg = j;                                                                       \
+                        }                                                                                  \
+                y[p * g->out_size + o] = best;                                                             \
+                if (idx)                                                                                   \
+                    idx[p * g->out_size + o] =                                                             \
+                        arg < 0 ? -1 : p * g->in_size + (col_major ? column_major(g, arg) : arg);          \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+
+MAX_POOL(float, f32)
+MAX_POOL(uint8_t, u8)
+MAX_POOL(int8_t, i8)
+
+static nn_status infer_max_pool(nn_call *c) {
+    nn_dtype dt = c->in[0].dtype;
+    if (dt != NN_DTYPE_FLOAT && dt != NN_DTYPE_UINT8 && dt != NN_DTYPE_INT8)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(dt));
+    pool_geom g;
+    nn_status st = pool_resolve(c, &g);
+    if (st != NN_OK) return st;
+    int64_t dims[NN_MAX_DIMS] = {c->in[0].dims[0], c->in[0].dims[1]};
+    for (int d = 0; d < g.nsp; d++) dims[2 + d] = g.out[d];
+    nn_tensor_set_shape(&c->out[0], dt, g.nsp + 2, dims);
+    if (c->n_out > 1) nn_tensor_set_shape(&c->out[1], NN_DTYPE_INT64, g.nsp + 2, dims);
+    return NN_OK;
+}
+
+static nn_status run_max_pool(nn_call *c) {
+    const pool_params *p = c->params;
+    pool_geom g;
+    nn_status st = pool_resolve(c, &g);
+    if (st != NN_OK) return st;
+    int64_t *idx = c->n_out > 1 ? c->out[1].data : NULL;
+    bool col_major = p->storage_order == 1;
+    switch (c->in[0].dtype) {
+    case NN_DTYPE_FLOAT: max_pool_f32(&g, c->in[0].data, c->out[0].data, idx, col_major, c->threads); break;
+    case NN_DTYPE_UINT8: max_pool_u8(&g, c->in[0].data, c->out[0].data, idx, col_major, c->threads); break;
+    case NN_DTYPE_INT8: max_pool_i8(&g, c->in[0].data, c->out[0].data, idx, col_major, c->threads); break;
+    default: return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(c->in[0].dtype));
+    }
+    return NN_OK;
+}
+
+static nn_status infer_float_pool(nn_call *c) {
+    if (c->in[0].dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (float only)",
+                             nn_dtype_name(c->in[0].dtype));
+    return infer_max_pool(c);
+}
+
+static nn_status run_average_pool(nn_call *c) {
+    const pool_params *p = c->params;
+    pool_geom g;
+    nn_status st = pool_resolve(c, &g);
+    if (st != NN_OK) return st;
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    bool include_pad = p->count_include_pad != 0;
+#pragma omp parallel for num_threads(c->threads) if (g.planes * g.out_size > 16384)
+    for (int64_t pl = 0; pl < g.planes; pl++) {
+        const float *xp = x + pl * g.in_size;
+        int64_t pos[NSP_MAX] = {0}, step = g.dilation[g.nsp - 1];
+        for (int64_t o = 0; o < g.out_size; o++) {
+            window w;
+            window_init(&w, &g, pos);
+            odometer_next(pos, g.out, g.nsp);
+            int64_t count = include_pad ? window_padded_count(&w) : 0, first;
+            float sum = 0.0f;
+            while (window_row(&w, &first)) {
+                for (int64_t j = 0; j < w.row_len; j++) sum += xp[first + j * step];
+                if (!include_pad) count += w.row_len;
+            }
+            y[pl * g.out_size + o] = count > 0 ? sum / (float)count : 0.0f;
+        }
+    }
+    return NN_OK;
+}
+
+/* ---- global pooling: one value per (image, channel) plane */
+
+static nn_status infer_global_pool(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    if (x->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (float only)", nn_dtype_name(x->dtype));
+    if (x->ndim < 2) return nn_call_error(c, NN_ERR_SHAPE, "input must have rank >= 2, got %d", x->ndim);
+    int64_t dims[NN_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) dims[d] = d < 2 ? x->dims[d] : 1;
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, x->ndim, dims);
+    return NN_OK;
+}
+
+#define GLOBAL_POOL(Name, init, accumulate, finish)                                                      \
+    static nn_status run_##Name(nn_call *c) {                                                            \
+        const nn_tensor *x = &c->in[0];                                                                  \
+        int64_t planes = x->dims[0] * x->dims[1], n = nn_shape_elements(x->dims + 2, x->ndim - 2);       \
+        const float *src = x->data;                                                                      \
+        float *dst = c->out[0].data;                                                                     \
+        _Pragma("omp parallel for num_threads(c->threads) if (planes * n > 32768)")                      \
+        for (int64_t p = 0; p < planes; p++) {                                                           \
+            const float *xp = src + p * n;                                                               \
+            double acc = (init);                                                                         \
+            for (int64_t i = 0; i < n; i++) acc = (accumulate);                                          \
+            dst[p] = (float)(finish);                                                                    \
+        }                                                                                                \
+        return NN_OK;                                                                                    \
+    }                                                                                                    \
+    const nn_op_desc nn_op_##Name = {#Name, 1, 1, 1, 1, 0, NULL, infer_global_pool, NULL, run_##Name};
+
+GLOBAL_POOL(GlobalAveragePool, 0.0, acc + xp[i], n > 0 ? acc / (double)n : 0.0)
+GLOBAL_POOL(GlobalMaxPool, n > 0 ? xp[0] : 0.0, xp[i] > acc ? xp[i] : acc, acc)
+
+/* ---- LRN */
+
+typedef struct lrn_params {
+    int64_t size;
+    float alpha, beta, bias;
+} lrn_params;
+
+static nn_status parse_lrn(nn_parse_ctx *ctx) {
+    lrn_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    nn_status st;
+    if ((st = nn_attr_int(ctx, "size", 0, &p->size)) || (st = nn_attr_float(ctx, "alpha", 1e-4f, &p->alpha)) ||
+        (st = nn_attr_float(ctx, "beta", 0.75f, &p->beta)) || (st = nn_attr_float(ctx, "bias", 1.0f, &p->bias)))
+        return st;
+    if (p->size < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "size must be >= 1");
+    ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status infer_lrn(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    if (x->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (float only)", nn_dtype_name(x->dtype));
+    if (x->ndim < 2) return nn_call_error(c, NN_ERR_SHAPE, "input must have rank >= 2, got %d", x->ndim);
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, x->ndim, x->dims);
+    return NN_OK;
+}
+
+/* The output plane first holds the channel window's sum of squares. */
+static nn_status run_lrn(nn_call *c) {
+    const lrn_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t channels = x->dims[1], planes = x->dims[0] * channels;
+    int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
+    const float *src = x->data;
+    float *dst = c->out[0].data, scale = p->alpha / (float)p->size;
+#pragma omp parallel for num_threads(c->threads) if (planes * n * p->size > 32768)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        int64_t ch = pl % channels, img = pl - ch;
+        int64_t lo = ch - (p->size - 1) / 2, hi = ch + p->size / 2;
+        if (lo < 0) lo = 0;
+        if (hi > channels - 1) hi = channels - 1;
+        float *yp = dst + pl * n;
+        memset(yp, 0, sizeof(float) * (size_t)n);
+        for (int64_t k = lo; k <= hi; k++) {
+            const float *xk = src + (img + k) * n;
+            for (int64_t i = 0; i < n; i++) yp[i] += xk[i] * xk[i];
+        }
+        const float *xp = src + pl * n;
+        for (int64_t i = 0; i < n; i++) yp[i] = xp[i] / powf(p->bias + scale * yp[i], p->beta);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_MaxPool = {"MaxPool", 1, 1, 1, 2, 0, parse_pool, infer_max_pool, NULL, run_max_pool};
+const nn_op_desc nn_op_AveragePool = {"AveragePool", 1, 1, 1, 1, 0, parse_pool, infer_float_pool, NULL,
+                                      run_average_pool};
+const nn_op_desc nn_op_LRN = {"LRN", 1, 1, 1, 1, 0, parse_lrn, infer_lrn, NULL, run_lrn};

@@ -1,0 +1,368 @@
+/* Reductions: ReduceSum/Mean/Max/Min/Prod/L2 and ArgMax/ArgMin.
+ *
+ * Every Reduce* op shares one kernel body, specialized by a reduction kind
+ * (init, accumulate, merge, finalize) and a dtype.  The input is first
+ * simplified: size-1 dims are dropped and neighbouring dims that are both
+ * reduced or both kept are merged, so that e.g. ReduceMean over H,W of an
+ * NCHW tensor becomes "N*C rows of H*W contiguous values". */
+#include <math.h>
+#include <string.h>
+
+#include "op.h"
+
+typedef enum reduce_kind { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L2, R_KIND_COUNT } reduce_kind;
+
+typedef struct reduce_params {
+    reduce_kind kind;
+    int64_t keepdims;
+    int64_t noop_with_empty_axes;
+    int n_axes; /* -1: no axes attribute (they may come as input 1) */
+    int64_t axes[NN_MAX_DIMS];
+} reduce_params;
+
+static nn_status parse_reduce(nn_parse_ctx *ctx, reduce_kind kind) {
+    reduce_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    p->kind = kind;
+    ctx->params = p;
+    nn_status st = nn_attr_int(ctx, "keepdims", 1, &p->keepdims);
+    if (st == NN_OK) st = nn_attr_int(ctx, "noop_with_empty_axes", 0, &p->noop_with_empty_axes);
+    if (st == NN_OK) st = nn_attr_ints(ctx, "axes", p->axes, NN_MAX_DIMS, &p->n_axes);
+    return st;
+}
+
+/* Marks the reduced dims of input 0.  Axes come from the attribute (before
+ * opset 13 for ReduceSum, 18 for the others) or from input 1; none at all
+ * means every dim, or none when noop_with_empty_axes is set. */
+static nn_status reduce_mask(nn_call *c, bool reduced[NN_MAX_DIMS], bool *noop) {
+    const reduce_params *p = c->params;
+    int rank = c->in[0].ndim;
+    int64_t axes[NN_MAX_DIMS];
+    int n = p->n_axes > 0 ? p->n_axes : 0;
+    memcpy(axes, p->axes, sizeof(int64_t) * (size_t)n);
+    if (p->n_axes < 0 && nn_present(c, 1)) {
+        const nn_tensor *t = &c->in[1];
+        if (t->dtype != NN_DTYPE_INT64 && t->dtype != NN_DTYPE_INT32)
+            return nn_call_error(c, NN_ERR_INVALID, "axes input must be INT64, got %s", nn_dtype_name(t->dtype));
+        if (t->ndim > 1) return nn_call_error(c, NN_ERR_INVALID, "axes input must be 1-D, got rank %d", t->ndim);
+        int64_t cnt = nn_shape_elements(t->dims, t->ndim);
+        if (cnt > rank)
+            return nn_call_error(c, NN_ERR_INVALID, "%lld axes for an input of rank %d", (long long)cnt, rank);
+        if (cnt > 0 && !t->data) return NN_DYNAMIC;
+        n = (int)cnt;
+        for (int i = 0; i < n; i++) axes[i] = nn_tensor_get_int(t, i);
+    }
+    *noop = n == 0 && p->noop_with_empty_axes;
+    for (int d = 0; d < rank; d++) reduced[d] = n == 0 && !*noop;
+    for (int i = 0; i < n; i++) {
+        int64_t a;
+        if (!nn_axis_normalize(axes[i], rank, &a))
+            return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axes[i], rank);
+        if (reduced[a]) return nn_call_error(c, NN_ERR_INVALID, "axis %lld given twice", (long long)axes[i]);
+        reduced[a] = true;
+    }
+    return NN_OK;
+}
+
+static bool reduce_dtype_ok(nn_dtype t) {
+    return t == NN_DTYPE_FLOAT || t == NN_DTYPE_INT32 || t == NN_DTYPE_INT64;
+}
+
+static nn_status infer_reduce(nn_call *c) {
+    const reduce_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    if (!reduce_dtype_ok(x->dtype))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT, INT32, INT64)",
+                             nn_dtype_name(x->dtype));
+    bool reduced[NN_MAX_DIMS], noop;
+    nn_status st = reduce_mask(c, reduced, &noop);
+    if (st != NN_OK) return st;
+    int64_t dims[NN_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (!reduced[d]) dims[nd++] = x->dims[d];
+        else if (p->keepdims) dims[nd++] = 1;
+    }
+    nn_tensor_set_shape(&c->out[0], x->dtype, nd, dims);
+    return NN_OK;
+}
+
+/* The simplified iteration space.  Output element (o, j) with o < outer,
+ * j < vec reads, for every reduced position r (r_size odometer), the `run`
+ * contiguous values at base(o) + roff(r) + j.  Either vec or run is 1: the
+ * innermost merged dim is either kept (vectorize across outputs) or reduced
+ * (a contiguous run per output). */
+typedef struct reduce_plan {
+    int nk, nr;
+    int64_t k_size[NN_MAX_DIMS], k_stride[NN_MAX_DIMS];
+    int64_t r_size[NN_MAX_DIMS], r_stride[NN_MAX_DIMS];
+    int64_t outer, vec, run, r_total, count;
+} reduce_plan;
+
+static void reduce_plan_make(const nn_tensor *x, const bool reduced[NN_MAX_DIMS], reduce_plan *p) {
+    int64_t size[NN_MAX_DIMS], stride[NN_MAX_DIMS], s = 1;
+    bool red[NN_MAX_DIMS];
+    int ng = 0;
+    /* walk from the innermost dim so each group's stride is its last dim's */
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        int64_t n = x->dims[d];
+        if (n != 1) {
+            if (ng > 0 && red[ng - 1] == reduced[d]) {
+                size[ng - 1] *= n;
+            } else {
+                size[ng] = n;
+                stride[ng] = s;
+                red[ng] = reduced[d];
+                ng++;
+            }
+        }
+        s *= n;
+    }
+    /* groups are innermost-first here */
+    p->vec = p->run = 1;
+    int first = 0;
+    if (ng > 0) {
+        if (red[0]) p->run = size[0];
+        else p->vec = size[0];
+        first = 1;
+    }
+    p->nk = p->nr = 0;
+    p->outer = 1;
+    p->r_total = 1;
+    for (int g = ng - 1; g >= first; g--) {
+        if (red[g]) {
+            p->r_size[p->nr] = size[g];
+            p->r_stride[p->nr++] = stride[g];
+            p->r_total *= size[g];
+        } else {
+            p->k_size[p->nk] = size[g];
+            p->k_stride[p->nk++] = stride[g];
+            p->outer *= size[g];
+        }
+    }
+    p->count = p->r_total * p->run;
+}
+
+/* Outputs computed together in the vec case: one stack row of accumulators. */
+#define REDUCE_CHUNK 64
+/* Independent partial results over a contiguous run, so the loop vectorizes
+ * without reassociating float math. */
+#define REDUCE_LANES 8
+
+/* The reduction kinds.  `K` is a compile-time constant at every use, so
+ * each expands to a single expression after constant folding. */
+#define R_ACCUM(K, a, x)                                                                            \
+    ((K) == R_SUM || (K) == R_MEAN ? (a) + (x)                                                      \
+     : (K) == R_L2                 ? (a) + (x) * (x)                                                \
+     : (K) == R_PROD               ? (a) * (x)                                                      \
+     : (K) == R_MAX                ? (((x) > (a) || isnan((double)(x))) ? (x) : (a))                \
+                                   : (((x) < (a) || isnan((double)(x))) ? (x) : (a)))
+/* combining two partial accumulators (differs from R_ACCUM only for L2) */
+#define R_MERGE(K, a, b) ((K) == R_L2 ? (a) + (b) : R_ACCUM(K, a, b))
+#define R_INIT(K, lo, hi) ((K) == R_PROD ? 1 : (K) == R_MAX ? (lo) : (K) == R_MIN ? (hi) : 0)
+#define R_FINAL(K, T, a, n)                                                                         \
+    ((K) == R_MEAN ? (T)((a) / (n)) : (K) == R_L2 ? (T)sqrt((double)(a)) : (T)(a))
+
+typedef void (*reduce_item_fn)(const reduce_plan *p, const void *src, void *dst, int64_t item);
+
+/* One work item: output row o, columns [j0, j0 + w).  Generated per dtype
+ * (T, accumulator ACC and its extreme values); kind-specialized wrappers
+ * call it with a constant K. */
+#define DEFINE_REDUCE_BODY(sfx, T, ACC, LO, HI)                                                     \
+    static inline __attribute__((always_inline)) void reduce_body_##sfx(                            \
+        const reduce_plan *p, const T *x, T *y, int64_t item, reduce_kind K) {                      \
+        int64_t chunks = (p->vec + REDUCE_CHUNK - 1) / REDUCE_CHUNK;                                \
+        int64_t o = item / chunks, j0 = (item % chunks) * REDUCE_CHUNK;                             \
+        int w = (int)(p->vec - j0 < REDUCE_CHUNK ? p->vec - j0 : REDUCE_CHUNK);                     \
+        int64_t base = j0, rem = o;                                                                 \
+        for (int i = p->nk - 1; i >= 0; i--) {                                                      \
+            base += (rem % p->k_size[i]) * p->k_stride[i];                                          \
+            rem /= p->k_size[i];                                                                    \
+        }                                                                                           \
+        ACC acc[REDUCE_CHUNK > REDUCE_LANES ? REDUCE_CHUNK : REDUCE_LANES];                         \
+        int na = p->vec > 1 ? w : REDUCE_LANES;                                                     \
+        for (int j = 0; j < na; j++) acc[j] = R_INIT(K, LO, HI);                                    \
+        int64_t idx[NN_MAX_DIMS] = {0}, roff = 0;                                                   \
+        for (int64_t r = 0; r < p->r_total; r++) {                                                  \
+            const T *xr = x + base + roff;                                                          \
+            if (p->vec > 1) {                                                                       \
+                for (int j = 0; j < w; j++) acc[j] = R_ACCUM(K, acc[j], (ACC)xr[j]);                \
+            } else {                                                                                \
+                int64_t t = 0;                                                                      \
+                for (; t + REDUCE_LANES <= p->run; t += REDUCE_LANES)                               \
+                    for (int l = 0; l < REDUCE_LANES; l++)                                          \
+                        acc[l] = R_ACCUM(K, acc[l], (ACC)xr[t + l]);                                \
+                for (; t < p->run; t++) acc[0] = R_ACCUM(K, acc[0], (ACC)xr[t]);                    \
+            }                                                                                       \
+            for (int i = p->nr - 1; i >= 0; i--) { /* odometer over the reduced groups */           \
+                roff += p->r_stride[i];                                                             \
+                if (++idx[i] < p->r_size[i]) break;                                                 \
+                roff -= idx[i] * p->r_stride[i];                                                    \
+                idx[i] = 0;                                                                         \
+            }                                                                                       \
+        }                                                                                           \
+        if (p->vec == 1) {                                                                          \
+            for (int l = 1; l < REDUCE_LANES; l++) acc[0] = R_MERGE(K, acc[0], acc[l]);             \
+            w = 1;                                                                                  \
+        }                                                                                           \
+        ACC n = (ACC)p->count;                                                                      \
+        for (int j = 0; j < w; j++) y[o * p->vec + j0 + j] = R_FINAL(K, T, acc[j], n);              \
+    }
+
+#define DEFINE_REDUCE_ITEM(sfx, T, kind, K)                                                         \
+    static void reduce_##kind##_##sfx(const reduce_plan *p, const void *src, void *dst, int64_t it) { \
+        reduce_body_##sfx(p, src, dst, it, K);                                                      \
+    }
+
+#define REDUCE_KINDS(X, sfx, T) \
+    X(sfx, T, sum, R_SUM) X(sfx, T, mean, R_MEAN) X(sfx, T, max, R_MAX) \
+    X(sfx, T, min, R_MIN) X(sfx, T, prod, R_PROD) X(sfx, T, l2, R_L2)
+
+/* float accumulates in double: sums over whole feature maps stay accurate */
+#define REDUCE_DTYPES(X)                                                         \
+    X(f32, float, double, -INFINITY, INFINITY)                                   \
+    X(i32, int32_t, int64_t, INT64_MIN, INT64_MAX)                               \
+    X(i64, int64_t, int64_t, INT64_MIN, INT64_MAX)
+
+#define DEFINE_REDUCE_DTYPE(sfx, T, ACC, LO, HI) \
+    DEFINE_REDUCE_BODY(sfx, T, ACC, LO, HI)      \
+    REDUCE_KINDS(DEFINE_REDUCE_ITEM, sfx, T)
+REDUCE_DTYPES(DEFINE_REDUCE_DTYPE)
+
+#define REDUCE_FN_ENTRY(sfx, T, kind, K) [K] = reduce_##kind##_##sfx,
+#define REDUCE_FN_ROW(sfx, T, ACC, LO, HI) {REDUCE_KINDS(REDUCE_FN_ENTRY, sfx, T)},
+static const reduce_item_fn reduce_fns[][R_KIND_COUNT] = {REDUCE_DTYPES(REDUCE_FN_ROW)};
+
+static int dtype_row(nn_dtype t) { return t == NN_DTYPE_FLOAT ? 0 : t == NN_DTYPE_INT32 ? 1 : 2; }
+
+static nn_status run_reduce(nn_call *c) {
+    const reduce_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    bool reduced[NN_MAX_DIMS], noop;
+    nn_status st = reduce_mask(c, reduced, &noop);
+    if (st != NN_OK) return st;
+    if (noop) {
+        memcpy(c->out[0].data, x->data, (size_t)nn_tensor_elements(x) * nn_dtype_size(x->dtype));
+        return NN_OK;
+    }
+    reduce_plan plan;
+    reduce_plan_make(x, reduced, &plan);
+    reduce_item_fn fn = reduce_fns[dtype_row(x->dtype)][p->kind];
+    int64_t items = plan.outer * ((plan.vec + REDUCE_CHUNK - 1) / REDUCE_CHUNK);
+    int64_t total = nn_tensor_elements(x);
+#pragma omp parallel for num_threads(c->threads) if (items > 1 && total > 32768)
+    for (int64_t it = 0; it < items; it++) fn(&plan, x->data, c->out[0].data, it);
+    return NN_OK;
+}
+
+#define DEFINE_REDUCE_OP(Name, K)                                                                   \
+    static nn_status parse_##Name(nn_parse_ctx *ctx) { return parse_reduce(ctx, K); }               \
+    const nn_op_desc nn_op_##Name = {#Name, 1, 2, 1, 1, 0, parse_##Name, infer_reduce, NULL, run_reduce};
+
+DEFINE_REDUCE_OP(ReduceSum, R_SUM)
+DEFINE_REDUCE_OP(ReduceMean, R_MEAN)
+DEFINE_REDUCE_OP(ReduceMax, R_MAX)
+DEFINE_REDUCE_OP(ReduceMin, R_MIN)
+DEFINE_REDUCE_OP(ReduceProd, R_PROD)
+DEFINE_REDUCE_OP(ReduceL2, R_L2)
+
+/* ---- ArgMax / ArgMin */
+
+typedef struct arg_params {
+    int64_t axis, keepdims, select_last_index;
+    bool is_max;
+} arg_params;
+
+static nn_status parse_arg(nn_parse_ctx *ctx, bool is_max) {
+    arg_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    p->is_max = is_max;
+    ctx->params = p;
+    nn_status st = nn_attr_int(ctx, "axis", 0, &p->axis);
+    if (st == NN_OK) st = nn_attr_int(ctx, "keepdims", 1, &p->keepdims);
+    if (st == NN_OK) st = nn_attr_int(ctx, "select_last_index", 0, &p->select_last_index);
+    return st;
+}
+static nn_status parse_ArgMax(nn_parse_ctx *ctx) { return parse_arg(ctx, true); }
+static nn_status parse_ArgMin(nn_parse_ctx *ctx) { return parse_arg(ctx, false); }
+
+static nn_status infer_arg(nn_call *c) {
+    const arg_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    if (!reduce_dtype_ok(x->dtype))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT, INT32, INT64)",
+                             nn_dtype_name(x->dtype));
+    int64_t axis;
+    if (!nn_axis_normalize(p->axis, x->ndim, &axis))
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis, x->ndim);
+    if (x->dims[axis] == 0)
+        return nn_call_error(c, NN_ERR_SHAPE, "cannot take the arg of an empty axis %lld", (long long)axis);
+    int64_t dims[NN_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d != axis) dims[nd++] = x->dims[d];
+        else if (p->keepdims) dims[nd++] = 1;
+    }
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_INT64, nd, dims);
+    return NN_OK;
+}
+
+typedef void (*arg_item_fn)(const void *src, int64_t *y, int64_t n, int64_t inner, int64_t o, int64_t j0,
+                            int w, bool last);
+
+/* Columns [j0, j0 + w) of block o in the [outer, n, inner] view.  Ties keep
+ * the first index met, so select_last_index only walks the axis backwards. */
+#define DEFINE_ARG_ITEM(name, T, BETTER)                                                            \
+    static void name(const void *src, int64_t *y, int64_t n, int64_t inner, int64_t o, int64_t j0,  \
+                     int w, bool last) {                                                            \
+        T best[REDUCE_CHUNK];                                                                       \
+        int64_t arg[REDUCE_CHUNK];                                                                  \
+        int64_t k = last ? n - 1 : 0, step = last ? -1 : 1;                                         \
+        const T *xb = (const T *)src + o * n * inner + j0;                                          \
+        for (int j = 0; j < w; j++) {                                                               \
+            best[j] = xb[k * inner + j];                                                            \
+            arg[j] = k;                                                                             \
+        }                                                                                           \
+        for (int64_t i = 1; i < n; i++) {                                                           \
+            k += step;                                                                              \
+            const T *xr = xb + k * inner;                                                           \
+            for (int j = 0; j < w; j++) {                                                           \
+                if (xr[j] BETTER best[j]) {                                                         \
+                    best[j] = xr[j];                                                                \
+                    arg[j] = k;                                                                     \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+        memcpy(y + o * inner + j0, arg, sizeof(int64_t) * (size_t)w);                               \
+    }
+
+/* same row order as REDUCE_DTYPES (see dtype_row) */
+#define ARG_DTYPES(X) X(f32, float) X(i32, int32_t) X(i64, int64_t)
+#define DEFINE_ARG_DTYPE(sfx, T) DEFINE_ARG_ITEM(argmax_##sfx, T, >) DEFINE_ARG_ITEM(argmin_##sfx, T, <)
+ARG_DTYPES(DEFINE_ARG_DTYPE)
+#define ARG_FN_ROW(sfx, T) {argmin_##sfx, argmax_##sfx},
+static const arg_item_fn arg_fns[][2] = {ARG_DTYPES(ARG_FN_ROW)};
+
+static nn_status run_arg(nn_call *c) {
+    const arg_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t axis;
+    if (!nn_axis_normalize(p->axis, x->ndim, &axis))
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis, x->ndim);
+    int64_t outer = nn_shape_elements(x->dims, (int)axis), n = x->dims[axis];
+    int64_t inner = nn_shape_elements(x->dims + axis + 1, x->ndim - (int)axis - 1);
+    int64_t chunks = (inner + REDUCE_CHUNK - 1) / REDUCE_CHUNK, items = outer * chunks;
+    bool last = p->select_last_index != 0;
+    arg_item_fn fn = arg_fns[dtype_row(x->dtype)][p->is_max];
+    int64_t *y = c->out[0].data;
+#pragma omp parallel for num_threads(c->threads) if (items > 1 && outer * n * inner > 32768)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t o = it / chunks, j0 = (it % chunks) * REDUCE_CHUNK;
+        int w = (int)(inner - j0 < REDUCE_CHUNK ? inner - j0 : REDUCE_CHUNK);
+        fn(x->data, y, n, inner, o, j0, w, last);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_ArgMax = {"ArgMax", 1, 1, 1, 1, 0, parse_ArgMax, infer_arg, NULL, run_arg};
+const nn_op_desc nn_op_ArgMin = {"ArgMin", 1, 1, 1, 1, 0, parse_ArgMin, infer_arg, NULL, run_arg};

@@ -1,0 +1,147 @@
+/* Softmax and LogSoftmax.
+ *
+ * Before opset 13 the input is viewed as a 2-D matrix split at `axis`
+ * (default 1) and each row of the flattened trailing block is normalized;
+ * from opset 13 on, only the single dimension `axis` (default -1) is.  Both
+ * reduce to the same kernel over an [outer, n, inner] view: the old form is
+ * the new one with inner = 1. */
+#include <math.h>
+
+#include "op.h"
+
+typedef struct softmax_params {
+    int64_t axis;
+    bool flatten; /* pre-13 semantics: normalize over dims[axis:] as one block */
+} softmax_params;
+
+static nn_status parse_softmax(nn_parse_ctx *ctx) {
+    softmax_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    p->flatten = ctx->opset < 13;
+    nn_status st = nn_attr_int(ctx, "axis", p->flatten ? 1 : -1, &p->axis);
+    ctx->params = p;
+    return st;
+}
+
+/* The [outer, n, inner] view of the input around the normalized axis. */
+static nn_status softmax_view(nn_call *c, int64_t *outer, int64_t *n, int64_t *inner) {
+    const softmax_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t axis;
+    /* a scalar is normalized as a one-element vector */
+    int rank = x->ndim > 0 ? x->ndim : 1;
+    if (!nn_axis_normalize(p->axis, rank, &axis))
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis,
+                             x->ndim);
+    if (x->ndim == 0) {
+        *outer = *n = *inner = 1;
+        return NN_OK;
+    }
+    *outer = nn_shape_elements(x->dims, (int)axis);
+    if (p->flatten) {
+        *n = nn_shape_elements(x->dims + axis, x->ndim - (int)axis);
+        *inner = 1;
+    } else {
+        *n = x->dims[axis];
+        *inner = nn_shape_elements(x->dims + axis + 1, x->ndim - (int)axis - 1);
+    }
+    return NN_OK;
+}
+
+static nn_status infer_softmax(nn_call *c) {
+    if (c->in[0].dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT only)",
+                             nn_dtype_name(c->in[0].dtype));
+    int64_t outer, n, inner;
+    nn_status st = softmax_view(c, &outer, &n, &inner);
+    if (st != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, c->in[0].ndim, c->in[0].dims);
+    return NN_OK;
+}
+
+/* Columns handled together when the normalized axis is strided: enough to
+ * walk each row of the block contiguously, small enough for the stack. */
+#define SOFTMAX_CHUNK 64
+
+/* One row, contiguous (inner == 1).  Subtracting the maximum keeps exp()
+ * from overflowing; log-softmax then is x - max - log(sum). */
+static void softmax_row(const float *x, float *y, int64_t n, bool log_form) {
+    float mx = -INFINITY;
+    for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
+    float sum = 0.0f;
+    if (log_form) {
+        for (int64_t k = 0; k < n; k++) sum += expf(x[k] - mx);
+        float shift = mx + logf(sum);
+        for (int64_t k = 0; k < n; k++) y[k] = x[k] - shift;
+    } else {
+        for (int64_t k = 0; k < n; k++) {
+            y[k] = expf(x[k] - mx);
+            sum += y[k];
+        }
+        float inv = 1.0f / sum;
+        for (int64_t k = 0; k < n; k++) y[k] *= inv;
+    }
+}
+
+/* Columns [j0, j0 + w) of one [n, inner] block: the same steps as
+ * softmax_row, vectorized across columns so every row read is contiguous. */
+static void softmax_cols(const float *x, float *y, int64_t n, int64_t inner, int w, bool log_form) {
+    float mx[SOFTMAX_CHUNK], sum[SOFTMAX_CHUNK];
+    for (int j = 0; j < w; j++) {
+        mx[j] = -INFINITY;
+        sum[j] = 0.0f;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        const float *xr = x + k * inner;
+        for (int j = 0; j < w; j++) mx[j] = xr[j] > mx[j] ? xr[j] : mx[j];
+    }
+    for (int64_t k = 0; k < n; k++) {
+        const float *xr = x + k * inner;
+        float *yr = y + k * inner;
+        for (int j = 0; j < w; j++) {
+            float e = expf(xr[j] - mx[j]);
+            if (!log_form) yr[j] = e;
+            sum[j] += e;
+        }
+    }
+    for (int j = 0; j < w; j++) sum[j] = log_form ? mx[j] + logf(sum[j]) : 1.0f / sum[j];
+    for (int64_t k = 0; k < n; k++) {
+        const float *xr = x + k * inner;
+        float *yr = y + k * inner;
+        if (log_form)
+            for (int j = 0; j < w; j++) yr[j] = xr[j] - sum[j];
+        else
+            for (int j = 0; j < w; j++) yr[j] *= sum[j];
+    }
+}
+
+static nn_status run_common(nn_call *c, bool log_form) {
+    int64_t outer, n, inner;
+    nn_status st = softmax_view(c, &outer, &n, &inner);
+    if (st != NN_OK) return st;
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    if (n == 0) return NN_OK;
+    int64_t chunks = (inner + SOFTMAX_CHUNK - 1) / SOFTMAX_CHUNK;
+    int64_t items = outer * chunks;
+#pragma omp parallel for num_threads(c->threads) if (outer * n * inner > 16384)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t o = it / chunks, j0 = (it % chunks) * SOFTMAX_CHUNK;
+        const float *xb = x + o * n * inner + j0;
+        float *yb = y + o * n * inner + j0;
+        if (inner == 1) {
+            softmax_row(xb, yb, n, log_form);
+        } else {
+            int w = (int)(inner - j0 < SOFTMAX_CHUNK ? inner - j0 : SOFTMAX_CHUNK);
+            softmax_cols(xb, yb, n, inner, w, log_form);
+        }
+    }
+    return NN_OK;
+}
+
+static nn_status run_softmax(nn_call *c) { return run_common(c, false); }
+static nn_status run_log_softmax(nn_call *c) { return run_common(c, true); }
+
+const nn_op_desc nn_op_Softmax = {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, NULL, run_softmax};
+const nn_op_desc nn_op_LogSoftmax = {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, NULL,
+                                     run_log_softmax};

@@ -1,0 +1,1026 @@
+/* Data movement: Concat, Split, Slice, Pad, Transpose, Tile, Gather, Constant,
+ * ConstantOfShape, Range, DepthToSpace, SpaceToDepth.
+ *
+ * Kernels move elements as opaque units of nn_dtype_size() bytes, so one body
+ * serves every dtype the engine holds.  Most of them are a single strided view
+ * of the input written out densely (nn_copy_strided). */
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "op.h"
+
+/* Tile views each output axis as (repeat, input dim): twice the rank. */
+#define VIEW_MAX_DIMS (2 * NN_MAX_DIMS)
+/* Copies smaller than this stay on one thread: a team costs more than it saves. */
+#define PARALLEL_BYTES ((int64_t)1 << 18)
+
+/* Copy `len` elements of `esz` bytes taken `step` elements apart (0 repeats one). */
+static void copy_run(char *dst, const char *src, size_t esz, int64_t len, int64_t step) {
+    if (step == 1) {
+        memcpy(dst, src, (size_t)len * esz);
+        return;
+    }
+#define COPY_RUN(T)                                                                               \
+    do {                                                                                          \
+        T *d = (T *)dst;                                                                          \
+        const T *s = (const T *)src;                                                              \
+        for (int64_t j = 0; j < len; j++) d[j] = s[j * step];                                     \
+        return;                                                                                   \
+    } while (0)
+    switch (esz) {
+    case 1: COPY_RUN(uint8_t);
+    case 2: COPY_RUN(uint16_t);
+    case 4: COPY_RUN(uint32_t);
+    case 8: COPY_RUN(uint64_t);
+    }
+#undef COPY_RUN
+    for (int64_t j = 0; j < len; j++) memcpy(dst + j * esz, src + j * step * (int64_t)esz, esz);
+}
+
+/* nn_copy_strided for a view whose input-contiguous axis `a` is not the
+ * innermost output axis (a transpose): copy square tiles of axes (a, last),
+ * so that the input lines a tile reads stay in cache while the tile's rows
+ * are written. */
+static void copy_transposed(void *dst, const void *src, size_t esz, int n, const int64_t *d, const int64_t *s,
+                            int a, int threads) {
+    enum { TILE = 32 };
+    int64_t ds[VIEW_MAX_DIMS]; /* dense output strides */
+    ds[n - 1] = 1;
+    for (int k = n - 2; k >= 0; k--) ds[k] = ds[k + 1] * d[k + 1];
+    int64_t last = d[n - 1], step = s[n - 1];
+    int64_t ti = (d[a] + TILE - 1) / TILE, tj = (last + TILE - 1) / TILE;
+    int64_t tiles = nn_shape_elements(d, n - 1) / d[a] * ti * tj;
+    int64_t total = nn_shape_elements(d, n) * (int64_t)esz;
+#pragma omp parallel for num_threads(threads) if (tiles > 1 && total > PARALLEL_BYTES)
+    for (int64_t t = 0; t < tiles; t++) {
+        int64_t j0 = t % tj * TILE, i0 = t / tj % ti * TILE, q = t / (tj * ti);
+        int64_t soff = 0, doff = 0;
+        for (int k = n - 2; k >= 0; k--) {
+            if (k == a) continue;
+            soff += q % d[k] * s[k];
+            doff += q % d[k] * ds[k];
+            q /= d[k];
+        }
+        int64_t i1 = i0 + TILE < d[a] ? i0 + TILE : d[a], j1 = j0 + TILE < last ? j0 + TILE : last;
+        for (int64_t i = i0; i < i1; i++)
+            copy_run((char *)dst + (doff + i * ds[a] + j0) * (int64_t)esz,
+                     (const char *)src + (soff + i + j0 * step) * (int64_t)esz, esz, j1 - j0, step);
+    }
+}
+
+/* Write the view of `src` with shape `dims` and element strides `strides`
+ * (0 broadcasts, negative walks backwards) densely into `dst`. */
+void nn_copy_strided(void *dst, const void *src, size_t esz, int ndim, const int64_t *dims,
+                     const int64_t *strides, int threads) {
+    /* Drop unit axes and merge axes that are contiguous with their inner
+     * neighbour, so the innermost run is as long as possible. */
+    int64_t d[VIEW_MAX_DIMS], s[VIEW_MAX_DIMS];
+    int n = 0;
+    for (int k = 0; k < ndim; k++) {
+        if (dims[k] == 0) return;
+        if (dims[k] == 1) continue;
+        if (n > 0 && s[n - 1] == strides[k] * dims[k]) {
+            d[n - 1] *= dims[k];
+            s[n - 1] = strides[k];
+            continue;
+        }
+        d[n] = dims[k];
+        s[n] = strides[k];
+        n++;
+    }
+    if (n == 0) {
+        memcpy(dst, src, esz);
+        return;
+    }
+    int64_t len = d[n - 1], step = s[n - 1];
+    for (int a = 0; a < n - 1 && step != 1 && step != 0; a++)
+        if (s[a] == 1) {
+            copy_transposed(dst, src, esz, n, d, s, a, threads);
+            return;
+        }
+    int64_t rows = nn_shape_elements(d, n - 1);
+    bool par = rows > 1 && rows * len * (int64_t)esz > PARALLEL_BYTES;
+#pragma omp parallel for num_threads(threads) if (par)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off = 0, q = r;
+        for (int k = n - 2; k >= 0; k--) {
+            off += (q % d[k]) * s[k];
+            q /= d[k];
+        }
+        copy_run((char *)dst + r * len * (int64_t)esz, (const char *)src + off * (int64_t)esz, esz, len,
+                 step);
+    }
+}
+
+/* Read integer input i (INT32 or INT64, rank 0 or 1) into out[0..*n).
+ * NN_DYNAMIC when its value is not known yet. */
+nn_status nn_input_ints(nn_call *c, int i, const char *what, int64_t *out, int cap, int *n) {
+    const nn_tensor *t = &c->in[i];
+    if (t->dtype != NN_DTYPE_INT64 && t->dtype != NN_DTYPE_INT32)
+        return nn_call_error(c, NN_ERR_INVALID, "%s must be int64, got %s", what, nn_dtype_name(t->dtype));
+    if (t->ndim > 1) return nn_call_error(c, NN_ERR_SHAPE, "%s must be 1-D, got rank %d", what, t->ndim);
+    int64_t count = nn_shape_elements(t->dims, t->ndim);
+    if (count > cap)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "%s has %lld values, at most %d supported", what,
+                             (long long)count, cap);
+    *n = (int)count;
+    if (count > 0 && !t->data) return NN_DYNAMIC;
+    for (int64_t k = 0; k < count; k++) out[k] = nn_tensor_get_int(t, k);
+    return NN_OK;
+}
+
+static nn_status check_dtype(nn_call *c, const nn_tensor *t) {
+    if (nn_dtype_size(t->dtype) == 0)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(t->dtype));
+    return NN_OK;
+}
+
+/* Row-major element strides of a tensor. */
+static void dense_strides(const nn_tensor *t, int64_t *strides) {
+    int64_t s = 1;
+    for (int k = t->ndim - 1; k >= 0; k--) {
+        strides[k] = s;
+        s *= t->dims[k];
+    }
+}
+
+/* Store v into one element of dtype dt (a dtype check has passed). */
+static void store_scalar(void *dst, nn_dtype dt, double v) {
+    switch (dt) {
+    case NN_DTYPE_FLOAT: *(float *)dst = (float)v; break;
+    case NN_DTYPE_INT64: *(int64_t *)dst = (int64_t)v; break;
+    case NN_DTYPE_INT32: *(int32_t *)dst = (int32_t)v; break;
+    case NN_DTYPE_INT8: *(int8_t *)dst = (int8_t)v; break;
+    case NN_DTYPE_UINT8: *(uint8_t *)dst = (uint8_t)v; break;
+    case NN_DTYPE_BOOL: *(uint8_t *)dst = v != 0.0; break;
+    default: break;
+    }
+}
+
+/* ---- ops with one `axis` attribute */
+
+typedef struct axis_params {
+    int64_t axis;
+} axis_params;
+
+static nn_status parse_axis(nn_parse_ctx *ctx, int64_t dflt) {
+    axis_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    return nn_attr_int(ctx, "axis", dflt, &p->axis);
+}
+
+/* ---- Concat */
+
+static nn_status parse_concat(nn_parse_ctx *ctx) {
+    /* axis became required in opset 4; before, it defaulted to 1 */
+    if (ctx->opset >= 4 && !nn_attr_find(ctx, "axis"))
+        return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'axis' is required");
+    return parse_axis(ctx, 1);
+}
+
+static nn_status infer_concat(nn_call *c) {
+    const axis_params *p = c->params;
+    const nn_tensor *a = &c->in[0];
+    nn_status st = check_dtype(c, a);
+    if (st != NN_OK) return st;
+    int64_t axis;
+    if (!nn_axis_normalize(p->axis, a->ndim, &axis))
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis,
+                             a->ndim);
+    int64_t total = 0;
+    for (int i = 0; i < c->n_in; i++) {
+        const nn_tensor *t = &c->in[i];
+        if (t->dtype != a->dtype)
+            return nn_call_error(c, NN_ERR_INVALID, "input %d is %s, input 0 is %s", i, nn_dtype_name(t->dtype),
+                                 nn_dtype_name(a->dtype));
+        if (t->ndim != a->ndim)
+            return nn_call_error(c, NN_ERR_SHAPE, "input %d has rank %d, input 0 has rank %d", i, t->ndim,
+                                 a->ndim);
+        for (int k = 0; k < a->ndim; k++)
+            if (k != axis && t->dims[k] != a->dims[k])
+                return nn_call_error(c, NN_ERR_SHAPE, "input %d dim %d is %lld, input 0 has %lld", i, k,
+                                     (long long)t->dims[k], (long long)a->dims[k]);
+        total += t->dims[axis];
+    }
+    nn_tensor_set_shape(&c->out[0], a->dtype, a->ndim, a->dims);
+    c->out[0].dims[axis] = total;
+    return NN_OK;
+}
+
+static nn_status run_concat(nn_call *c) {
+    const axis_params *p = c->params;
+    nn_tensor *y = &c->out[0];
+    int64_t axis;
+    nn_axis_normalize(p->axis, y->ndim, &axis);
+    size_t esz = nn_dtype_size(y->dtype);
+    int64_t outer = nn_shape_elements(y->dims, (int)axis);
+    int64_t tail = nn_shape_elements(y->dims + axis + 1, y->ndim - (int)axis - 1) * (int64_t)esz;
+    int64_t out_row = y->dims[axis] * tail;
+    if (outer * out_row == 0) return NN_OK;
+    int64_t offset = 0;
+    for (int i = 0; i < c->n_in; i++) {
+        int64_t row = c->in[i].dims[axis] * tail;
+        const char *src = c->in[i].data;
+        char *dst = (char *)y->data + offset;
+        if (row > 0) {
+#pragma omp parallel for num_threads(c->threads) if (outer > 1 && outer * row > PARALLEL_BYTES)
+            for (int64_t o = 0; o < outer; o++) memcpy(dst + o * out_row, src + o * row, (size_t)row);
+        }
+        offset += row;
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Concat = {"Concat", 1, -1, 1, 1, 0, parse_concat, infer_concat, NULL, run_concat};
+
+/* ---- Split */
+
+typedef struct split_params {
+    int64_t axis;
+    int n_split; /* -1: sizes come from the optional input, or are equal */
+    int64_t split[];
+} split_params;
+
+static nn_status parse_split(nn_parse_ctx *ctx) {
+    const nn_attr *a = ctx->opset < 13 ? nn_attr_find(ctx, "split") : NULL;
+    int n = a && a->type == NN_ATTR_INTS ? a->n : 0;
+    split_params *p = nn_params_alloc(ctx, sizeof *p + sizeof(int64_t) * (size_t)n);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    nn_status st = nn_attr_int(ctx, "axis", 0, &p->axis);
+    if (st != NN_OK) return st;
+    p->n_split = -1;
+    if (a) return nn_attr_ints(ctx, "split", p->split, n, &p->n_split);
+    return NN_OK;
+}
+
+/* Size of output k along the split axis (infer has checked the sizes). */
+static int64_t split_size(const nn_call *c, int64_t dim, int k) {
+    const split_params *p = c->params;
+    if (p->n_split >= 0) return p->split[k];
+    if (nn_present(c, 1)) return nn_tensor_get_int(&c->in[1], k);
+    return dim / c->n_out;
+}
+
+static nn_status infer_split(nn_call *c) {
+    const split_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    nn_status st = check_dtype(c, x);
+    if (st != NN_OK) return st;
+    int64_t axis;
+    if (!nn_axis_normalize(p->axis, x->ndim, &axis))
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis,
+                             x->ndim);
+    int64_t dim = x->dims[axis];
+    if (p->n_split >= 0 || nn_present(c, 1)) {
+        int64_t n = p->n_split;
+        if (n < 0) {
+            const nn_tensor *s = &c->in[1];
+            if (s->dtype != NN_DTYPE_INT64 && s->dtype != NN_DTYPE_INT32)
+                return nn_call_error(c, NN_ERR_INVALID, "split must be int64, got %s", nn_dtype_name(s->dtype));
+            n = nn_shape_elements(s->dims, s->ndim);
+            if (n > 0 && !s->data) return NN_DYNAMIC;
+        }
+        if (n != c->n_out)
+            return nn_call_error(c, NN_ERR_INVALID, "split has %lld sizes for %d outputs", (long long)n, c->n_out);
+        int64_t sum = 0;
+        for (int k = 0; k < c->n_out; k++) {
+            int64_t s = split_size(c, dim, k);
+            if (s < 0) return nn_call_error(c, NN_ERR_INVALID, "split size %d is negative (%lld)", k, (long long)s);
+            sum += s;
+        }
+        if (sum != dim)
+            return nn_call_error(c, NN_ERR_SHAPE, "split sizes add up to %lld, axis %lld has %lld", (long long)sum,
+                                 (long long)axis, (long long)dim);
+    } else if (dim % c->n_out != 0) {
+        return nn_call_error(c, NN_ERR_SHAPE, "axis %lld of size %lld does not split into %d equal parts",
+                             (long long)axis, (long long)dim, c->n_out);
+    }
+    for (int k = 0; k < c->n_out; k++) {
+        nn_tensor_set_shape(&c->out[k], x->dtype, x->ndim, x->dims);
+        c->out[k].dims[axis] = split_size(c, dim, k);
+    }
+    return NN_OK;
+}
+
+static nn_status run_split(nn_call *c) {
+    const split_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t axis;
+    nn_axis_normalize(p->axis, x->ndim, &axis);
+    size_t esz = nn_dtype_size(x->dtype);
+    int64_t outer = nn_shape_elements(x->dims, (int)axis);
+    int64_t tail = nn_shape_elements(x->dims + axis + 1, x->ndim - (int)axis - 1) * (int64_t)esz;
+    int64_t in_row = x->dims[axis] * tail;
+    if (outer * in_row == 0) return NN_OK;
+    int64_t offset = 0;
+    for (int k = 0; k < c->n_out; k++) {
+        int64_t row = split_size(c, x->dims[axis], k) * tail;
+        const char *src = (const char *)x->data + offset;
+        char *dst = c->out[k].data;
+        if (row > 0) {
+#pragma omp parallel for num_threads(c->threads) if (outer > 1 && outer * row > PARALLEL_BYTES)
+            for (int64_t o = 0; o < outer; o++) memcpy(dst + o * row, src + o * in_row, (size_t)row);
+        }
+        offset += row;
+    }
+    return NN_OK;
+}
+
+/* any number of outputs */
+const nn_op_desc nn_op_Split = {"Split", 1, 2, 1, INT_MAX, 0, parse_split, infer_split, NULL, run_split};
+
+/* ---- Slice */
+
+typedef struct slice_params {
+    int n;             /* opset < 10: starts/ends/axes attributes; -1 from opset 10 */
+    bool has_axes;
+    int64_t starts[NN_MAX_DIMS], ends[NN_MAX_DIMS], axes[NN_MAX_DIMS];
+} slice_params;
+
+static nn_status parse_slice(nn_parse_ctx *ctx) {
+    slice_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    p->n = -1;
+    if (ctx->opset >= 10) return NN_OK;
+    int ns, ne, na;
+    nn_status st = nn_attr_ints(ctx, "starts", p->starts, NN_MAX_DIMS, &ns);
+    if (st == NN_OK) st = nn_attr_ints(ctx, "ends", p->ends, NN_MAX_DIMS, &ne);
+    if (st == NN_OK) st = nn_attr_ints(ctx, "axes", p->axes, NN_MAX_DIMS, &na);
+    if (st != NN_OK) return st;
+    if (ns < 0 || ns != ne || (na >= 0 && na != ns))
+        return nn_parse_error(ctx, NN_ERR_INVALID, "starts, ends and axes must be given with equal lengths");
+    p->n = ns;
+    p->has_axes = na >= 0;
+    return NN_OK;
+}
+
+/* Effective start, step and element count per axis of the input, per the
+ * ONNX clamping rules. */
+static nn_status slice_plan(nn_call *c, int64_t *start, int64_t *step, int64_t *count) {
+    const slice_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t starts[NN_MAX_DIMS], ends[NN_MAX_DIMS], axes[NN_MAX_DIMS], steps[NN_MAX_DIMS];
+    int n = p->n, n_axes = p->has_axes ? p->n : -1, n_steps = -1;
+    if (n >= 0) {
+        memcpy(starts, p->starts, sizeof(int64_t) * (size_t)n);
+        memcpy(ends, p->ends, sizeof(int64_t) * (size_t)n);
+        memcpy(axes, p->axes, sizeof(int64_t) * (size_t)n);
+    } else {
+        int ne;
+        nn_status st = nn_input_ints(c, 1, "starts", starts, NN_MAX_DIMS, &n);
+        if (st == NN_OK) st = nn_input_ints(c, 2, "ends", ends, NN_MAX_DIMS, &ne);
+        if (st == NN_OK && nn_present(c, 3)) st = nn_input_ints(c, 3, "axes", axes, NN_MAX_DIMS, &n_axes);
+        if (st == NN_OK && nn_present(c, 4)) st = nn_input_ints(c, 4, "steps", steps, NN_MAX_DIMS, &n_steps);
+        if (st != NN_OK) return st;
+        if (ne != n || (n_axes >= 0 && n_axes != n) || (n_steps >= 0 && n_steps != n))
+            return nn_call_error(c, NN_ERR_INVALID, "starts, ends, axes and steps must have equal lengths");
+    }
+    for (int k = 0; k < x->ndim; k++) {
+        start[k] = 0;
+        step[k] = 1;
+        count[k] = x->dims[k];
+    }
+    bool seen[NN_MAX_DIMS] = {false};
+    for (int i = 0; i < n; i++) {
+        int64_t axis = n_axes >= 0 ? axes[i] : i;
+        if (!nn_axis_normalize(axis, x->ndim, &axis))
+            return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, x->ndim);
+        if (seen[axis]) return nn_call_error(c, NN_ERR_INVALID, "axis %lld sliced twice", (long long)axis);
+        seen[axis] = true;
+        int64_t dim = x->dims[axis], s = starts[i], e = ends[i];
+        int64_t st = n_steps >= 0 ? steps[i] : 1;
+        if (st == 0) return nn_call_error(c, NN_ERR_INVALID, "step for axis %lld is 0", (long long)axis);
+        if (st == INT64_MIN) st = -INT64_MAX; /* so that -st exists; the count is the same */
+        if (s < 0) s += dim;
+        if (e < 0) e += dim;
+        int64_t n_el;
+        if (st > 0) {
+            s = s < 0 ? 0 : s > dim ? dim : s;
+            e = e < 0 ? 0 : e > dim ? dim : e;
+            n_el = e > s ? (e - s - 1) / st + 1 : 0;
+        } else {
+            s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
+            e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
+            n_el = s > e ? (s - e - 1) / -st + 1 : 0;
+        }
+        start[axis] = n_el > 0 ? s : 0;
+        step[axis] = n_el > 1 ? st : 1; /* a single element needs no stride (and cannot overflow one) */
+        count[axis] = n_el;
+    }
+    return NN_OK;
+}
+
+static nn_status infer_slice(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    nn_status st = check_dtype(c, x);
+    if (st != NN_OK) return st;
+    int64_t start[NN_MAX_DIMS], step[NN_MAX_DIMS], count[NN_MAX_DIMS];
+    st = slice_plan(c, start, step, count);
+    if (st != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], x->dtype, x->ndim, count);
+    return NN_OK;
+}
+
+static nn_status run_slice(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    int64_t start[NN_MAX_DIMS], step[NN_MAX_DIMS], count[NN_MAX_DIMS], strides[NN_MAX_DIMS];
+    nn_status st = slice_plan(c, start, step, count);
+    if (st != NN_OK) return st;
+    if (nn_shape_elements(count, x->ndim) == 0) return NN_OK;
+    dense_strides(x, strides);
+    int64_t offset = 0;
+    for (int k = 0; k < x->ndim; k++) {
+        offset += start[k] * strides[k];
+        strides[k] *= step[k];
+    }
+    size_t esz = nn_dtype_size(x->dtype);
+    nn_copy_strided(c->out[0].data, (const char *)x->data + offset * (int64_t)esz, esz, x->ndim, count, strides,
+                    c->threads);
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Slice = {"Slice", 1, 5, 1, 1, 0, parse_slice, infer_slice, NULL, run_slice};
+
+/* ---- Pad */
+
+enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE };
+
+typedef struct pad_params {
+    int mode;
+    int n_pads;  /* opset < 11: the pads attribute; -1 from opset 11 */
+    float value; /* opset < 11 constant */
+    int64_t pads[2 * NN_MAX_DIMS];
+} pad_params;
+
+static nn_status parse_pad(nn_parse_ctx *ctx) {
+    pad_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    const char *mode;
+    nn_status st = nn_attr_string(ctx, "mode", "constant", &mode);
+    if (st != NN_OK) return st;
+    if (strcmp(mode, "constant") == 0) p->mode = PAD_CONSTANT;
+    else if (strcmp(mode, "reflect") == 0) p->mode = PAD_REFLECT;
+    else if (strcmp(mode, "edge") == 0) p->mode = PAD_EDGE;
+    else return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "mode '%s' not supported", mode);
+    p->n_pads = -1;
+    if (ctx->opset >= 11) return NN_OK;
+    /* opset 1 named the attribute `paddings` */
+    const char *name = nn_attr_find(ctx, "paddings") ? "paddings" : "pads";
+    st = nn_attr_ints(ctx, name, p->pads, 2 * NN_MAX_DIMS, &p->n_pads);
+    if (st == NN_OK) st = nn_attr_float(ctx, "value", 0.0f, &p->value);
+    if (st == NN_OK && p->n_pads < 0) return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'pads' is required");
+    return st;
+}
+
+/* Padding before and after each axis of the input. */
+static nn_status pad_plan(nn_call *c, int64_t *before, int64_t *after) {
+    const pad_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t pads[2 * NN_MAX_DIMS], axes[NN_MAX_DIMS];
+    int n = p->n_pads, n_axes = -1;
+    if (n >= 0) {
+        memcpy(pads, p->pads, sizeof(int64_t) * (size_t)n);
+    } else {
+        nn_status st = nn_input_ints(c, 1, "pads", pads, 2 * NN_MAX_DIMS, &n);
+        if (st == NN_OK && nn_present(c, 3)) st = nn_input_ints(c, 3, "axes", axes, NN_MAX_DIMS, &n_axes);
+        if (st != NN_OK) return st;
+    }
+    int n_ax = n_axes >= 0 ? n_axes : x->ndim;
+    if (n != 2 * n_ax)
+        return nn_call_error(c, NN_ERR_INVALID, "pads has %d values, expected %d", n, 2 * n_ax);
+    for (int k = 0; k < x->ndim; k++) before[k] = after[k] = 0;
+    for (int i = 0; i < n_ax; i++) {
+        int64_t axis = n_axes >= 0 ? axes[i] : i;
+        if (!nn_axis_normalize(axis, x->ndim, &axis))
+            return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, x->ndim);
+        before[axis] = pads[i];
+        after[axis] = pads[i + n_ax];
+        int64_t dim = x->dims[axis], out = dim + pads[i] + pads[i + n_ax];
+        if (out < 0)
+            return nn_call_error(c, NN_ERR_SHAPE, "pads %lld, %lld crop more than axis %lld has (%lld)",
+                                 (long long)pads[i], (long long)pads[i + n_ax], (long long)axis, (long long)dim);
+        if (p->mode != PAD_CONSTANT && dim == 0 && out > 0)
+            return nn_call_error(c, NN_ERR_SHAPE, "cannot %s-pad empty axis %lld",
+                                 p->mode == PAD_EDGE ? "edge" : "reflect", (long long)axis);
+    }
+    return NN_OK;
+}
+
+static nn_status infer_pad(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    nn_status st = check_dtype(c, x);
+    if (st != NN_OK) return st;
+    if (nn_present(c, 2) && c->in[2].dtype != x->dtype)
+        return nn_call_error(c, NN_ERR_INVALID, "constant_value is %s, data is %s", nn_dtype_name(c->in[2].dtype),
+                             nn_dtype_name(x->dtype));
+    int64_t before[NN_MAX_DIMS], after[NN_MAX_DIMS];
+    st = pad_plan(c, before, after);
+    if (st != NN_OK) return st;
+    nn_tensor *y = &c->out[0];
+    nn_tensor_set_shape(y, x->dtype, x->ndim, x->dims);
+    for (int k = 0; k < x->ndim; k++) y->dims[k] += before[k] + after[k];
+    return NN_OK;
+}
+
+/* Input index that output position p (relative to the unpadded start) reads;
+ * -1 for the constant. */
+static int64_t pad_source(int64_t p, int64_t n, int mode) {
+    if (p >= 0 && p < n) return p;
+    if (mode == PAD_EDGE) return p < 0 ? 0 : n - 1;
+    if (mode == PAD_REFLECT) {
+        if (n == 1) return 0;
+        int64_t period = 2 * (n - 1);
+        p %= period;
+        if (p < 0) p += period;
+        return p < n ? p : period - p;
+    }
+    return -1;
+}
+
+static nn_status run_pad(nn_call *c) {
+    const pad_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    nn_tensor *y = &c->out[0];
+    int64_t before[NN_MAX_DIMS], after[NN_MAX_DIMS], strides[NN_MAX_DIMS];
+    nn_status st = pad_plan(c, before, after);
+    if (st != NN_OK) return st;
+    size_t esz = nn_dtype_size(x->dtype);
+    int r = x->ndim;
+    if (r == 0) {
+        memcpy(y->data, x->data, esz);
+        return NN_OK;
+    }
+    int64_t len = y->dims[r - 1], rows = nn_shape_elements(y->dims, r - 1);
+    if (rows * len == 0) return NN_OK;
+    uint64_t value = 0; /* one element of x's dtype, zero by default */
+    if (p->n_pads >= 0) store_scalar(&value, x->dtype, p->value);
+    else if (nn_present(c, 2) && nn_tensor_elements(&c->in[2]) > 0) memcpy(&value, c->in[2].data, esz);
+    dense_strides(x, strides);
+    const char *src = x->data;
+    int64_t n_last = x->dims[r - 1], b_last = before[r - 1];
+    /* the unpadded middle of each output row is one contiguous input run */
+    int64_t lo = b_last < 0 ? 0 : b_last > len ? len : b_last;
+    int64_t hi = b_last + n_last < lo ? lo : b_last + n_last > len ? len : b_last + n_last;
+#pragma omp parallel for num_threads(c->threads) if (rows > 1 && rows * len * (int64_t)esz > PARALLEL_BYTES)
+    for (int64_t row = 0; row < rows; row++) {
+        char *dst = (char *)y->data + row * len * (int64_t)esz;
+        int64_t off = 0, q = row;
+        bool inside = true;
+        for (int k = r - 2; k >= 0; k--) {
+            int64_t s = pad_source(q % y->dims[k] - before[k], x->dims[k], p->mode);
+            q /= y->dims[k];
+            if (s < 0) inside = false;
+            off += s * strides[k];
+        }
+        if (!inside) {
+            copy_run(dst, (const char *)&value, esz, len, 0);
+            continue;
+        }
+        for (int64_t j = 0; j < len; j++) {
+            if (j == lo && hi > lo) {
+                memcpy(dst + j * esz, src + (off + lo - b_last) * (int64_t)esz, (size_t)(hi - lo) * esz);
+                j = hi - 1;
+                continue;
+            }
+            int64_t s = pad_source(j - b_last, n_last, p->mode);
+            memcpy(dst + j * esz, s < 0 ? (const char *)&value : src + (off + s) * (int64_t)esz, esz);
+        }
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Pad = {"Pad", 1, 4, 1, 1, 0, parse_pad, infer_pad, NULL, run_pad};
+
+/* ---- Transpose */
+
+typedef struct transpose_params {
+    int n_perm; /* -1: reverse the axes */
+    int64_t perm[NN_MAX_DIMS];
+} transpose_params;
+
+static nn_status parse_transpose(nn_parse_ctx *ctx) {
+    transpose_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    return nn_attr_ints(ctx, "perm", p->perm, NN_MAX_DIMS, &p->n_perm);
+}
+
+static nn_status transpose_perm(nn_call *c, int64_t *perm) {
+    const transpose_params *p = c->params;
+    int r = c->in[0].ndim;
+    if (p->n_perm < 0) {
+        for (int k = 0; k < r; k++) perm[k] = r - 1 - k;
+        return NN_OK;
+    }
+    if (p->n_perm != r)
+        return nn_call_error(c, NN_ERR_INVALID, "perm has %d axes, input has rank %d", p->n_perm, r);
+    bool seen[NN_MAX_DIMS] = {false};
+    for (int k = 0; k < r; k++) {
+        if (!nn_axis_normalize(p->perm[k], r, &perm[k]) || seen[perm[k]])
+            return nn_call_error(c, NN_ERR_INVALID, "perm is not a permutation of 0..%d", r - 1);
+        seen[perm[k]] = true;
+    }
+    return NN_OK;
+}
+
+static nn_status infer_transpose(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    nn_status st = check_dtype(c, x);
+    if (st != NN_OK) return st;
+    int64_t perm[NN_MAX_DIMS];
+    st = transpose_perm(c, perm);
+    if (st != NN_OK) return st;
+    nn_tensor *y = &c->out[0];
+    y->dtype = x->dtype;
+    y->ndim = x->ndim;
+    for (int k = 0; k < x->ndim; k++) y->dims[k] = x->dims[perm[k]];
+    return NN_OK;
+}
+
+static nn_status run_transpose(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    int64_t perm[NN_MAX_DIMS], in_strides[NN_MAX_DIMS], strides[NN_MAX_DIMS];
+    nn_status st = transpose_perm(c, perm);
+    if (st != NN_OK) return st;
+    dense_strides(x, in_strides);
+    for (int k = 0; k < x->ndim; k++) strides[k] = in_strides[perm[k]];
+    nn_copy_strided(c->out[0].data, x->data, nn_dtype_size(x->dtype), x->ndim, c->out[0].dims, strides,
+                    c->threads);
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Transpose = {"Transpose", 1, 1, 1, 1, 0, parse_transpose, infer_transpose, NULL,
+                                    run_transpose};
+
+/* ---- Tile */
+
+static nn_status tile_repeats(nn_call *c, int64_t *repeats) {
+    const nn_tensor *x = &c->in[0];
+    int n;
+    nn_status st = nn_input_ints(c, 1, "repeats", repeats, NN_MAX_DIMS, &n);
+    if (st != NN_OK) return st;
+    if (n != x->ndim) return nn_call_error(c, NN_ERR_INVALID, "repeats has %d values, input has rank %d", n, x->ndim);
+    for (int k = 0; k < n; k++)
+        if (repeats[k] < 0)
+            return nn_call_error(c, NN_ERR_INVALID, "repeats[%d] is negative (%lld)", k, (long long)repeats[k]);
+    return NN_OK;
+}
+
+static nn_status infer_tile(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    nn_status st = check_dtype(c, x);
+    if (st != NN_OK) return st;
+    int64_t repeats[NN_MAX_DIMS];
+    st = tile_repeats(c, repeats);
+    if (st != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], x->dtype, x->ndim, x->dims);
+    for (int k = 0; k < x->ndim; k++) c->out[0].dims[k] *= repeats[k];
+    return NN_OK;
+}
+
+static nn_status run_tile(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    int64_t repeats[NN_MAX_DIMS], in_strides[NN_MAX_DIMS];
+    nn_status st = tile_repeats(c, repeats);
+    if (st != NN_OK) return st;
+    /* output axis k read as (repeat, index): the repeat axis has stride 0 */
+    int64_t dims[VIEW_MAX_DIMS], strides[VIEW_MAX_DIMS];
+    dense_strides(x, in_strides);
+    for (int k = 0; k < x->ndim; k++) {
+        dims[2 * k] = repeats[k];
+        strides[2 * k] = 0;
+        dims[2 * k + 1] = x->dims[k];
+        strides[2 * k + 1] = in_strides[k];
+    }
+    nn_copy_strided(c->out[0].data, x->data, nn_dtype_size(x->dtype), 2 * x->ndim, dims, strides, c->threads);
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Tile = {"Tile", 2, 2, 1, 1, 0, NULL, infer_tile, NULL, run_tile};
+
+/* ---- Gather */
+
+static nn_status parse_gather(nn_parse_ctx *ctx) { return parse_axis(ctx, 0); }
+
+static nn_status infer_gather(nn_call *c) {
+    const axis_params *p = c->params;
+    const nn_tensor *x = &c->in[0], *idx = &c->in[1];
+    nn_status st = check_dtype(c, x);
+    if (st != NN_OK) return st;
+    if (idx->dtype != NN_DTYPE_INT64 && idx->dtype != NN_DTYPE_INT32)
+        return nn_call_error(c, NN_ERR_INVALID, "indices must be int32 or int64, got %s", nn_dtype_name(idx->dtype));
+    int64_t axis;
+    if (!nn_axis_normalize(p->axis, x->ndim, &axis))
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis, x->ndim);
+    int r = x->ndim - 1 + idx->ndim;
+    if (r > NN_MAX_DIMS)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "output rank %d exceeds %d", r, NN_MAX_DIMS);
+    nn_tensor *y = &c->out[0];
+    y->dtype = x->dtype;
+    y->ndim = r;
+    int d = 0;
+    for (int k = 0; k < axis; k++) y->dims[d++] = x->dims[k];
+    for (int k = 0; k < idx->ndim; k++) y->dims[d++] = idx->dims[k];
+    for (int k = (int)axis + 1; k < x->ndim; k++) y->dims[d++] = x->dims[k];
+    return NN_OK;
+}
+
+static nn_status run_gather(nn_call *c) {
+    const axis_params *p = c->params;
+    const nn_tensor *x = &c->in[0], *idx = &c->in[1];
+    int64_t axis;
+    nn_axis_normalize(p->axis, x->ndim, &axis);
+    int64_t dim = x->dims[axis], n_idx = nn_tensor_elements(idx);
+    for (int64_t j = 0; j < n_idx; j++) {
+        int64_t i = nn_tensor_get_int(idx, j);
+        if (i < -dim || i >= dim)
+            return nn_call_error(c, NN_ERR_INVALID, "index %lld out of range for axis %lld of size %lld",
+                                 (long long)i, (long long)axis, (long long)dim);
+    }
+    size_t esz = nn_dtype_size(x->dtype);
+    int64_t outer = nn_shape_elements(x->dims, (int)axis);
+    int64_t row = nn_shape_elements(x->dims + axis + 1, x->ndim - (int)axis - 1) * (int64_t)esz;
+    int64_t n = outer * n_idx;
+    if (n * row == 0) return NN_OK;
+    const char *src = x->data;
+    char *dst = c->out[0].data;
+#pragma omp parallel for num_threads(c->threads) if (n > 1 && n * row > PARALLEL_BYTES)
+    for (int64_t t = 0; t < n; t++) {
+        int64_t o = t / n_idx, i = nn_tensor_get_int(idx, t % n_idx);
+        if (i < 0) i += dim;
+        memcpy(dst + t * row, src + (o * dim + i) * row, (size_t)row);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Gather = {"Gather", 2, 2, 1, 1, 0, parse_gather, infer_gather, NULL, run_gather};
+
+/* ---- Constant */
+
+typedef struct constant_params {
+    nn_tensor value;
+} constant_params;
+
+static nn_status parse_constant(nn_parse_ctx *ctx) {
+    constant_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    static const char *const unsupported[] = {"sparse_value", "value_string", "value_strings"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
+        if (nn_attr_find(ctx, unsupported[i]))
+            return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "attribute '%s' not supported", unsupported[i]);
+    const nn_attr *a;
+    if ((a = nn_attr_find(ctx, "value"))) {
+        const nn_tensor *t;
+        nn_status st = nn_attr_tensor(ctx, "value", &t);
+        if (st != NN_OK) return st;
+        if (nn_dtype_size(t->dtype) == 0)
+            return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "value of dtype %s not supported", nn_dtype_name(t->dtype));
+        p->value = *t;
+        return NN_OK;
+    }
+    /* the value_* forms: a FLOAT or INT64 scalar or 1-D tensor */
+    static const struct {
+        const char *name;
+        nn_attr_type type;
+    } forms[] = {{"value_float", NN_ATTR_FLOAT},
+                 {"value_floats", NN_ATTR_FLOATS},
+                 {"value_int", NN_ATTR_INT},
+                 {"value_ints", NN_ATTR_INTS}};
+    size_t f = 0;
+    while (f < sizeof forms / sizeof *forms && !(a = nn_attr_find(ctx, forms[f].name))) f++;
+    if (!a) return nn_parse_error(ctx, NN_ERR_INVALID, "no value attribute");
+    nn_attr_type want = forms[f].type;
+    if (a->type != want) return nn_parse_error(ctx, NN_ERR_INVALID, "attribute '%s' has the wrong type", a->name);
+    bool is_float = want == NN_ATTR_FLOAT || want == NN_ATTR_FLOATS;
+    bool list = want == NN_ATTR_FLOATS || want == NN_ATTR_INTS;
+    int n = list ? a->n : 1;
+    p->value.dtype = is_float ? NN_DTYPE_FLOAT : NN_DTYPE_INT64;
+    p->value.ndim = list ? 1 : 0;
+    p->value.dims[0] = n;
+    size_t esz = nn_dtype_size(p->value.dtype);
+    p->value.data = nn_params_alloc(ctx, esz * (size_t)(n > 0 ? n : 1));
+    if (!p->value.data) return NN_ERR_NOMEM;
+    const void *src = want == NN_ATTR_FLOATS ? (const void *)a->floats
+                      : want == NN_ATTR_INTS ? (const void *)a->ints
+                      : want == NN_ATTR_FLOAT ? (const void *)&a->f
+                                              : (const void *)&a->i;
+    if (n > 0) memcpy(p->value.data, src, esz * (size_t)n);
+    return NN_OK;
+}
+
+static nn_status infer_constant(nn_call *c) {
+    const constant_params *p = c->params;
+    nn_tensor_set_shape(&c->out[0], p->value.dtype, p->value.ndim, p->value.dims);
+    return NN_OK;
+}
+
+static nn_status run_constant(nn_call *c) {
+    const constant_params *p = c->params;
+    int64_t n = nn_tensor_elements(&p->value);
+    if (n > 0) memcpy(c->out[0].data, p->value.data, (size_t)n * nn_dtype_size(p->value.dtype));
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Constant = {"Constant", 0, 0, 1, 1, 0, parse_constant, infer_constant, NULL, run_constant};
+
+/* ---- ConstantOfShape */
+
+typedef struct constant_of_shape_params {
+    nn_dtype dtype;
+    uint64_t value; /* one element of dtype */
+} constant_of_shape_params;
+
+static nn_status parse_constant_of_shape(nn_parse_ctx *ctx) {
+    constant_of_shape_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    p->dtype = NN_DTYPE_FLOAT;
+    const nn_tensor *t;
+    nn_status st = nn_attr_tensor(ctx, "value", &t);
+    if (st != NN_OK || !t) return st;
+    if (nn_dtype_size(t->dtype) == 0)
+        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "value of dtype %s not supported", nn_dtype_name(t->dtype));
+    if (nn_tensor_elements(t) != 1)
+        return nn_parse_error(ctx, NN_ERR_INVALID, "value must have one element, has %lld",
+                              (long long)nn_tensor_elements(t));
+    p->dtype = t->dtype;
+    memcpy(&p->value, t->data, nn_dtype_size(t->dtype));
+    return NN_OK;
+}
+
+static nn_status infer_constant_of_shape(nn_call *c) {
+    const constant_of_shape_params *p = c->params;
+    int64_t dims[NN_MAX_DIMS];
+    int n;
+    nn_status st = nn_input_ints(c, 0, "shape", dims, NN_MAX_DIMS, &n);
+    if (st != NN_OK) return st;
+    for (int k = 0; k < n; k++)
+        if (dims[k] < 0) return nn_call_error(c, NN_ERR_INVALID, "shape[%d] is negative (%lld)", k, (long long)dims[k]);
+    nn_tensor_set_shape(&c->out[0], p->dtype, n, dims);
+    return NN_OK;
+}
+
+static nn_status run_constant_of_shape(nn_call *c) {
+    const constant_of_shape_params *p = c->params;
+    int64_t n = nn_tensor_elements(&c->out[0]);
+    if (n > 0) copy_run(c->out[0].data, (const char *)&p->value, nn_dtype_size(p->dtype), n, 0);
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_ConstantOfShape = {"ConstantOfShape", 1, 1, 1, 1, 0, parse_constant_of_shape,
+                                          infer_constant_of_shape, NULL, run_constant_of_shape};
+
+/* ---- Range */
+
+/* Element count max(ceil((limit - start) / delta), 0), exact for integers. */
+static nn_status range_count(nn_call *c, int64_t *count) {
+    const nn_tensor *t = c->in;
+    if (t[0].dtype == NN_DTYPE_FLOAT) {
+        double start = nn_tensor_get_double(&t[0], 0), limit = nn_tensor_get_double(&t[1], 0);
+        double delta = nn_tensor_get_double(&t[2], 0);
+        double n = ceil((limit - start) / delta);
+        if (delta == 0.0 || !isfinite(n) || n > 9007199254740992.0)
+            return nn_call_error(c, NN_ERR_INVALID, "range(%g, %g, %g) has no finite length", start, limit, delta);
+        *count = n > 0 ? (int64_t)n : 0;
+        return NN_OK;
+    }
+    int64_t start = nn_tensor_get_int(&t[0], 0), limit = nn_tensor_get_int(&t[1], 0);
+    int64_t delta = nn_tensor_get_int(&t[2], 0), diff;
+    if (delta == 0 || __builtin_sub_overflow(limit, start, &diff))
+        return nn_call_error(c, NN_ERR_INVALID, "range(%lld, %lld, %lld) has no finite length", (long long)start,
+                             (long long)limit, (long long)delta);
+    int64_t n = diff / delta;
+    if (n * delta != diff && (diff < 0) == (delta < 0)) n++;
+    *count = n > 0 ? n : 0;
+    return NN_OK;
+}
+
+static nn_status infer_range(nn_call *c) {
+    nn_dtype dt = c->in[0].dtype;
+    if (dt != NN_DTYPE_FLOAT && dt != NN_DTYPE_INT32 && dt != NN_DTYPE_INT64)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(dt));
+    static const char *const names[] = {"start", "limit", "delta"};
+    for (int i = 0; i < 3; i++) {
+        if (c->in[i].dtype != dt)
+            return nn_call_error(c, NN_ERR_INVALID, "%s is %s, start is %s", names[i], nn_dtype_name(c->in[i].dtype),
+                                 nn_dtype_name(dt));
+        if (nn_tensor_elements(&c->in[i]) != 1)
+            return nn_call_error(c, NN_ERR_SHAPE, "%s must be a scalar", names[i]);
+        if (!c->in[i].data) return NN_DYNAMIC;
+    }
+    int64_t n;
+    nn_status st = range_count(c, &n);
+    if (st != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], dt, 1, &n);
+    return NN_OK;
+}
+
+static nn_status run_range(nn_call *c) {
+    nn_tensor *y = &c->out[0];
+    int64_t n = y->dims[0];
+    size_t esz = nn_dtype_size(y->dtype);
+    char *dst = y->data;
+    if (y->dtype == NN_DTYPE_FLOAT) {
+        double start = nn_tensor_get_double(&c->in[0], 0), delta = nn_tensor_get_double(&c->in[2], 0);
+        for (int64_t i = 0; i < n; i++) store_scalar(dst + i * (int64_t)esz, y->dtype, start + (double)i * delta);
+        return NN_OK;
+    }
+    /* integers stay exact beyond 2^53, so no detour through double */
+    int64_t start = nn_tensor_get_int(&c->in[0], 0), delta = nn_tensor_get_int(&c->in[2], 0);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = start + i * delta;
+        if (y->dtype == NN_DTYPE_INT64) ((int64_t *)dst)[i] = v;
+        else ((int32_t *)dst)[i] = (int32_t)v;
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Range = {"Range", 3, 3, 1, 1, 0, NULL, infer_range, NULL, run_range};
+
+/* ---- DepthToSpace / SpaceToDepth: block rearrangements of NCHW tensors */
+
+typedef struct block_params {
+    int64_t blocksize;
+    bool crd; /* DepthToSpace mode CRD (column, row, depth); default DCR */
+} block_params;
+
+static nn_status parse_block(nn_parse_ctx *ctx) {
+    block_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    const char *mode;
+    nn_status st = nn_attr_int(ctx, "blocksize", 0, &p->blocksize);
+    if (st == NN_OK) st = nn_attr_string(ctx, "mode", "DCR", &mode);
+    if (st != NN_OK) return st;
+    if (p->blocksize <= 0)
+        return nn_parse_error(ctx, NN_ERR_INVALID, "blocksize must be positive, got %lld", (long long)p->blocksize);
+    if (strcmp(mode, "CRD") == 0) p->crd = true;
+    else if (strcmp(mode, "DCR") != 0) return nn_parse_error(ctx, NN_ERR_INVALID, "mode '%s' is not DCR or CRD", mode);
+    return NN_OK;
+}
+
+static nn_status infer_block(nn_call *c, bool to_space) {
+    const block_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    nn_status st = check_dtype(c, x);
+    if (st != NN_OK) return st;
+    if (x->ndim != 4) return nn_call_error(c, NN_ERR_SHAPE, "input must be 4-D (NCHW), got rank %d", x->ndim);
+    int64_t b = p->blocksize;
+    nn_tensor *y = &c->out[0];
+    nn_tensor_set_shape(y, x->dtype, 4, x->dims);
+    if (to_space) {
+        if (x->dims[1] % (b * b) != 0)
+            return nn_call_error(c, NN_ERR_SHAPE, "channels %lld not divisible by blocksize^2 = %lld",
+                                 (long long)x->dims[1], (long long)(b * b));
+        y->dims[1] /= b * b;
+        y->dims[2] *= b;
+        y->dims[3] *= b;
+    } else {
+        if (x->dims[2] % b != 0 || x->dims[3] % b != 0)
+            return nn_call_error(c, NN_ERR_SHAPE, "spatial dims %lldx%lld not divisible by blocksize %lld",
+                                 (long long)x->dims[2], (long long)x->dims[3], (long long)b);
+        y->dims[1] *= b * b;
+        y->dims[2] /= b;
+        y->dims[3] /= b;
+    }
+    return NN_OK;
+}
+
+static nn_status infer_depth_to_space(nn_call *c) { return infer_block(c, true); }
+static nn_status infer_space_to_depth(nn_call *c) { return infer_block(c, false); }
+
+/* The output, viewed as 6 axes, reads the input through these strides
+ * (the reshape-transpose-reshape of the ONNX definition, as one view). */
+static nn_status run_depth_to_space(nn_call *c) {
+    const block_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t b = p->blocksize, C = x->dims[1], H = x->dims[2], W = x->dims[3], Co = C / (b * b), HW = H * W;
+    /* output (N, C', H, b, W, b) */
+    int64_t dims[6] = {x->dims[0], Co, H, b, W, b};
+    int64_t dcr[6] = {C * HW, HW, W, b * Co * HW, 1, Co * HW};
+    int64_t crd[6] = {C * HW, b * b * HW, W, b * HW, 1, HW};
+    nn_copy_strided(c->out[0].data, x->data, nn_dtype_size(x->dtype), 6, dims, p->crd ? crd : dcr, c->threads);
+    return NN_OK;
+}
+
+static nn_status run_space_to_depth(nn_call *c) {
+    const block_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t b = p->blocksize, C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    /* output (N, b, b, C, H/b, W/b) */
+    int64_t dims[6] = {x->dims[0], b, b, C, H / b, W / b};
+    int64_t strides[6] = {C * H * W, W, 1, H * W, b * W, b};
+    nn_copy_strided(c->out[0].data, x->data, nn_dtype_size(x->dtype), 6, dims, strides, c->threads);
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_DepthToSpace = {"DepthToSpace", 1, 1, 1, 1, 0, parse_block, infer_depth_to_space, NULL,
+                                       run_depth_to_space};
+const nn_op_desc nn_op_SpaceToDepth = {"SpaceToDepth", 1, 1, 1, 1, 0, parse_block, infer_space_to_depth, NULL,
+                                       run_space_to_depth};

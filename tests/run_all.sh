@@ -1,0 +1,37 @@
+#!/bin/sh
+# Every test suite of the project, in order; the last line tallies suites.
+# Run through `make test`, which builds everything first.
+set -u
+cd "$(dirname "$0")/.."
+passed=0
+failed=0
+failed_names=""
+suite() {
+    name=$1
+    shift
+    echo "=== $name"
+    start=$(date +%s)
+    if "$@"; then
+        passed=$((passed + 1))
+        echo "=== $name: ok ($(($(date +%s) - start)) s)"
+    else
+        failed=$((failed + 1))
+        failed_names="$failed_names $name"
+        echo "=== $name: FAILED ($(($(date +%s) - start)) s)"
+    fi
+}
+# library behaviour, under valgrind so leaks and bad reads fail it
+# (libomp keeps its thread pool alive at exit: only definite leaks count)
+suite api valgrind -q --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite \
+    --error-exitcode=9 build/tests/test_api
+for t in build/tests/test_*; do
+    case "$t" in */test_api) continue ;; esac
+    suite "$(basename "$t")" "$t"
+done
+suite cli tests/test_cli.sh
+suite conformance build/tests/conformance
+suite install tests/test_install.sh
+suite models tests/check_models.sh
+echo "suites failed:${failed_names:- none}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,409 @@
+/* Library behaviour on good and bad models, built here with protobuf-c:
+ * validation errors name what is wrong, batching splits and gathers,
+ * concurrent predictions on one model are safe. */
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../ops/registry.h"
+#include "nn.h"
+#include "onnx.pb-c.h"
+
+static int failures, checks;
+static char tmpdir[] = "/tmp/nn_test_api_XXXXXX";
+
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        checks++;                                          \
+        if (!(cond)) {                                     \
+            failures++;                                    \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);    \
+            printf(__VA_ARGS__);                           \
+            printf("\n");                                  \
+        }                                                  \
+    } while (0)
+
+/* ---- tiny model builder over the generated protobuf-c structs */
+typedef struct builder {
+    Onnx__ModelProto model;
+    Onnx__GraphProto graph;
+    Onnx__OperatorSetIdProto opset, *opsets[1];
+    Onnx__NodeProto *nodes[16];
+    Onnx__ValueInfoProto *inputs[4], *outputs[4];
+    Onnx__TensorProto *inits[4];
+} builder;
+
+static void builder_init(builder *b) {
+    memset(b, 0, sizeof *b);
+    onnx__model_proto__init(&b->model);
+    onnx__graph_proto__init(&b->graph);
+    onnx__operator_set_id_proto__init(&b->opset);
+    b->opset.domain = "";
+    b->opset.has_version = 1;
+    b->opset.version = 13;
+    b->opsets[0] = &b->opset;
+    b->model.n_opset_import = 1;
+    b->model.opset_import = b->opsets;
+    b->model.has_ir_version = 1;
+    b->model.ir_version = 7;
+    b->model.graph = &b->graph;
+    b->graph.name = "g";
+    b->graph.node = b->nodes;
+    b->graph.input = b->inputs;
+    b->graph.output = b->outputs;
+    b->graph.initializer = b->inits;
+}
+
+/* value info: float tensor; dim -1 = symbolic "N" */
+static Onnx__ValueInfoProto *value_info(const char *name, int ndim, const int64_t *dims) {
+    Onnx__ValueInfoProto *vi = calloc(1, sizeof *vi);
+    onnx__value_info_proto__init(vi);
+    vi->name = (char *)name;
+    Onnx__TypeProto *tp = calloc(1, sizeof *tp);
+    onnx__type_proto__init(tp);
+    Onnx__TypeProto__Tensor *tt = calloc(1, sizeof *tt);
+    onnx__type_proto__tensor__init(tt);
+    tt->has_elem_type = 1;
+    tt->elem_type = 1;
+    Onnx__TensorShapeProto *sh = calloc(1, sizeof *sh);
+    onnx__tensor_shape_proto__init(sh);
+    sh->n_dim = (size_t)ndim;
+    sh->dim = calloc((size_t)ndim + 1, sizeof *sh->dim);
+    for (int i = 0; i < ndim; i++) {
+        Onnx__TensorShapeProto__Dimension *d = calloc(1, sizeof *d);
+        onnx__tensor_shape_proto__dimension__init(d);
+        if (dims[i] < 0) {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+            d->dim_param = "N";
+        } else {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+            d->dim_value = dims[i];
+        }
+        sh->dim[i] = d;
+    }
+    tt->shape = sh;
+    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    tp->tensor_type = tt;
+    vi->type = tp;
+    return vi;
+}
+
+static void free_value_info(Onnx__ValueInfoProto *vi) {
+    Onnx__TensorShapeProto *sh = vi->type->tensor_type->shape;
+    for (size_t i = 0; i < sh->n_dim; i++) free(sh->dim[i]);
+    free(sh->dim);
+    free(sh);
+    free(vi->type->tensor_type);
+    free(vi->type);
+    free(vi);
+}
+
+static Onnx__NodeProto *node(builder *b, const char *op, const char *name, const char *in0, const char *in1,
+                             const char *out) {
+    Onnx__NodeProto *n = calloc(1, sizeof *n);
+    onnx__node_proto__init(n);
+    n->op_type = (char *)op;
+    n->name = (char *)name;
+    n->input = calloc(2, sizeof(char *));
+    n->input[0] = (char *)in0;
+    n->input[1] = (char *)in1;
+    n->n_input = in1 ? 2 : 1;
+    n->output = calloc(1, sizeof(char *));
+    n->output[0] = (char *)out;
+    n->n_output = 1;
+    b->nodes[b->graph.n_node++] = n;
+    return n;
+}
+
+static Onnx__TensorProto *float_init(builder *b, const char *name, int ndim, const int64_t *dims, int n_values,
+                                     float *values) {
+    Onnx__TensorProto *t = calloc(1, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = (char *)name;
+    t->has_data_type = 1;
+    t->data_type = 1;
+    t->n_dims = (size_t)ndim;
+    t->dims = (int64_t *)dims;
+    t->n_float_data = (size_t)n_values;
+    t->float_data = values;
+    b->inits[b->graph.n_initializer++] = t;
+    return t;
+}
+
+static void builder_free(builder *b) {
+    for (size_t i = 0; i < b->graph.n_node; i++) {
+        free(b->nodes[i]->input);
+        free(b->nodes[i]->output);
+        free(b->nodes[i]);
+    }
+    for (size_t i = 0; i < b->graph.n_input; i++) free_value_info(b->inputs[i]);
+    for (size_t i = 0; i < b->graph.n_output; i++) free_value_info(b->outputs[i]);
+    for (size_t i = 0; i < b->graph.n_initializer; i++) free(b->inits[i]);
+}
+
+static void write_bytes(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len) {
+        perror(path);
+        exit(2);
+    }
+    fclose(f);
+}
+
+static const char *save(builder *b, const char *file) {
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, file);
+    size_t len = onnx__model_proto__get_packed_size(&b->model);
+    uint8_t *buf = malloc(len);
+    onnx__model_proto__pack(&b->model, buf);
+    write_bytes(path, buf, len);
+    free(buf);
+    return path;
+}
+
+/* y = Relu(x * w + bias), x: [N, 4] */
+static const int64_t dims_n4[2] = {-1, 4}, dims_4[1] = {4};
+static float w_vals[4] = {1, -2, 3, -4}, bias_vals[4] = {0.5f, 0.5f, -0.5f, 0.25f};
+
+static void small_model(builder *b) {
+    builder_init(b);
+    b->inputs[b->graph.n_input++] = value_info("x", 2, dims_n4);
+    b->outputs[b->graph.n_output++] = value_info("y", 2, dims_n4);
+    float_init(b, "w", 1, dims_4, 4, w_vals);
+    float_init(b, "bias", 1, dims_4, 4, bias_vals);
+    node(b, "Mul", "mul", "x", "w", "t0");
+    node(b, "Add", "add", "t0", "bias", "t1");
+    node(b, "Relu", "relu", "t1", NULL, "y");
+}
+
+static float reference(float x, int j) {
+    float v = x * w_vals[j] + bias_vals[j];
+    return v > 0 ? v : 0;
+}
+
+/* expect loading `path` to fail with `st` and a message containing `needle` */
+static void expect_load_error(const char *path, nn_status st, const char *needle) {
+    nn_model *m = (nn_model *)1;
+    nn_status got = nn_load(path, NULL, &m);
+    CHECK(got == st, "%s: status %s, expected %s (%s)", path, nn_strerror(got), nn_strerror(st), nn_last_error());
+    CHECK(m == NULL, "%s: model pointer not cleared on failure", path);
+    CHECK(strstr(nn_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'", path, nn_last_error(), needle);
+    CHECK(strchr(nn_last_error(), '\n') == NULL, "message is not one line: '%s'", nn_last_error());
+}
+
+static void test_bad_files(void) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/garbage.onnx", tmpdir);
+    write_bytes(path, "\xff\xff\xff\xff this is not protobuf", 26);
+    expect_load_error(path, NN_ERR_PARSE, "not a valid ONNX");
+    snprintf(path, sizeof path, "%s/empty.onnx", tmpdir);
+    write_bytes(path, "", 0);
+    expect_load_error(path, NN_ERR_PARSE, "empty file");
+    expect_load_error("/nonexistent/model.onnx", NN_ERR_IO, "cannot open");
+
+    builder b;
+    small_model(&b);
+    const char *good = save(&b, "good.onnx");
+    /* truncate a valid model at every 7th byte: never a crash, always an error */
+    FILE *f = fopen(good, "rb");
+    uint8_t buf[4096];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    int truncated_ok = 0, tried = 0;
+    for (size_t cut = 1; cut < len; cut += 7) {
+        snprintf(path, sizeof path, "%s/cut.onnx", tmpdir);
+        write_bytes(path, buf, cut);
+        nn_model *m = NULL;
+        tried++;
+        if (nn_load(path, NULL, &m) != NN_OK && m == NULL && nn_last_error()[0]) truncated_ok++;
+        nn_free(m);
+    }
+    CHECK(truncated_ok == tried, "truncated models: %d of %d rejected", truncated_ok, tried);
+    builder_free(&b);
+}
+
+static void test_invalid_graphs(void) {
+    builder b;
+    small_model(&b);
+    b.nodes[2]->op_type = "NonMaxSuppression";
+    b.nodes[2]->name = "nms_3";
+    expect_load_error(save(&b, "unsupported.onnx"), NN_ERR_UNSUPPORTED,
+                      "unsupported operator 'NonMaxSuppression' at node 'nms_3'");
+    builder_free(&b);
+
+    small_model(&b);
+    b.nodes[1]->input[0] = "nowhere";
+    expect_load_error(save(&b, "dangling.onnx"), NN_ERR_INVALID, "'nowhere' is produced by no node");
+    builder_free(&b);
+
+    small_model(&b);
+    b.nodes[1]->output[0] = "t0"; /* produced twice */
+    expect_load_error(save(&b, "twice.onnx"), NN_ERR_INVALID, "produced more than once");
+    builder_free(&b);
+
+    small_model(&b);
+    b.nodes[0]->input[0] = "t1"; /* mul reads add's output: a cycle */
+    b.nodes[0]->input[1] = "w";
+    expect_load_error(save(&b, "cycle.onnx"), NN_ERR_INVALID, "cycle");
+    builder_free(&b);
+
+    small_model(&b);
+    b.inits[0]->n_float_data = 3; /* dims say 4 */
+    expect_load_error(save(&b, "short_init.onnx"), NN_ERR_INVALID, "initializer 'w' holds 3 values, dims need 4");
+    builder_free(&b);
+
+    small_model(&b);
+    static const int64_t negative[1] = {-4};
+    b.inits[0]->dims = (int64_t *)negative;
+    expect_load_error(save(&b, "negative.onnx"), NN_ERR_INVALID, "negative or overflowing dims");
+    builder_free(&b);
+
+    small_model(&b);
+    static const int64_t huge[3] = {1ll << 40, 1ll << 40, 1ll << 40};
+    b.inits[0]->dims = (int64_t *)huge;
+    b.inits[0]->n_dims = 3;
+    expect_load_error(save(&b, "overflow.onnx"), NN_ERR_INVALID, "negative or overflowing dims");
+    builder_free(&b);
+
+    /* external data may not leave the model's folder */
+    small_model(&b);
+    Onnx__StringStringEntryProto loc;
+    onnx__string_string_entry_proto__init(&loc);
+    loc.key = "location";
+    loc.value = "../../etc/passwd";
+    Onnx__StringStringEntryProto *entries[1] = {&loc};
+    b.inits[0]->n_float_data = 0;
+    b.inits[0]->has_data_location = 1;
+    b.inits[0]->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    b.inits[0]->n_external_data = 1;
+    b.inits[0]->external_data = entries;
+    expect_load_error(save(&b, "escape.onnx"), NN_ERR_INVALID, "leaves the model's folder");
+    loc.value = "/etc/passwd";
+    expect_load_error(save(&b, "absolute.onnx"), NN_ERR_INVALID, "leaves the model's folder");
+    /* and inside the folder it is read */
+    char path[256];
+    snprintf(path, sizeof path, "%s/w.bin", tmpdir);
+    write_bytes(path, w_vals, sizeof w_vals);
+    loc.value = "w.bin";
+    nn_model *m = NULL;
+    CHECK(nn_load(save(&b, "external.onnx"), NULL, &m) == NN_OK, "external data in folder: %s", nn_last_error());
+    nn_free(m);
+    builder_free(&b);
+
+    /* an attribute of the wrong type */
+    small_model(&b);
+    b.nodes[2]->op_type = "LeakyRelu";
+    Onnx__AttributeProto alpha, *attrs[1] = {&alpha};
+    onnx__attribute_proto__init(&alpha);
+    alpha.name = "alpha";
+    alpha.has_type = 1;
+    alpha.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    alpha.has_s = 1;
+    alpha.s.len = 1;
+    alpha.s.data = (uint8_t *)"x";
+    b.nodes[2]->n_attribute = 1;
+    b.nodes[2]->attribute = attrs;
+    expect_load_error(save(&b, "attr_type.onnx"), NN_ERR_INVALID, "node 'relu' (LeakyRelu): attribute 'alpha' must be of type float");
+    b.nodes[2]->n_attribute = 0;
+    builder_free(&b);
+
+    /* shapes that cannot broadcast */
+    small_model(&b);
+    static const int64_t dims_3[1] = {3};
+    b.inits[0]->dims = (int64_t *)dims_3;
+    b.inits[0]->n_float_data = 3;
+    expect_load_error(save(&b, "broadcast.onnx"), NN_ERR_SHAPE, "node 'mul' (Mul)");
+    builder_free(&b);
+}
+
+static void test_batching(void) {
+    builder b;
+    small_model(&b);
+    const char *path = save(&b, "batching.onnx");
+    nn_options opt = nn_options_default();
+    opt.batch = 2;
+    nn_model *m;
+    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
+    if (!m) return;
+    enum { N = 5 }; /* two full batches and one short one */
+    float xs[N * 4];
+    for (int i = 0; i < N * 4; i++) xs[i] = (float)(i % 7) - 3.0f;
+    nn_tensor in = {NN_DTYPE_FLOAT, 2, {N, 4}, xs}, out;
+    CHECK(nn_predict(m, &in, 1, &out, 1) == NN_OK, "predict: %s", nn_last_error());
+    CHECK(out.ndim == 2 && out.dims[0] == N && out.dims[1] == 4, "output shape [%lld, %lld]", (long long)out.dims[0],
+          (long long)out.dims[1]);
+    int wrong = 0;
+    for (int i = 0; i < N * 4 && out.data; i++)
+        wrong += fabsf(((float *)out.data)[i] - reference(xs[i], i % 4)) > 1e-6f;
+    CHECK(wrong == 0, "%d batched outputs differ from the reference", wrong);
+    nn_tensor_release(&out);
+
+    nn_tensor bad = {NN_DTYPE_FLOAT, 2, {N, 3}, xs};
+    CHECK(nn_predict(m, &bad, 1, &out, 1) == NN_ERR_SHAPE, "wrong input shape accepted");
+    CHECK(strstr(nn_last_error(), "input 'x' dimension 1 must be 4, got 3"), "message: %s", nn_last_error());
+    nn_tensor bad_type = {NN_DTYPE_INT64, 2, {N, 4}, xs};
+    CHECK(nn_predict(m, &bad_type, 1, &out, 1) == NN_ERR_ARG, "wrong input dtype accepted");
+    nn_free(m);
+    builder_free(&b);
+}
+
+typedef struct worker {
+    nn_model *m;
+    int errors;
+} worker;
+
+static void *predict_many(void *arg) {
+    worker *w = arg;
+    float xs[3 * 4];
+    for (int rep = 0; rep < 200; rep++) {
+        for (int i = 0; i < 12; i++) xs[i] = (float)((i + rep) % 5) - 2.0f;
+        nn_tensor in = {NN_DTYPE_FLOAT, 2, {3, 4}, xs}, out;
+        if (nn_predict(w->m, &in, 1, &out, 1) != NN_OK) {
+            w->errors++;
+            continue;
+        }
+        for (int i = 0; i < 12; i++) w->errors += ((float *)out.data)[i] != reference(xs[i], i % 4);
+        nn_tensor_release(&out);
+    }
+    return NULL;
+}
+
+static void test_concurrency(void) {
+    builder b;
+    small_model(&b);
+    nn_model *m;
+    CHECK(nn_load(save(&b, "threads.onnx"), NULL, &m) == NN_OK, "load: %s", nn_last_error());
+    worker w[4] = {{m, 0}, {m, 0}, {m, 0}, {m, 0}};
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, predict_many, &w[i]);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 4; i++) CHECK(w[i].errors == 0, "thread %d saw %d wrong results", i, w[i].errors);
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_op_table(void) {
+    CHECK(nn_op_table_check() == 0, "ops/ops.def out of order or mislabelled at line %d", nn_op_table_check());
+    CHECK(nn_op_lookup("Conv") >= 0 && nn_op_lookup("NoSuchOp") < 0, "op lookup");
+}
+
+int main(void) {
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    test_op_table();
+    test_bad_files();
+    test_invalid_graphs();
+    test_batching();
+    test_concurrency();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) printf("warning: could not remove %s\n", tmpdir);
+    printf("test_api: %d checks\n%d passed, %d failed\n", checks, checks - failures, failures);
+    return failures ? 1 : 0;
+}

@@ -19,8 +19,10 @@ static void gather_call(const nn_model *m, const nn_node *n, nn_call *call, char
         if (n->out[k] >= 0) m->call_out[k] = m->rt[n->out[k]];
         else memset(&m->call_out[k], 0, sizeof m->call_out[k]);
     }
-    *call = (nn_call){n->params, n->n_in, n->n_out, m->call_in, m->call_out, m->workspace,
-                      m->plan.workspace_bytes, m->threads, err, err_size};
+    *call = (nn_call){.params = n->params, .n_in = n->n_in, .n_out = n->n_out, .in = m->call_in,
+                      .out = m->call_out, .workspace = m->workspace, .workspace_size = m->plan.workspace_bytes,
+                      .threads = m->threads, .epilogue = n->has_epilogue ? &n->epilogue : NULL, .err = err,
+                      .err_size = err_size};
     err[0] = 0;
 }
 

@@ -95,7 +95,9 @@ nn_status nn_infer_static(nn_model *m, bool fold) {
         if (!known) continue; /* downstream of a run-time shape */
         memset(out, 0, sizeof *out * (size_t)n->n_out);
         char err[256] = "";
-        nn_call call = {n->params, n->n_in, n->n_out, in, out, NULL, 0, m->threads, err, sizeof err};
+        nn_call call = {.params = n->params, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = out,
+                        .threads = m->threads, .epilogue = n->has_epilogue ? &n->epilogue : NULL, .err = err,
+                        .err_size = sizeof err};
         st = d->infer(&call);
         if (st == NN_DYNAMIC) {
             m->dynamic = true;

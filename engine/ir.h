@@ -28,6 +28,9 @@ typedef struct nn_node {
     int n_in, n_out;
     int *in, *out;    /* value ids; -1 marks an absent optional input */
     const void *params;
+    bool has_epilogue;  /* set by fusion passes for ops with NN_OPF_EPILOGUE */
+    nn_epilogue epilogue;
+    const char *fused;  /* what fusion absorbed, e.g. "BatchNormalization+Relu"; NULL if nothing */
 } nn_node;
 
 typedef struct nn_graph {

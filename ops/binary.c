@@ -226,6 +226,8 @@ typedef struct bin_params {
     int64_t axis;
 } bin_params;
 
+static const bin_params numpy_bcast; /* for nodes built without parse */
+
 static nn_status parse_binary(nn_parse_ctx *ctx) {
     bin_params *p = nn_params_alloc(ctx, sizeof *p);
     if (!p) return NN_ERR_NOMEM;
@@ -247,7 +249,7 @@ static nn_status parse_PRelu(nn_parse_ctx *ctx) {
 /* B's shape as numpy broadcasting should see it: legacy placements pad B with
  * trailing 1s so its dims line up with A's from the given axis. */
 static nn_status view_b(nn_call *c, nn_tensor *b) {
-    const bin_params *p = c->params;
+    const bin_params *p = c->params ? c->params : &numpy_bcast;
     const nn_tensor *a = &c->in[0];
     *b = c->in[1];
     int64_t axis = -1;

@@ -65,6 +65,28 @@ typedef struct nn_parse_ctx {
     size_t err_size;
 } nn_parse_ctx;
 
+/* A fused epilogue, applied by kernels that declare NN_OPF_EPILOGUE to each
+ * output element while it is still in cache:
+ *     y = act(op(x) + residual)
+ * The optimizer's fusion passes fill it; kernels read it from nn_call. */
+typedef enum nn_act {
+    NN_ACT_NONE = 0,
+    NN_ACT_RELU,
+    NN_ACT_CLIP,        /* min(max(y, alpha), beta) */
+    NN_ACT_LEAKY_RELU,  /* y < 0 ? alpha * y : y */
+    NN_ACT_SIGMOID,
+    NN_ACT_HARD_SIGMOID, /* max(0, min(1, alpha * y + beta)) */
+    NN_ACT_HARD_SWISH,
+    NN_ACT_SILU,        /* y * sigmoid(y) */
+    NN_ACT_TANH,
+} nn_act;
+
+typedef struct nn_epilogue {
+    int residual; /* index of the input added to the output (same shape), -1 for none */
+    nn_act act;
+    float alpha, beta;
+} nn_epilogue;
+
 typedef struct nn_call {
     const void *params;
     int n_in, n_out;
@@ -73,6 +95,7 @@ typedef struct nn_call {
     void *workspace;
     size_t workspace_size;
     int threads;
+    const nn_epilogue *epilogue; /* NULL when nothing is fused */
     char *err;
     size_t err_size;
 } nn_call;
@@ -81,6 +104,10 @@ enum nn_op_flags {
     /* output values follow from input shapes alone (Shape, Size): foldable
      * even when the input's data is not known */
     NN_OPF_SHAPE_ONLY = 1u << 0,
+    /* run applies call->epilogue (ops/epilogue.h) */
+    NN_OPF_EPILOGUE = 1u << 1,
+    /* output = f(input elementwise), same shape: may run in place */
+    NN_OPF_ELEMENTWISE = 1u << 2,
 };
 
 typedef struct nn_op_desc {

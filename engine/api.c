@@ -7,9 +7,10 @@
 #include "error.h"
 #include "import.h"
 #include "model.h"
+#include "../passes/pass.h"
 
 NN_API nn_options nn_options_default(void) {
-    nn_options o = {"cpu", 1, 0, 1};
+    nn_options o = {.device = "cpu", .batch = 1, .threads = 0, .optimize = 1};
     return o;
 }
 
@@ -24,7 +25,8 @@ static nn_status check_device(const char *device) {
     return nn_set_error(NN_ERR_ARG, "unknown device '%s' (expected cpu or gpuN)", device);
 }
 
-NN_API nn_status nn_load(const char *path, const nn_options *options, nn_model **out) {
+nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_hook hook, void *hook_ctx,
+                         nn_model **out) {
     if (!out) return nn_set_error(NN_ERR_ARG, "nn_load: model pointer is NULL");
     *out = NULL;
     if (!path) return nn_set_error(NN_ERR_ARG, "nn_load: path is NULL");
@@ -50,12 +52,19 @@ NN_API nn_status nn_load(const char *path, const nn_options *options, nn_model *
     }
     /* One thread team: our OpenMP loops and OpenBLAS use the same count. */
     openblas_set_num_threads(m->threads);
-    if ((st = nn_infer_static(m, opt.optimize != 0)) != NN_OK || (st = nn_runtime_init(m)) != NN_OK) {
+    int folded;
+    if (hook) hook(hook_ctx, m, "parsed", 0);
+    if ((st = nn_bind_inputs(m)) != NN_OK || (st = nn_infer_graph(m, false, &folded)) != NN_OK ||
+        (opt.optimize && (st = nn_optimize(m, hook, hook_ctx)) != NN_OK) || (st = nn_runtime_init(m)) != NN_OK) {
         nn_free(m);
         return st;
     }
     *out = m;
     return NN_OK;
+}
+
+NN_API nn_status nn_load(const char *path, const nn_options *options, nn_model **out) {
+    return nn_load_hooked(path, options, NULL, NULL, out);
 }
 
 NN_API void nn_free(nn_model *m) {

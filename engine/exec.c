@@ -121,6 +121,7 @@ nn_status nn_execute(nn_model *m) {
     char err[256];
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
+        if (n->is_view) continue; /* its output already aliases its input */
         const nn_op_desc *d = nn_op_get(n->op);
         nn_call call;
         gather_call(m, n, &call, err, sizeof err);

@@ -18,7 +18,7 @@ static nn_status check_output(const nn_node *n, const nn_tensor *t, int k) {
     return NN_OK;
 }
 
-static nn_status bind_inputs(nn_model *m) {
+nn_status nn_bind_inputs(nn_model *m) {
     nn_graph *g = &m->g;
     for (int i = 0; i < g->n_inputs; i++) {
         nn_value *v = &g->values[g->inputs[i]];
@@ -64,11 +64,11 @@ static nn_status fold_node(nn_model *m, const nn_node *n, nn_call *call) {
     return NN_OK;
 }
 
-nn_status nn_infer_static(nn_model *m, bool fold) {
+nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
     nn_graph *g = &m->g;
-    nn_status st = bind_inputs(m);
-    if (st != NN_OK) return st;
+    nn_status st = NN_OK;
     int max_io = 1;
+    *n_folded = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].n_in > max_io) max_io = g->nodes[i].n_in;
         if (g->nodes[i].n_out > max_io) max_io = g->nodes[i].n_out;
@@ -82,7 +82,8 @@ nn_status nn_infer_static(nn_model *m, bool fold) {
     for (int i = 0; i < g->n_nodes; i++) {
         nn_node *n = &g->nodes[i];
         const nn_op_desc *d = nn_op_get(n->op);
-        bool known = true, all_const = true;
+        bool known = true, all_const = true, outputs_known = true;
+        for (int k = 0; k < n->n_out; k++) outputs_known &= n->out[k] < 0 || g->values[n->out[k]].shape_known;
         for (int k = 0; k < n->n_in; k++) {
             memset(&in[k], 0, sizeof in[k]);
             if (n->in[k] < 0) continue;
@@ -93,6 +94,8 @@ nn_status nn_infer_static(nn_model *m, bool fold) {
             if (!v->is_const) in[k].data = NULL;
         }
         if (!known) continue; /* downstream of a run-time shape */
+        bool foldable = n->n_in == 0 || (fold && (all_const || (d->flags & NN_OPF_SHAPE_ONLY)));
+        if (outputs_known && !foldable) continue; /* nothing new to learn */
         memset(out, 0, sizeof *out * (size_t)n->n_out);
         char err[256] = "";
         nn_call call = {.params = n->params, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = out,
@@ -116,12 +119,10 @@ nn_status nn_infer_static(nn_model *m, bool fold) {
             v->t.data = NULL;
             v->shape_known = true;
         }
-        /* Constant has no inputs: folding it is how its value is defined, so
-         * it happens even with the optimizer off. */
-        bool foldable = n->n_in == 0 || (fold && (all_const || (d->flags & NN_OPF_SHAPE_ONLY)));
         if (foldable) {
             if ((st = fold_node(m, n, &call)) != NN_OK) goto done;
             folded[i] = true;
+            (*n_folded)++;
         }
     }
     /* drop folded nodes, renumber producers */

@@ -31,6 +31,7 @@ typedef struct nn_node {
     bool has_epilogue;  /* set by fusion passes for ops with NN_OPF_EPILOGUE */
     nn_epilogue epilogue;
     const char *fused;  /* what fusion absorbed, e.g. "BatchNormalization+Relu"; NULL if nothing */
+    bool is_view;       /* output aliases input 0's memory with a new shape: nothing to run */
 } nn_node;
 
 typedef struct nn_graph {

@@ -32,9 +32,13 @@ struct nn_model {
     pthread_mutex_t lock;
 };
 
-/* Infer every shape at the bound batch size; with `fold`, evaluate nodes
- * whose inputs are all known and drop them from the graph. */
-nn_status nn_infer_static(nn_model *m, bool fold);
+/* Bind the symbolic batch dimension of the graph inputs to m->batch. */
+nn_status nn_bind_inputs(nn_model *m);
+/* Infer the shapes not yet known, in node order.  Nodes without inputs
+ * (Constant) are always evaluated: that is how their value is defined.  With
+ * `fold`, so is every node whose inputs are all known (constant folding);
+ * folded nodes leave the graph and *n_folded counts them. */
+nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded);
 /* Assign arena offsets by liveness (static models). */
 nn_status nn_plan_memory(nn_model *m);
 void nn_plan_free(nn_plan *p);
@@ -46,5 +50,10 @@ void nn_runtime_free(nn_model *m);
  * leave graph outputs allocated (nn_execute_release frees them). */
 nn_status nn_execute(nn_model *m);
 void nn_execute_release(nn_model *m);
+
+/* nn_load with a callback after parsing ("parsed") and after every pass. */
+typedef void (*nn_pass_hook)(void *ctx, const nn_model *m, const char *pass, int rewrites);
+nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_hook hook, void *hook_ctx,
+                         nn_model **out);
 
 #endif

@@ -72,6 +72,9 @@ typedef struct nn_options {
     int batch;          /* batch size bound to the symbolic batch dimension (default 1) */
     int threads;        /* worker threads; 0 = all cores */
     int optimize;       /* 1 = run the graph optimizer (default), 0 = run the graph as parsed */
+    const char *passes; /* comma-separated passes to run, in that order (NULL: the default pipeline) */
+    const char *disable_passes; /* comma-separated passes to leave out (NULL: none) */
+    int verify;         /* check the IR after every pass (always on in debug builds) */
 } nn_options;
 
 typedef struct nn_model nn_model;

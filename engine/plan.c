@@ -24,20 +24,28 @@ static size_t value_bytes(const nn_value *v) {
     return (b + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
 }
 
-/* Liveness over the node order: [first_use, last_use] per planned value. */
-static void liveness(const nn_graph *g, nn_plan *p) {
-    for (int v = 0; v < g->n_values; v++) p->first_use[v] = p->last_use[v] = -1;
+/* Liveness over the node order: [first_use, last_use] per buffer.  A view's
+ * output shares its input's buffer (root[]), whose lifetime then covers both. */
+static void liveness(const nn_graph *g, nn_plan *p, int *root) {
+    for (int v = 0; v < g->n_values; v++) {
+        p->first_use[v] = p->last_use[v] = -1;
+        root[v] = v;
+    }
     for (int i = 0; i < g->n_inputs; i++) p->first_use[g->inputs[i]] = p->last_use[g->inputs[i]] = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && p->first_use[root[n->in[k]]] >= 0) p->last_use[root[n->in[k]]] = i;
+        if (n->is_view) {
+            root[n->out[0]] = root[n->in[0]];
+            continue;
+        }
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0) p->first_use[n->out[k]] = p->last_use[n->out[k]] = i;
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && p->first_use[n->in[k]] >= 0) p->last_use[n->in[k]] = i;
     }
     /* graph outputs stay until the caller has them */
     for (int i = 0; i < g->n_outputs; i++)
-        if (p->first_use[g->outputs[i]] >= 0) p->last_use[g->outputs[i]] = g->n_nodes;
+        if (p->first_use[root[g->outputs[i]]] >= 0) p->last_use[root[g->outputs[i]]] = g->n_nodes;
 }
 
 nn_status nn_plan_memory(nn_model *m) {
@@ -48,17 +56,18 @@ nn_status nn_plan_memory(nn_model *m) {
     p->first_use = malloc(sizeof(int) * nv);
     p->last_use = malloc(sizeof(int) * nv);
     int *order = malloc(sizeof(int) * nv);
+    int *root = malloc(sizeof(int) * nv);
     placed *busy = malloc(sizeof(placed) * nv);
     nn_status st = NN_OK;
-    if (!p->offset || !p->first_use || !p->last_use || !order || !busy) {
+    if (!p->offset || !p->first_use || !p->last_use || !order || !busy || !root) {
         st = nn_set_error(NN_ERR_NOMEM, "out of memory planning %d values", g->n_values);
         goto done;
     }
-    liveness(g, p);
+    liveness(g, p, root);
     int n_planned = 0;
     for (int v = 0; v < g->n_values; v++) {
         p->offset[v] = -1;
-        if (p->first_use[v] >= 0 && !g->values[v].is_const) order[n_planned++] = v;
+        if (root[v] == v && p->first_use[v] >= 0 && !g->values[v].is_const) order[n_planned++] = v;
     }
     /* largest first; ties by earlier start for a stable, reproducible plan */
     for (int i = 1; i < n_planned; i++) {
@@ -98,6 +107,12 @@ nn_status nn_plan_memory(nn_model *m) {
         p->offset[v] = best >= 0 ? best : cursor;
         if ((size_t)p->offset[v] + size > arena) arena = (size_t)p->offset[v] + size;
     }
+    for (int v = 0; v < g->n_values; v++)
+        if (root[v] != v) {
+            p->offset[v] = p->offset[root[v]];
+            p->first_use[v] = p->first_use[root[v]];
+            p->last_use[v] = p->last_use[root[v]];
+        }
     /* lower bound: the most bytes live at any one step */
     size_t lower = 0;
     for (int t = 0; t <= g->n_nodes; t++) {
@@ -110,6 +125,7 @@ nn_status nn_plan_memory(nn_model *m) {
     p->naive_bytes = naive;
     p->lower_bound_bytes = lower;
 done:
+    free(root);
     free(order);
     free(busy);
     return st;

@@ -4,13 +4,16 @@
  * im2col matrix (C/g*K x out positions).  ConvTranspose is the adjoint: the
  * GEMM W[g]^T x X[g] gives per-tap contributions that col2im scatter-adds into
  * the output.  Depthwise 2-D convolutions (one input channel per group, the
- * MobileNet case) skip the GEMM: per-group products would be tiny. */
+ * MobileNet case) skip the GEMM: per-group products would be tiny.
+ * Bias and a fused epilogue (residual, activation) are applied per output
+ * block right after it is computed. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "epilogue.h"
 #include "op.h"
 
 #define NSP_MAX (NN_MAX_DIMS - 2)
@@ -250,8 +253,10 @@ static void im2col(const conv_geom *g, int64_t channels, const float *x, float *
     }
 }
 
-/* y (channels x out positions) = bias + scatter-add of col (channels*K x in positions). */
-static void col2im(const conv_geom *g, int64_t channels, const float *col, const float *bias, float *y, int threads) {
+/* y (channels x out positions) = bias + scatter-add of col (channels*K x in
+ * positions), then the epilogue (res: the residual planes matching y, or NULL). */
+static void col2im(const conv_geom *g, int64_t channels, const float *col, const float *bias, float *y,
+                   const nn_epilogue *e, const float *res, int threads) {
     int last = g->nsp - 1;
     int64_t inner = g->in[last], outer = g->in_size / inner;
 #pragma omp parallel for num_threads(threads) if (channels * g->kernel_size * g->in_size > 32768)
@@ -272,13 +277,14 @@ static void col2im(const conv_geom *g, int64_t channels, const float *col, const
                 for (int64_t j = lo; j < hi; j++) row[j * g->stride[last] + off[last]] += src[j];
             }
         }
+        nn_epilogue_apply(e, dst, res ? res + m * g->out_size : NULL, g->out_size);
     }
 }
 
 /* One output plane per task; the kernel is walked tap by tap so that the inner
  * loop runs along an output row (vectorizes for stride 1). */
 static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
-                         int threads) {
+                         const nn_epilogue *e, const float *res, int threads) {
     int64_t per_group = g->out_ch / g->group, planes = g->batch * g->out_ch;
     int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1];
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
@@ -303,15 +309,23 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
                 }
             }
         }
+        nn_epilogue_apply(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
     }
 }
 
-static void add_bias(float *y, const float *bias, const conv_geom *g, int threads) {
-    int64_t planes = g->batch * g->out_ch;
-#pragma omp parallel for num_threads(threads) if (planes * g->out_size > 65536)
-    for (int64_t p = 0; p < planes; p++) {
-        float b0 = bias[p % g->out_ch], *yp = y + p * g->out_size;
-        for (int64_t i = 0; i < g->out_size; i++) yp[i] += b0;
+/* Bias and epilogue for output planes [first, first + count) (plane = image * out_ch + channel). */
+static void finish_planes(const nn_call *c, const conv_geom *g, int64_t first, int64_t count) {
+    const float *bias = nn_present(c, 2) ? c->in[2].data : NULL, *res = nn_epilogue_residual(c);
+    float *y = c->out[0].data;
+    if (!bias && !c->epilogue) return;
+#pragma omp parallel for num_threads(c->threads) if (count * g->out_size > 65536)
+    for (int64_t p = first; p < first + count; p++) {
+        float *yp = y + p * g->out_size;
+        if (bias) {
+            float b0 = bias[p % g->out_ch];
+            for (int64_t i = 0; i < g->out_size; i++) yp[i] += b0;
+        }
+        nn_epilogue_apply(c->epilogue, yp, res ? res + p * g->out_size : NULL, g->out_size);
     }
 }
 
@@ -329,7 +343,7 @@ static nn_status run_conv(nn_call *c) {
     const float *bias = nn_present(c, 2) ? c->in[2].data : NULL;
     float *y = c->out[0].data;
     if (is_depthwise_2d(&g)) {
-        depthwise_2d(&g, x, w, bias, y, c->threads);
+        depthwise_2d(&g, x, w, bias, y, c->epilogue, nn_epilogue_residual(c), c->threads);
         return NN_OK;
     }
     bool pointwise = is_pointwise(&g);
@@ -346,8 +360,8 @@ static nn_status run_conv(nn_call *c) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)g.out_size, (int)kdim, 1.0f,
                         w + grp * mg * kdim, (int)kdim, cols, (int)g.out_size, 0.0f,
                         y + (n * g.out_ch + grp * mg) * g.out_size, (int)g.out_size);
+            finish_planes(c, &g, n * g.out_ch + grp * mg, mg);
         }
-    if (bias) add_bias(y, bias, &g, c->threads);
     return NN_OK;
 }
 
@@ -362,7 +376,7 @@ static nn_status run_conv_transpose(nn_call *c) {
     nn_status st = conv_resolve(c, true, &g);
     if (st != NN_OK) return st;
     const float *x = c->in[0].data, *w = c->in[1].data;
-    const float *bias = nn_present(c, 2) ? c->in[2].data : NULL;
+    const float *bias = nn_present(c, 2) ? c->in[2].data : NULL, *res = nn_epilogue_residual(c);
     float *y = c->out[0].data, *col = c->workspace;
     int64_t cg = g.in_ch / g.group, mg = g.out_ch / g.group, rows = mg * g.kernel_size;
     if (c->workspace_size < sizeof(float) * (size_t)(rows * g.in_size))
@@ -373,12 +387,17 @@ static nn_status run_conv_transpose(nn_call *c) {
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)g.in_size, (int)cg, 1.0f,
                         w + grp * cg * rows, (int)rows, x + (n * g.in_ch + grp * cg) * g.in_size, (int)g.in_size,
                         0.0f, col, (int)g.in_size);
-            col2im(&g, mg, col, bias ? bias + grp * mg : NULL, y + (n * g.out_ch + grp * mg) * g.out_size,
+            int64_t first = (n * g.out_ch + grp * mg) * g.out_size;
+            col2im(&g, mg, col, bias ? bias + grp * mg : NULL, y + first, c->epilogue, res ? res + first : NULL,
                    c->threads);
         }
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Conv = {"Conv", 2, 3, 1, 1, 0, parse_conv, infer_conv, workspace_conv, run_conv};
-const nn_op_desc nn_op_ConvTranspose = {"ConvTranspose", 2, 3, 1, 1, 0, parse_conv,
-                                        infer_conv_transpose, workspace_conv_transpose, run_conv_transpose};
+const nn_op_desc nn_op_Conv = {.name = "Conv", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+                               .flags = NN_OPF_EPILOGUE, .parse = parse_conv, .infer = infer_conv,
+                               .workspace = workspace_conv, .run = run_conv};
+const nn_op_desc nn_op_ConvTranspose = {.name = "ConvTranspose", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
+                                        .max_outputs = 1, .flags = NN_OPF_EPILOGUE, .parse = parse_conv,
+                                        .infer = infer_conv_transpose, .workspace = workspace_conv_transpose,
+                                        .run = run_conv_transpose};

@@ -2,7 +2,9 @@
 #include <cblas.h>
 #include <limits.h>
 
+#include "epilogue.h"
 #include "op.h"
+#include "params.h"
 
 static int blas_ld(int64_t n) { return n > 1 ? (int)n : 1; }
 
@@ -12,6 +14,15 @@ static nn_status check_float(nn_call *c) {
             return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d: dtype %s not supported (float only)", i,
                                  nn_dtype_name(c->in[i].dtype));
     return NN_OK;
+}
+
+/* The fused epilogue over an output of `rows` rows of `cols` values. */
+static void apply_epilogue(const nn_call *c, int64_t rows, int64_t cols) {
+    if (!c->epilogue) return;
+    const float *res = nn_epilogue_residual(c);
+    float *y = c->out[0].data;
+#pragma omp parallel for num_threads(c->threads) if (rows * cols > 65536)
+    for (int64_t r = 0; r < rows; r++) nn_epilogue_apply(c->epilogue, y + r * cols, res ? res + r * cols : NULL, cols);
 }
 
 /* ---- MatMul: 1-D operands are promoted to a row (A) / column (B) and the
@@ -97,6 +108,7 @@ static nn_status run_matmul(nn_call *c) {
         /* A's batches are contiguous rows against one B: a single tall GEMM */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(g.batches * g.m), (int)g.n, (int)g.k, 1.0f, a,
                     blas_ld(g.k), b, blas_ld(g.n), 0.0f, y, blas_ld(g.n));
+        apply_epilogue(c, g.batches * g.m, g.n);
         return NN_OK;
     }
     int64_t pos[NN_MAX_DIMS] = {0};
@@ -113,18 +125,14 @@ static nn_status run_matmul(nn_call *c) {
             pos[d] = 0;
         }
     }
+    apply_epilogue(c, g.batches * g.m, g.n);
     return NN_OK;
 }
 
 /* ---- Gemm: Y = alpha * A' B' + beta * C, C broadcast to (M, N) */
 
-typedef struct gemm_params {
-    float alpha, beta;
-    int64_t trans_a, trans_b;
-} gemm_params;
-
 static nn_status parse_gemm(nn_parse_ctx *ctx) {
-    gemm_params *p = nn_params_alloc(ctx, sizeof *p);
+    nn_gemm_params *p = nn_params_alloc(ctx, sizeof *p);
     if (!p) return NN_ERR_NOMEM;
     nn_status st;
     /* opset < 7 `broadcast` is not read: C is always broadcast, which covers broadcast=0's exact shape */
@@ -141,7 +149,7 @@ typedef struct gemm_geom {
 } gemm_geom;
 
 static nn_status gemm_resolve(nn_call *c, gemm_geom *g) {
-    const gemm_params *p = c->params;
+    const nn_gemm_params *p = c->params;
     const nn_tensor *a = &c->in[0], *b = &c->in[1];
     nn_status st = check_float(c);
     if (st != NN_OK) return st;
@@ -179,7 +187,7 @@ static nn_status infer_gemm(nn_call *c) {
 }
 
 static nn_status run_gemm(nn_call *c) {
-    const gemm_params *p = c->params;
+    const nn_gemm_params *p = c->params;
     gemm_geom g;
     nn_status st = gemm_resolve(c, &g);
     if (st != NN_OK) return st;
@@ -195,8 +203,12 @@ static nn_status run_gemm(nn_call *c) {
     cblas_sgemm(CblasRowMajor, p->trans_a ? CblasTrans : CblasNoTrans, p->trans_b ? CblasTrans : CblasNoTrans,
                 (int)g.m, (int)g.n, (int)g.k, p->alpha, c->in[0].data, blas_ld(c->in[0].dims[1]), c->in[1].data,
                 blas_ld(c->in[1].dims[1]), beta, y, blas_ld(g.n));
+    apply_epilogue(c, g.m, g.n);
     return NN_OK;
 }
 
-const nn_op_desc nn_op_MatMul = {"MatMul", 2, 2, 1, 1, 0, NULL, infer_matmul, NULL, run_matmul};
-const nn_op_desc nn_op_Gemm = {"Gemm", 2, 3, 1, 1, 0, parse_gemm, infer_gemm, NULL, run_gemm};
+const nn_op_desc nn_op_MatMul = {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
+                                 .max_outputs = 1, .flags = NN_OPF_EPILOGUE, .infer = infer_matmul,
+                                 .run = run_matmul};
+const nn_op_desc nn_op_Gemm = {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+                               .flags = NN_OPF_EPILOGUE, .parse = parse_gemm, .infer = infer_gemm, .run = run_gemm};

@@ -3,16 +3,10 @@
 #include <math.h>
 
 #include "op.h"
-
-typedef struct norm_params {
-    float epsilon;
-    int64_t axis;          /* LayerNormalization */
-    int64_t training_mode; /* BatchNormalization */
-    int64_t spatial;       /* BatchNormalization opset < 9 */
-} norm_params;
+#include "params.h"
 
 static nn_status parse_norm(nn_parse_ctx *ctx) {
-    norm_params *p = nn_params_alloc(ctx, sizeof *p);
+    nn_norm_params *p = nn_params_alloc(ctx, sizeof *p);
     if (!p) return NN_ERR_NOMEM;
     nn_status st;
     /* is_test, momentum and consumed_inputs (older BatchNormalization) do not
@@ -44,7 +38,7 @@ static nn_status check_channel_vectors(nn_call *c, int first, int64_t channels) 
 /* ---- BatchNormalization: y = (x - mean) / sqrt(var + eps) * scale + B per channel */
 
 static nn_status infer_batch_norm(nn_call *c) {
-    const norm_params *p = c->params;
+    const nn_norm_params *p = c->params;
     const nn_tensor *x = &c->in[0];
     if (p->training_mode || c->n_out > 1)
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "training mode (running statistics outputs) not supported");
@@ -58,7 +52,7 @@ static nn_status infer_batch_norm(nn_call *c) {
 }
 
 static nn_status run_batch_norm(nn_call *c) {
-    const norm_params *p = c->params;
+    const nn_norm_params *p = c->params;
     const nn_tensor *x = &c->in[0];
     const float *scale = c->in[1].data, *bias = c->in[2].data, *mean = c->in[3].data, *var = c->in[4].data;
     int64_t channels = x->dims[1], planes = x->dims[0] * channels;
@@ -100,7 +94,7 @@ static void moments(const float *x, int64_t n, float epsilon, double *mean, doub
 }
 
 static nn_status run_instance_norm(nn_call *c) {
-    const norm_params *p = c->params;
+    const nn_norm_params *p = c->params;
     const nn_tensor *x = &c->in[0];
     const float *scale = c->in[1].data, *bias = c->in[2].data, *src = x->data;
     int64_t channels = x->dims[1], planes = x->dims[0] * channels;
@@ -141,7 +135,7 @@ static nn_status norm_operand_stride(nn_call *c, int i, const nn_tensor *x, int 
 }
 
 static nn_status layer_norm_axis(nn_call *c, int *axis) {
-    const norm_params *p = c->params;
+    const nn_norm_params *p = c->params;
     int64_t a;
     if (!nn_axis_normalize(p->axis, c->in[0].ndim, &a))
         return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis,
@@ -167,7 +161,7 @@ static nn_status infer_layer_norm(nn_call *c) {
 }
 
 static nn_status run_layer_norm(nn_call *c) {
-    const norm_params *p = c->params;
+    const nn_norm_params *p = c->params;
     const nn_tensor *x = &c->in[0];
     int axis;
     int64_t scale_stride, bias_stride = 0;
@@ -198,9 +192,14 @@ static nn_status run_layer_norm(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_BatchNormalization = {"BatchNormalization", 5, 5, 1, 5, 0, parse_norm,
-                                             infer_batch_norm, NULL, run_batch_norm};
-const nn_op_desc nn_op_InstanceNormalization = {"InstanceNormalization", 3, 3, 1, 1, 0, parse_norm,
-                                                infer_instance_norm, NULL, run_instance_norm};
-const nn_op_desc nn_op_LayerNormalization = {"LayerNormalization", 2, 3, 1, 3, 0, parse_norm,
-                                             infer_layer_norm, NULL, run_layer_norm};
+/* BatchNormalization maps each element on its own (per-channel constants): safe in place. */
+const nn_op_desc nn_op_BatchNormalization = {.name = "BatchNormalization", .min_inputs = 5, .max_inputs = 5,
+                                             .min_outputs = 1, .max_outputs = 5, .flags = NN_OPF_ELEMENTWISE,
+                                             .parse = parse_norm, .infer = infer_batch_norm,
+                                             .run = run_batch_norm};
+const nn_op_desc nn_op_InstanceNormalization = {.name = "InstanceNormalization", .min_inputs = 3, .max_inputs = 3,
+                                                .min_outputs = 1, .max_outputs = 1, .parse = parse_norm,
+                                                .infer = infer_instance_norm, .run = run_instance_norm};
+const nn_op_desc nn_op_LayerNormalization = {.name = "LayerNormalization", .min_inputs = 2, .max_inputs = 3,
+                                             .min_outputs = 1, .max_outputs = 3, .parse = parse_norm,
+                                             .infer = infer_layer_norm, .run = run_layer_norm};

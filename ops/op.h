@@ -119,6 +119,10 @@ typedef struct nn_op_desc {
     nn_status (*infer)(nn_call *call);
     size_t (*workspace)(const nn_call *call); /* NULL: needs none */
     nn_status (*run)(nn_call *call);
+    /* Optional, for activations: describe this node as an epilogue
+     * activation (call->in holds the node's inputs, constants with data)
+     * so that fusion can fold it into its producer.  false: it cannot be. */
+    bool (*as_activation)(const nn_call *call, nn_epilogue *e);
 } nn_op_desc;
 
 /* ---- attribute helpers: return NN_OK (value or default stored), or

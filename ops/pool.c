@@ -313,7 +313,8 @@ static nn_status infer_global_pool(nn_call *c) {
         }                                                                                                \
         return NN_OK;                                                                                    \
     }                                                                                                    \
-    const nn_op_desc nn_op_##Name = {#Name, 1, 1, 1, 1, 0, NULL, infer_global_pool, NULL, run_##Name};
+    const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,    \
+                                     .max_outputs = 1, .infer = infer_global_pool, .run = run_##Name};
 
 GLOBAL_POOL(GlobalAveragePool, 0.0, acc + xp[i], n > 0 ? acc / (double)n : 0.0)
 GLOBAL_POOL(GlobalMaxPool, n > 0 ? xp[0] : 0.0, xp[i] > acc ? xp[i] : acc, acc)
@@ -372,7 +373,11 @@ static nn_status run_lrn(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_MaxPool = {"MaxPool", 1, 1, 1, 2, 0, parse_pool, infer_max_pool, NULL, run_max_pool};
-const nn_op_desc nn_op_AveragePool = {"AveragePool", 1, 1, 1, 1, 0, parse_pool, infer_float_pool, NULL,
-                                      run_average_pool};
-const nn_op_desc nn_op_LRN = {"LRN", 1, 1, 1, 1, 0, parse_lrn, infer_lrn, NULL, run_lrn};
+const nn_op_desc nn_op_MaxPool = {.name = "MaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                  .max_outputs = 2, .parse = parse_pool, .infer = infer_max_pool,
+                                  .run = run_max_pool};
+const nn_op_desc nn_op_AveragePool = {.name = "AveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                      .max_outputs = 1, .parse = parse_pool, .infer = infer_float_pool,
+                                      .run = run_average_pool};
+const nn_op_desc nn_op_LRN = {.name = "LRN", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                              .parse = parse_lrn, .infer = infer_lrn, .run = run_lrn};

@@ -43,7 +43,8 @@ static nn_status reduce_mask(nn_call *c, bool reduced[NN_MAX_DIMS], bool *noop) 
     if (p->n_axes < 0 && nn_present(c, 1)) {
         const nn_tensor *t = &c->in[1];
         if (t->dtype != NN_DTYPE_INT64 && t->dtype != NN_DTYPE_INT32)
-            return nn_call_error(c, NN_ERR_INVALID, "axes input must be INT64, got %s", nn_dtype_name(t->dtype));
+            return nn_call_error(c, NN_ERR_INVALID, "axes input must be INT64, got %s",
+                                 nn_dtype_name(t->dtype));
         if (t->ndim > 1) return nn_call_error(c, NN_ERR_INVALID, "axes input must be 1-D, got rank %d", t->ndim);
         int64_t cnt = nn_shape_elements(t->dims, t->ndim);
         if (cnt > rank)
@@ -57,7 +58,8 @@ static nn_status reduce_mask(nn_call *c, bool reduced[NN_MAX_DIMS], bool *noop) 
     for (int i = 0; i < n; i++) {
         int64_t a;
         if (!nn_axis_normalize(axes[i], rank, &a))
-            return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axes[i], rank);
+            return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axes[i],
+                                 rank);
         if (reduced[a]) return nn_call_error(c, NN_ERR_INVALID, "axis %lld given twice", (long long)axes[i]);
         reduced[a] = true;
     }
@@ -144,7 +146,7 @@ static void reduce_plan_make(const nn_tensor *x, const bool reduced[NN_MAX_DIMS]
 }
 
 /* Outputs computed together in the vec case: one stack row of accumulators. */
-#define REDUCE_CHUNK 64
+#define REDUCE_CHUNK 256
 /* Independent partial results over a contiguous run, so the loop vectorizes
  * without reassociating float math. */
 #define REDUCE_LANES 8

@@ -23,7 +23,12 @@ typedef enum coord_mode {
     COORD_TF_HALF_PIXEL_FOR_NN,
 } coord_mode;
 
-typedef enum nearest_mode { NEAREST_ROUND_PREFER_FLOOR, NEAREST_ROUND_PREFER_CEIL, NEAREST_FLOOR, NEAREST_CEIL } nearest_mode;
+typedef enum nearest_mode {
+    NEAREST_ROUND_PREFER_FLOOR,
+    NEAREST_ROUND_PREFER_CEIL,
+    NEAREST_FLOOR,
+    NEAREST_CEIL,
+} nearest_mode;
 
 typedef struct resize_params {
     bool linear;
@@ -90,7 +95,8 @@ static nn_status parse_resize(nn_parse_ctx *ctx) {
         (st = nn_attr_ints(ctx, "axes", p->axes, NN_MAX_DIMS, &p->n_axes)) != NN_OK)
         return st;
     if (strcmp(coord, "tf_crop_and_resize") == 0)
-        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED,
+                              "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
     int ci = name_index(coord, coord_names), ni = name_index(nearest, nearest_names);
     if (ci < 0) return nn_parse_error(ctx, NN_ERR_INVALID, "unknown coordinate_transformation_mode '%s'", coord);
     if (ni < 0) return nn_parse_error(ctx, NN_ERR_INVALID, "unknown nearest_mode '%s'", nearest);
@@ -152,8 +158,8 @@ static nn_status resize_geometry(nn_call *c, resize_geom *g) {
         for (int i = 0; i < n; i++) {
             int64_t a;
             if (!nn_axis_normalize(p->axes[i], rank, &a) || seen[a])
-                return nn_call_error(c, NN_ERR_INVALID, "axes[%d] = %lld is out of range or repeated for rank %d", i,
-                                     (long long)p->axes[i], rank);
+                return nn_call_error(c, NN_ERR_INVALID, "axes[%d] = %lld is out of range or repeated for rank %d",
+                                     i, (long long)p->axes[i], rank);
             seen[a] = true;
             axes[i] = (int)a;
         }
@@ -173,8 +179,8 @@ static nn_status resize_geometry(nn_call *c, resize_geom *g) {
         if (sizes) {
             int64_t s = ((const int64_t *)sizes->data)[i];
             if (s < 0 || (s > 0 && in == 0))
-                return nn_call_error(c, NN_ERR_SHAPE, "cannot resize dim %d of size %lld to %lld", d, (long long)in,
-                                     (long long)s);
+                return nn_call_error(c, NN_ERR_SHAPE, "cannot resize dim %d of size %lld to %lld", d,
+                                     (long long)in, (long long)s);
             g->out[d] = s;
             g->scale[d] = in > 0 ? (double)s / (double)in : 1.0;
         } else {
@@ -191,7 +197,8 @@ static nn_status resize_geometry(nn_call *c, resize_geom *g) {
 static nn_status infer_resize(nn_call *c) {
     const nn_tensor *x = &c->in[0];
     if (x->dtype != NN_DTYPE_FLOAT)
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT only)", nn_dtype_name(x->dtype));
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT only)",
+                             nn_dtype_name(x->dtype));
     if (x->ndim < 1) return nn_call_error(c, NN_ERR_SHAPE, "cannot resize a scalar");
     resize_geom g;
     nn_status st = resize_geometry(c, &g);
@@ -331,6 +338,7 @@ static nn_status run_resize(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Resize = {"Resize", 1, 4, 1, 1, 0, parse_resize, infer_resize, workspace_resize, run_resize};
+const nn_op_desc nn_op_Resize = {"Resize", 1, 4, 1, 1, 0, parse_resize, infer_resize, workspace_resize,
+                                 run_resize};
 const nn_op_desc nn_op_Upsample = {"Upsample", 1, 2, 1, 1, 0, parse_upsample, infer_resize, workspace_resize,
                                    run_resize};

@@ -131,7 +131,8 @@ static nn_status infer_reshape(nn_call *c) {
     return set_same_size(c, n, dims);
 }
 
-const nn_op_desc nn_op_Reshape = {"Reshape", 1, 2, 1, 1, 0, parse_reshape, infer_reshape, NULL, run_copy};
+const nn_op_desc nn_op_Reshape = {.name = "Reshape", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
+                                  .max_outputs = 1, .parse = parse_reshape, .infer = infer_reshape, .run = run_copy};
 
 /* ---- Flatten */
 
@@ -160,7 +161,8 @@ static nn_status infer_flatten(nn_call *c) {
     return set_same_size(c, 2, dims);
 }
 
-const nn_op_desc nn_op_Flatten = {"Flatten", 1, 1, 1, 1, 0, parse_flatten, infer_flatten, NULL, run_copy};
+const nn_op_desc nn_op_Flatten = {.name = "Flatten", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                  .max_outputs = 1, .parse = parse_flatten, .infer = infer_flatten, .run = run_copy};
 
 /* ---- Squeeze */
 
@@ -185,7 +187,8 @@ static nn_status infer_squeeze(nn_call *c) {
     return set_same_size(c, r, dims);
 }
 
-const nn_op_desc nn_op_Squeeze = {"Squeeze", 1, 2, 1, 1, 0, parse_axes, infer_squeeze, NULL, run_copy};
+const nn_op_desc nn_op_Squeeze = {.name = "Squeeze", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
+                                  .max_outputs = 1, .parse = parse_axes, .infer = infer_squeeze, .run = run_copy};
 
 /* ---- Unsqueeze */
 
@@ -208,7 +211,8 @@ static nn_status infer_unsqueeze(nn_call *c) {
     return set_same_size(c, r, dims);
 }
 
-const nn_op_desc nn_op_Unsqueeze = {"Unsqueeze", 1, 2, 1, 1, 0, parse_axes, infer_unsqueeze, NULL, run_copy};
+const nn_op_desc nn_op_Unsqueeze = {.name = "Unsqueeze", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
+                                    .max_outputs = 1, .parse = parse_axes, .infer = infer_unsqueeze, .run = run_copy};
 
 /* ---- Shape and Size: their values follow from the input's shape, so run
  * never touches the input's data (it may not exist when they are folded). */
@@ -254,7 +258,9 @@ static nn_status run_shape(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Shape = {"Shape", 1, 1, 1, 1, NN_OPF_SHAPE_ONLY, parse_shape, infer_shape, NULL, run_shape};
+const nn_op_desc nn_op_Shape = {.name = "Shape", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                .flags = NN_OPF_SHAPE_ONLY, .parse = parse_shape, .infer = infer_shape,
+                                .run = run_shape};
 
 static nn_status infer_size(nn_call *c) {
     nn_tensor_set_shape(&c->out[0], NN_DTYPE_INT64, 0, NULL);
@@ -266,7 +272,8 @@ static nn_status run_size(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Size = {"Size", 1, 1, 1, 1, NN_OPF_SHAPE_ONLY, NULL, infer_size, NULL, run_size};
+const nn_op_desc nn_op_Size = {.name = "Size", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                               .flags = NN_OPF_SHAPE_ONLY, .infer = infer_size, .run = run_size};
 
 /* ---- Expand: numpy broadcast of the input against a shape (either may be larger) */
 
@@ -293,4 +300,5 @@ static nn_status run_expand(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Expand = {"Expand", 2, 2, 1, 1, 0, NULL, infer_expand, NULL, run_expand};
+const nn_op_desc nn_op_Expand = {.name = "Expand", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+                                 .infer = infer_expand, .run = run_expand};

@@ -61,7 +61,7 @@ static nn_status infer_softmax(nn_call *c) {
 
 /* Columns handled together when the normalized axis is strided: enough to
  * walk each row of the block contiguously, small enough for the stack. */
-#define SOFTMAX_CHUNK 64
+#define SOFTMAX_CHUNK 256
 
 /* One row, contiguous (inner == 1).  Subtracting the maximum keeps exp()
  * from overflowing; log-softmax then is x - max - log(sum). */

@@ -233,7 +233,8 @@ static nn_status run_concat(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Concat = {"Concat", 1, -1, 1, 1, 0, parse_concat, infer_concat, NULL, run_concat};
+const nn_op_desc nn_op_Concat = {.name = "Concat", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,
+                                 .max_outputs = 1, .parse = parse_concat, .infer = infer_concat, .run = run_concat};
 
 /* ---- Split */
 
@@ -330,7 +331,8 @@ static nn_status run_split(nn_call *c) {
 }
 
 /* any number of outputs */
-const nn_op_desc nn_op_Split = {"Split", 1, 2, 1, INT_MAX, 0, parse_split, infer_split, NULL, run_split};
+const nn_op_desc nn_op_Split = {.name = "Split", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
+                                .max_outputs = INT_MAX, .parse = parse_split, .infer = infer_split, .run = run_split};
 
 /* ---- Slice */
 
@@ -371,6 +373,8 @@ static nn_status slice_plan(nn_call *c, int64_t *start, int64_t *step, int64_t *
         memcpy(axes, p->axes, sizeof(int64_t) * (size_t)n);
     } else {
         int ne;
+        if (!nn_present(c, 1) || !nn_present(c, 2))
+            return nn_call_error(c, NN_ERR_INVALID, "inputs starts and ends are required");
         nn_status st = nn_input_ints(c, 1, "starts", starts, NN_MAX_DIMS, &n);
         if (st == NN_OK) st = nn_input_ints(c, 2, "ends", ends, NN_MAX_DIMS, &ne);
         if (st == NN_OK && nn_present(c, 3)) st = nn_input_ints(c, 3, "axes", axes, NN_MAX_DIMS, &n_axes);
@@ -443,7 +447,8 @@ static nn_status run_slice(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Slice = {"Slice", 1, 5, 1, 1, 0, parse_slice, infer_slice, NULL, run_slice};
+const nn_op_desc nn_op_Slice = {.name = "Slice", .min_inputs = 1, .max_inputs = 5, .min_outputs = 1, .max_outputs = 1,
+                                .parse = parse_slice, .infer = infer_slice, .run = run_slice};
 
 /* ---- Pad */
 
@@ -486,6 +491,7 @@ static nn_status pad_plan(nn_call *c, int64_t *before, int64_t *after) {
     if (n >= 0) {
         memcpy(pads, p->pads, sizeof(int64_t) * (size_t)n);
     } else {
+        if (!nn_present(c, 1)) return nn_call_error(c, NN_ERR_INVALID, "input pads is required");
         nn_status st = nn_input_ints(c, 1, "pads", pads, 2 * NN_MAX_DIMS, &n);
         if (st == NN_OK && nn_present(c, 3)) st = nn_input_ints(c, 3, "axes", axes, NN_MAX_DIMS, &n_axes);
         if (st != NN_OK) return st;
@@ -594,7 +600,8 @@ static nn_status run_pad(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Pad = {"Pad", 1, 4, 1, 1, 0, parse_pad, infer_pad, NULL, run_pad};
+const nn_op_desc nn_op_Pad = {.name = "Pad", .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+                              .parse = parse_pad, .infer = infer_pad, .run = run_pad};
 
 /* ---- Transpose */
 
@@ -654,8 +661,9 @@ static nn_status run_transpose(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Transpose = {"Transpose", 1, 1, 1, 1, 0, parse_transpose, infer_transpose, NULL,
-                                    run_transpose};
+const nn_op_desc nn_op_Transpose = {.name = "Transpose", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                    .max_outputs = 1, .parse = parse_transpose, .infer = infer_transpose,
+                                    .run = run_transpose};
 
 /* ---- Tile */
 
@@ -701,7 +709,8 @@ static nn_status run_tile(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Tile = {"Tile", 2, 2, 1, 1, 0, NULL, infer_tile, NULL, run_tile};
+const nn_op_desc nn_op_Tile = {.name = "Tile", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+                               .infer = infer_tile, .run = run_tile};
 
 /* ---- Gather */
 
@@ -758,7 +767,8 @@ static nn_status run_gather(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Gather = {"Gather", 2, 2, 1, 1, 0, parse_gather, infer_gather, NULL, run_gather};
+const nn_op_desc nn_op_Gather = {.name = "Gather", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+                                 .parse = parse_gather, .infer = infer_gather, .run = run_gather};
 
 /* ---- Constant */
 
@@ -827,7 +837,9 @@ static nn_status run_constant(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Constant = {"Constant", 0, 0, 1, 1, 0, parse_constant, infer_constant, NULL, run_constant};
+const nn_op_desc nn_op_Constant = {.name = "Constant", .min_inputs = 0, .max_inputs = 0, .min_outputs = 1,
+                                   .max_outputs = 1, .parse = parse_constant, .infer = infer_constant,
+                                   .run = run_constant};
 
 /* ---- ConstantOfShape */
 
@@ -873,8 +885,9 @@ static nn_status run_constant_of_shape(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_ConstantOfShape = {"ConstantOfShape", 1, 1, 1, 1, 0, parse_constant_of_shape,
-                                          infer_constant_of_shape, NULL, run_constant_of_shape};
+const nn_op_desc nn_op_ConstantOfShape = {.name = "ConstantOfShape", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                          .max_outputs = 1, .parse = parse_constant_of_shape,
+                                          .infer = infer_constant_of_shape, .run = run_constant_of_shape};
 
 /* ---- Range */
 
@@ -941,7 +954,8 @@ static nn_status run_range(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Range = {"Range", 3, 3, 1, 1, 0, NULL, infer_range, NULL, run_range};
+const nn_op_desc nn_op_Range = {.name = "Range", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+                                .infer = infer_range, .run = run_range};
 
 /* ---- DepthToSpace / SpaceToDepth: block rearrangements of NCHW tensors */
 
@@ -1020,7 +1034,9 @@ static nn_status run_space_to_depth(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_DepthToSpace = {"DepthToSpace", 1, 1, 1, 1, 0, parse_block, infer_depth_to_space, NULL,
-                                       run_depth_to_space};
-const nn_op_desc nn_op_SpaceToDepth = {"SpaceToDepth", 1, 1, 1, 1, 0, parse_block, infer_space_to_depth, NULL,
-                                       run_space_to_depth};
+const nn_op_desc nn_op_DepthToSpace = {.name = "DepthToSpace", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                       .max_outputs = 1, .parse = parse_block, .infer = infer_depth_to_space,
+                                       .run = run_depth_to_space};
+const nn_op_desc nn_op_SpaceToDepth = {.name = "SpaceToDepth", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                       .max_outputs = 1, .parse = parse_block, .infer = infer_space_to_depth,
+                                       .run = run_space_to_depth};

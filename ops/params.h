@@ -1,0 +1,22 @@
+/* Parameter structs that the optimizer reads or builds as well as the
+ * kernels; every other op keeps its params private to its file. */
+#ifndef NN_PARAMS_H
+#define NN_PARAMS_H
+
+#include <stdint.h>
+
+/* BatchNormalization, InstanceNormalization, LayerNormalization */
+typedef struct nn_norm_params {
+    float epsilon;
+    int64_t axis;          /* LayerNormalization */
+    int64_t training_mode; /* BatchNormalization */
+    int64_t spatial;       /* BatchNormalization opset < 9 */
+} nn_norm_params;
+
+/* Gemm: Y = alpha * A' B' + beta * C */
+typedef struct nn_gemm_params {
+    float alpha, beta;
+    int64_t trans_a, trans_b;
+} nn_gemm_params;
+
+#endif

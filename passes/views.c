@@ -1,0 +1,21 @@
+/* Views, not copies: Reshape, Flatten, Squeeze and Unsqueeze of contiguous
+ * data only relabel the shape, so their output aliases their input's memory
+ * (the planner gives both one buffer) and nothing runs for them. */
+#include "../ops/registry.h"
+#include "pass.h"
+
+static nn_status views(nn_model *m, int *rewrites) {
+    nn_graph *g = &m->g;
+    if (m->dynamic) return NN_OK; /* buffers are allocated per node there: nothing to alias */
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *n = &g->nodes[i];
+        bool reshaping = n->op == NN_OP_Reshape || n->op == NN_OP_Flatten || n->op == NN_OP_Squeeze ||
+                         n->op == NN_OP_Unsqueeze;
+        if (!reshaping || n->is_view || n->n_out != 1 || n->in[0] < 0 || g->values[n->in[0]].is_const) continue;
+        n->is_view = true;
+        (*rewrites)++;
+    }
+    return NN_OK;
+}
+
+const nn_pass nn_pass_views = {"views", "let Reshape/Flatten/Squeeze/Unsqueeze alias their input", views};

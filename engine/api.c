@@ -53,9 +53,10 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     /* One thread team: our OpenMP loops and OpenBLAS use the same count. */
     openblas_set_num_threads(m->threads);
     int folded;
-    if (hook) hook(hook_ctx, m, "parsed", 0);
-    if ((st = nn_bind_inputs(m)) != NN_OK || (st = nn_infer_graph(m, false, &folded)) != NN_OK ||
-        (opt.optimize && (st = nn_optimize(m, hook, hook_ctx)) != NN_OK) || (st = nn_runtime_init(m)) != NN_OK) {
+    if ((st = nn_bind_inputs(m)) == NN_OK && (st = nn_infer_graph(m, false, &folded)) == NN_OK && hook)
+        hook(hook_ctx, m, "parsed", 0);
+    if (st != NN_OK || (opt.optimize && (st = nn_optimize(m, hook, hook_ctx)) != NN_OK) ||
+        (st = nn_runtime_init(m)) != NN_OK) {
         nn_free(m);
         return st;
     }

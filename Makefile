@@ -70,7 +70,7 @@ $(BUILD)/nnrun: tools/nnrun.c $(BUILD)/libnn.a
 $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ -Wl,--whole-archive $(BUILD)/libnn.a -Wl,--no-whole-archive $(LIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a
+$(BUILD)/tests/%: tests/%.c tests/onnx_builder.h $(BUILD)/libnn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iengine -Iops $< -o $@ -Wl,--whole-archive $(BUILD)/libnn.a -Wl,--no-whole-archive $(LIBS)
 

@@ -40,6 +40,9 @@ static void usage(FILE *f) {
             "                       (default: seeded random data of the model's input shapes)\n"
             "  --save-outputs DIR   write each output as DIR/<output name>.npy\n"
             "  --no-opt             run the graph as parsed, without the optimizer\n"
+            "  --passes LIST        run only these optimizer passes, in this order (comma-separated)\n"
+            "  --disable-pass NAME  leave a pass out (comma-separated for several)\n"
+            "  --verify             check the IR after every pass\n"
             "  --json               print the report as one JSON object\n"
             "  --version            print the engine version\n"
             "  --help               this text\n");
@@ -104,6 +107,13 @@ static int parse_args(int argc, char **argv, args *a) {
             i++;
         } else if (!strcmp(s, "--no-opt")) {
             a->opt.optimize = 0;
+        } else if (!strcmp(s, "--passes") || !strcmp(s, "--disable-pass")) {
+            if (!v) return fprintf(stderr, "nnrun: %s needs a list of pass names\n", s), -1;
+            if (s[2] == 'p') a->opt.passes = v;
+            else a->opt.disable_passes = v;
+            i++;
+        } else if (!strcmp(s, "--verify")) {
+            a->opt.verify = 1;
         } else if (!strcmp(s, "--json")) {
             a->json = true;
         } else if (s[0] == '-') {

@@ -3,6 +3,7 @@
  * node by node. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../ops/registry.h"
 #include "error.h"
@@ -46,6 +47,8 @@ nn_status nn_runtime_init(nn_model *m) {
         for (int k = 0; k < g->nodes[i].n_in; k++)
             if (g->nodes[i].in[k] >= 0) m->last_use[g->nodes[i].in[k]] = i;
     for (int i = 0; i < g->n_outputs; i++) m->last_use[g->outputs[i]] = g->n_nodes;
+    if (m->opt.profile && !(m->node_ns = calloc((size_t)g->n_nodes + 1, sizeof(double))))
+        return nn_set_error(NN_ERR_NOMEM, "out of memory");
     if (m->dynamic) return NN_OK;
 
     nn_status st = nn_plan_memory(m);
@@ -80,6 +83,7 @@ void nn_runtime_free(nn_model *m) {
     free(m->call_out);
     free(m->arena);
     free(m->workspace);
+    free(m->node_ns);
     nn_plan_free(&m->plan);
 }
 
@@ -135,7 +139,13 @@ nn_status nn_execute(nn_model *m) {
                 return st;
             }
         }
+        struct timespec t0, t1;
+        if (m->node_ns) clock_gettime(CLOCK_MONOTONIC, &t0);
         st = d->run(&call);
+        if (m->node_ns) {
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            m->node_ns[i] += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        }
         if (m->dynamic) {
             free(call.workspace);
             for (int k = 0; k < n->n_out; k++)
@@ -151,6 +161,33 @@ nn_status nn_execute(nn_model *m) {
         }
         if (st != NN_OK) return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
     }
+    if (m->node_ns) m->profiled_runs++;
+    return NN_OK;
+}
+
+NN_API nn_status nn_profile_print(const nn_model *m, FILE *out) {
+    if (!m || !out) return nn_set_error(NN_ERR_ARG, "nn_profile_print: NULL argument");
+    if (!m->node_ns) return nn_set_error(NN_ERR_ARG, "profiling is off: load with options.profile = 1");
+    const nn_graph *g = &m->g;
+    double per_op[NN_OP_COUNT] = {0}, total = 0;
+    int count[NN_OP_COUNT] = {0};
+    for (int i = 0; i < g->n_nodes; i++) {
+        per_op[g->nodes[i].op] += m->node_ns[i];
+        count[g->nodes[i].op]++;
+        total += m->node_ns[i];
+    }
+    double runs = m->profiled_runs ? (double)m->profiled_runs : 1.0;
+    fprintf(out, "%-24s %6s %12s %7s\n", "operator", "nodes", "ms per run", "share");
+    for (;;) { /* largest first */
+        int best = -1;
+        for (int op = 0; op < NN_OP_COUNT; op++)
+            if (count[op] && (best < 0 || per_op[op] > per_op[best])) best = op;
+        if (best < 0) break;
+        fprintf(out, "%-24s %6d %12.3f %6.1f%%\n", nn_op_get(best)->name, count[best], per_op[best] / runs / 1e6,
+                total > 0 ? 100.0 * per_op[best] / total : 0.0);
+        count[best] = 0;
+    }
+    fprintf(out, "%-24s %6d %12.3f\n", "total", g->n_nodes, total / runs / 1e6);
     return NN_OK;
 }
 

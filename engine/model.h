@@ -30,6 +30,8 @@ struct nn_model {
     int *last_use;   /* per value: last node reading it (n_nodes for graph outputs) */
     nn_tensor *call_in, *call_out; /* argument arrays sized for the widest node */
     pthread_mutex_t lock;
+    double *node_ns;  /* per node: accumulated run time when profiling */
+    int64_t profiled_runs;
 };
 
 /* Bind the symbolic batch dimension of the graph inputs to m->batch. */

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,6 +76,7 @@ typedef struct nn_options {
     const char *passes; /* comma-separated passes to run, in that order (NULL: the default pipeline) */
     const char *disable_passes; /* comma-separated passes to leave out (NULL: none) */
     int verify;         /* check the IR after every pass (always on in debug builds) */
+    int profile;        /* time every node (see nn_profile_print) */
 } nn_options;
 
 typedef struct nn_model nn_model;
@@ -113,6 +115,10 @@ typedef struct nn_model_stats {
     int threads;
 } nn_model_stats;
 NN_API nn_status nn_model_get_stats(const nn_model *model, nn_model_stats *stats);
+
+/* With options.profile set: print time per operator type (fused epilogues
+ * counted with their host) accumulated over all nn_predict calls so far. */
+NN_API nn_status nn_profile_print(const nn_model *model, FILE *out);
 
 /* Bytes per element of a dtype (0 for an unknown one) and element count of a tensor. */
 NN_API size_t nn_dtype_size(nn_dtype dtype);

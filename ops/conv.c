@@ -281,13 +281,47 @@ static void col2im(const conv_geom *g, int64_t channels, const float *col, const
     }
 }
 
-/* One output plane per task; the kernel is walked tap by tap so that the inner
- * loop runs along an output row (vectorizes for stride 1). */
+/* y[ow] += sum over kw of w[kw] * x[ow*s + kw*d + off] for ow in [a, b), all
+ * taps inside the row.  Inlined with constant k, s, d for the common kernels
+ * so that the kw loop unrolls and the ow loop vectorizes. */
+static inline __attribute__((always_inline)) void dw_span(float *restrict y, const float *restrict x,
+                                                          const float *restrict w, int64_t k, int64_t s, int64_t d,
+                                                          int64_t a, int64_t b, int64_t off) {
+    for (int64_t ow = a; ow < b; ow++) {
+        float acc = y[ow];
+        for (int64_t kw = 0; kw < k; kw++) acc += w[kw] * x[ow * s + kw * d + off];
+        y[ow] = acc;
+    }
+}
+
+static void dw_row(float *restrict y, const float *restrict x, const float *restrict w, int64_t k, int64_t s,
+                   int64_t d, int64_t a, int64_t b, int64_t off) {
+    if (d == 1 && k == 3 && s == 1) dw_span(y, x, w, 3, 1, 1, a, b, off);
+    else if (d == 1 && k == 3 && s == 2) dw_span(y, x, w, 3, 2, 1, a, b, off);
+    else if (d == 1 && k == 5 && s == 1) dw_span(y, x, w, 5, 1, 1, a, b, off);
+    else if (d == 1 && k == 5 && s == 2) dw_span(y, x, w, 5, 2, 1, a, b, off);
+    else dw_span(y, x, w, k, s, d, a, b, off);
+}
+
+/* dw_span for columns [from, to) whose kernel row crosses the input's edge. */
+static void dw_border(float *y, const float *x, const float *w, const conv_geom *g, int64_t from, int64_t to) {
+    for (int64_t ow = from; ow < to; ow++)
+        for (int64_t kw = 0; kw < g->kernel[1]; kw++) {
+            int64_t iw = ow * g->stride[1] + kw * g->dilation[1] - g->pad[1];
+            if (iw >= 0 && iw < g->in[1]) y[ow] += w[kw] * x[iw];
+        }
+}
+
+/* One output plane per task, one output row at a time: interior columns (the
+ * whole kernel row inside the input) run branch-free, the few border columns
+ * check each tap. */
 static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                          const nn_epilogue *e, const float *res, int threads) {
     int64_t per_group = g->out_ch / g->group, planes = g->batch * g->out_ch;
     int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1];
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
+    int64_t dh = g->dilation[0], dw = g->dilation[1], pw = g->pad[1], a, b;
+    valid_range(-pw, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
 #pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
     for (int64_t p = 0; p < planes; p++) {
         int64_t n = p / g->out_ch, oc = p % g->out_ch;
@@ -296,17 +330,14 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
         float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
         for (int64_t oh = 0; oh < oh_n; oh++) {
             float *yrow = yp + oh * ow_n;
+            int64_t kh_lo, kh_hi, ih0 = oh * sh - g->pad[0];
+            valid_range(ih0, dh, ih_n, kh_n, &kh_lo, &kh_hi);
             for (int64_t ow = 0; ow < ow_n; ow++) yrow[ow] = b0;
-            for (int64_t kh = 0; kh < kh_n; kh++) {
-                int64_t ih = oh * sh + kh * g->dilation[0] - g->pad[0];
-                if (ih < 0 || ih >= ih_n) continue;
-                const float *xrow = xp + ih * iw_n;
-                for (int64_t kw = 0; kw < kw_n; kw++) {
-                    float wv = wp[kh * kw_n + kw];
-                    int64_t off = kw * g->dilation[1] - g->pad[1], lo, hi;
-                    valid_range(off, sw, iw_n, ow_n, &lo, &hi);
-                    for (int64_t ow = lo; ow < hi; ow++) yrow[ow] += wv * xrow[ow * sw + off];
-                }
+            for (int64_t kh = kh_lo; kh < kh_hi; kh++) {
+                const float *xrow = xp + (ih0 + kh * dh) * iw_n, *wrow = wp + kh * kw_n;
+                dw_row(yrow, xrow, wrow, kw_n, sw, dw, a, b, -pw);
+                dw_border(yrow, xrow, wrow, g, 0, a);
+                dw_border(yrow, xrow, wrow, g, b, ow_n);
             }
         }
         nn_epilogue_apply(e, yp, res ? res + p * g->out_size : NULL, g->out_size);

@@ -207,7 +207,8 @@ typedef void (*reduce_item_fn)(const reduce_plan *p, const void *src, void *dst,
             for (int l = 1; l < REDUCE_LANES; l++) acc[0] = R_MERGE(K, acc[0], acc[l]);             \
             w = 1;                                                                                  \
         }                                                                                           \
-        ACC n = (ACC)p->count;                                                                      \
+        /* an empty mean gives 0 rather than dividing integers by zero */                         \
+        ACC n = (ACC)(p->count > 0 ? p->count : 1);                                                 \
         for (int j = 0; j < w; j++) y[o * p->vec + j0 + j] = R_FINAL(K, T, acc[j], n);              \
     }
 
@@ -259,7 +260,9 @@ static nn_status run_reduce(nn_call *c) {
 
 #define DEFINE_REDUCE_OP(Name, K)                                                                   \
     static nn_status parse_##Name(nn_parse_ctx *ctx) { return parse_reduce(ctx, K); }               \
-    const nn_op_desc nn_op_##Name = {#Name, 1, 2, 1, 1, 0, parse_##Name, infer_reduce, NULL, run_reduce};
+    const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,     \
+                                     .max_outputs = 1, .parse = parse_##Name, .infer = infer_reduce,         \
+                                     .run = run_reduce};
 
 DEFINE_REDUCE_OP(ReduceSum, R_SUM)
 DEFINE_REDUCE_OP(ReduceMean, R_MEAN)
@@ -366,5 +369,7 @@ static nn_status run_arg(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_ArgMax = {"ArgMax", 1, 1, 1, 1, 0, parse_ArgMax, infer_arg, NULL, run_arg};
-const nn_op_desc nn_op_ArgMin = {"ArgMin", 1, 1, 1, 1, 0, parse_ArgMin, infer_arg, NULL, run_arg};
+const nn_op_desc nn_op_ArgMax = {.name = "ArgMax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                 .parse = parse_ArgMax, .infer = infer_arg, .run = run_arg};
+const nn_op_desc nn_op_ArgMin = {.name = "ArgMin", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                 .parse = parse_ArgMin, .infer = infer_arg, .run = run_arg};

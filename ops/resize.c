@@ -338,7 +338,9 @@ static nn_status run_resize(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Resize = {"Resize", 1, 4, 1, 1, 0, parse_resize, infer_resize, workspace_resize,
-                                 run_resize};
-const nn_op_desc nn_op_Upsample = {"Upsample", 1, 2, 1, 1, 0, parse_upsample, infer_resize, workspace_resize,
-                                   run_resize};
+const nn_op_desc nn_op_Resize = {.name = "Resize", .min_inputs = 1, .max_inputs = 4, .min_outputs = 1,
+                                 .max_outputs = 1, .parse = parse_resize, .infer = infer_resize,
+                                 .workspace = workspace_resize, .run = run_resize};
+const nn_op_desc nn_op_Upsample = {.name = "Upsample", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
+                                   .max_outputs = 1, .parse = parse_upsample, .infer = infer_resize,
+                                   .workspace = workspace_resize, .run = run_resize};

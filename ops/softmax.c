@@ -142,6 +142,9 @@ static nn_status run_common(nn_call *c, bool log_form) {
 static nn_status run_softmax(nn_call *c) { return run_common(c, false); }
 static nn_status run_log_softmax(nn_call *c) { return run_common(c, true); }
 
-const nn_op_desc nn_op_Softmax = {"Softmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, NULL, run_softmax};
-const nn_op_desc nn_op_LogSoftmax = {"LogSoftmax", 1, 1, 1, 1, 0, parse_softmax, infer_softmax, NULL,
-                                     run_log_softmax};
+const nn_op_desc nn_op_Softmax = {.name = "Softmax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                  .max_outputs = 1, .parse = parse_softmax, .infer = infer_softmax,
+                                  .run = run_softmax};
+const nn_op_desc nn_op_LogSoftmax = {.name = "LogSoftmax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                     .max_outputs = 1, .parse = parse_softmax, .infer = infer_softmax,
+                                     .run = run_log_softmax};

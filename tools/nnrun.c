@@ -8,7 +8,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nn.h"
 
@@ -24,7 +26,16 @@ typedef struct args {
     int n_input_files;
     const char *save_dir;
     bool json;
+    int scan[32], n_scan;  /* --scan-batch sizes */
+    double latency_budget; /* ms, 0 = none */
+    bool quiet;            /* measure only (scan children) */
 } args;
+
+/* What one measurement found; scan children send it to the parent. */
+typedef struct report {
+    int ok, batch;
+    double load_ms, median, p90, p99, throughput, rss_mb;
+} report;
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -43,6 +54,10 @@ static void usage(FILE *f) {
             "  --passes LIST        run only these optimizer passes, in this order (comma-separated)\n"
             "  --disable-pass NAME  leave a pass out (comma-separated for several)\n"
             "  --verify             check the IR after every pass\n"
+            "  --profile            print time per operator type after the run\n"
+            "  --scan-batch LIST    measure each batch size (e.g. 1,2,4,8,16,32,64,128), each in a fresh\n"
+            "                       process, and report the best throughput\n"
+            "  --latency-budget MS  with --scan-batch: also report the largest batch whose p99 latency fits\n"
             "  --json               print the report as one JSON object\n"
             "  --version            print the engine version\n"
             "  --help               this text\n");
@@ -114,6 +129,26 @@ static int parse_args(int argc, char **argv, args *a) {
             i++;
         } else if (!strcmp(s, "--verify")) {
             a->opt.verify = 1;
+        } else if (!strcmp(s, "--profile")) {
+            a->opt.profile = 1;
+        } else if (!strcmp(s, "--scan-batch")) {
+            char *list = v ? strdup(v) : NULL, *save = NULL;
+            for (char *tok = list ? strtok_r(list, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+                if (a->n_scan == 32 || parse_int(s, tok, 1, &a->scan[a->n_scan])) {
+                    free(list);
+                    return fprintf(stderr, "nnrun: --scan-batch takes up to 32 sizes >= 1\n"), -1;
+                }
+                a->n_scan++;
+            }
+            free(list);
+            if (!a->n_scan) return fprintf(stderr, "nnrun: --scan-batch needs a list of sizes\n"), -1;
+            i++;
+        } else if (!strcmp(s, "--latency-budget")) {
+            char *end;
+            a->latency_budget = v ? strtod(v, &end) : 0;
+            if (!v || *end || !(a->latency_budget > 0))
+                return fprintf(stderr, "nnrun: --latency-budget needs milliseconds > 0\n"), -1;
+            i++;
         } else if (!strcmp(s, "--json")) {
             a->json = true;
         } else if (s[0] == '-') {
@@ -198,9 +233,9 @@ static int fail(const char *what) {
     return EXIT_ERROR;
 }
 
-int main(int argc, char **argv) {
-    args a = {0};
-    if (parse_args(argc, argv, &a)) return EXIT_USAGE;
+/* Load, run and (unless quiet) print the report for one configuration. */
+static int session(args *ap, report *rep) {
+    args a = *ap;
 
     /* Input files first: with --input the batch comes from the data. */
     nn_tensor files[MAX_INPUT_FILES] = {0};
@@ -297,7 +332,9 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (a.json) {
+    if (a.quiet) {
+        /* a --scan-batch child: the parent prints the table */
+    } else if (a.json) {
         printf("{\"model\": ");
         json_str(a.model);
         printf(", \"batch\": %d, \"samples\": %lld, \"device\": ", stats.batch, (long long)samples);
@@ -332,12 +369,104 @@ int main(int argc, char **argv) {
         printf("throughput  %.2f samples/s\n", throughput);
         printf("memory      %.1f MB peak RSS, %.1f MB activation arena\n", rss_mb, stats.arena_bytes / 1048576.0);
     }
+    *rep = (report){1, stats.batch, load_ms, med, p90, p99, throughput, rss_mb};
+    if (a.opt.profile) nn_profile_print(m, a.json ? stderr : stdout);
     for (int k = 0; k < n_out; k++) nn_tensor_release(&out[k]);
     for (int i = 0; i < n_in; i++) nn_tensor_release(&in[i]);
-    for (int i = 0; i < a.n_input_files; i++) free((char *)a.input_name[i]);
     free(in);
     free(out);
     free(lat);
     nn_free(m);
     return 0;
+}
+
+/* Each batch size runs in its own process, so that its peak RSS is its own. */
+static int scan(args *a) {
+    report reps[32];
+    for (int i = 0; i < a->n_scan; i++) {
+        int fd[2];
+        memset(&reps[i], 0, sizeof reps[i]);
+        reps[i].batch = a->scan[i];
+        if (pipe(fd) != 0) return fail("pipe failed: ");
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) return fail("fork failed: ");
+        if (pid == 0) {
+            close(fd[0]);
+            args child = *a;
+            child.opt.batch = a->scan[i];
+            child.batch_given = true;
+            child.quiet = true;
+            report r = {0};
+            int rc = session(&child, &r);
+            ssize_t w = write(fd[1], &r, sizeof r);
+            _exit(rc == 0 && w == (ssize_t)sizeof r ? 0 : 1);
+        }
+        close(fd[1]);
+        if (read(fd[0], &reps[i], sizeof reps[i]) != (ssize_t)sizeof reps[i]) reps[i].ok = 0;
+        close(fd[0]);
+        int status;
+        waitpid(pid, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) reps[i].ok = 0;
+    }
+    int best = -1, fits = -1;
+    for (int i = 0; i < a->n_scan; i++) {
+        if (!reps[i].ok) continue;
+        if (best < 0 || reps[i].throughput > reps[best].throughput) best = i;
+        if (a->latency_budget > 0 && reps[i].p99 <= a->latency_budget && (fits < 0 || reps[i].batch > reps[fits].batch))
+            fits = i;
+    }
+    if (a->json) {
+        printf("{\"model\": ");
+        json_str(a->model);
+        printf(", \"scan\": [");
+        for (int i = 0; i < a->n_scan; i++) {
+            const report *r = &reps[i];
+            printf("%s{\"batch\": %d, \"ok\": %s", i ? ", " : "", r->batch, r->ok ? "true" : "false");
+            if (r->ok)
+                printf(", \"load_ms\": %.3f, \"latency_ms\": {\"median\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
+                       "\"throughput\": %.3f, \"peak_rss_mb\": %.1f",
+                       r->load_ms, r->median, r->p90, r->p99, r->throughput, r->rss_mb);
+            printf("}");
+        }
+        printf("], \"best_batch\": %d, \"budget_batch\": %d}\n", best >= 0 ? reps[best].batch : -1,
+               fits >= 0 ? reps[fits].batch : -1);
+    } else {
+        printf("%-6s %12s %12s %12s %14s %10s\n", "batch", "median ms", "p90 ms", "p99 ms", "samples/s", "peak MB");
+        for (int i = 0; i < a->n_scan; i++) {
+            const report *r = &reps[i];
+            if (!r->ok) printf("%-6d failed (see the error above)\n", r->batch);
+            else
+                printf("%-6d %12.3f %12.3f %12.3f %14.2f %10.1f\n", r->batch, r->median, r->p90, r->p99, r->throughput,
+                       r->rss_mb);
+        }
+        if (best >= 0) printf("best throughput: batch %d (%.2f samples/s)\n", reps[best].batch, reps[best].throughput);
+        if (a->latency_budget > 0) {
+            if (fits >= 0) printf("largest batch within %.1f ms p99: %d\n", a->latency_budget, reps[fits].batch);
+            else printf("no batch size meets a p99 latency of %.1f ms\n", a->latency_budget);
+        }
+    }
+    return best >= 0 ? 0 : EXIT_ERROR;
+}
+
+int main(int argc, char **argv) {
+    args a = {0};
+    if (parse_args(argc, argv, &a)) return EXIT_USAGE;
+    if (a.latency_budget > 0 && !a.n_scan) {
+        fprintf(stderr, "nnrun: --latency-budget needs --scan-batch\n");
+        return EXIT_USAGE;
+    }
+    if (a.n_scan && (a.n_input_files || a.save_dir)) {
+        fprintf(stderr, "nnrun: --scan-batch feeds random inputs; it does not combine with --input or --save-outputs\n");
+        return EXIT_USAGE;
+    }
+    int rc;
+    if (a.n_scan) {
+        rc = scan(&a);
+    } else {
+        report r;
+        rc = session(&a, &r);
+    }
+    for (int i = 0; i < a.n_input_files; i++) free((char *)a.input_name[i]);
+    return rc;
 }

@@ -181,8 +181,9 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
     if (n_in < d->min_inputs || (d->max_inputs >= 0 && n_in > d->max_inputs))
         return nn_set_error(NN_ERR_INVALID, "node '%s' (%s) has %d inputs, expected %d to %d", name, op_type, n_in,
                             d->min_inputs, d->max_inputs);
-    if (n_out < d->min_outputs || n_out > d->max_outputs)
-        return nn_set_error(n_out > d->max_outputs ? NN_ERR_UNSUPPORTED : NN_ERR_INVALID,
+    bool too_many_out = d->max_outputs >= 0 && n_out > d->max_outputs; /* -1: variadic */
+    if (n_out < d->min_outputs || too_many_out)
+        return nn_set_error(too_many_out ? NN_ERR_UNSUPPORTED : NN_ERR_INVALID,
                             "node '%s' (%s) has %d outputs, expected %d to %d", name, op_type, n_out,
                             d->min_outputs, d->max_outputs);
     int id = nn_graph_add_node(g, name, op, n_in, n_out);

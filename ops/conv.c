@@ -312,32 +312,52 @@ static void dw_border(float *y, const float *x, const float *w, const conv_geom 
         }
 }
 
-/* One output plane per task, one output row at a time: interior columns (the
- * whole kernel row inside the input) run branch-free, the few border columns
- * check each tap. */
+/* Planes up to this many floats are copied into a zero-padded stack buffer
+ * first, so that every tap is in bounds; larger ones check at the edges. */
+#define DW_PADDED_MAX 16384
+
+/* One output plane per task, one output row at a time, one kernel row per pass. */
 static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                          const nn_epilogue *e, const float *res, int threads) {
     int64_t per_group = g->out_ch / g->group, planes = g->batch * g->out_ch;
     int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1];
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
-    int64_t dh = g->dilation[0], dw = g->dilation[1], pw = g->pad[1], a, b;
-    valid_range(-pw, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
+    int64_t dh = g->dilation[0], dw = g->dilation[1], pt = g->pad[0], pl = g->pad[1];
+    /* padded extent: everything the windows touch */
+    int64_t ph_n = (oh_n - 1) * sh + (kh_n - 1) * dh + 1, pw_n = (ow_n - 1) * sw + (kw_n - 1) * dw + 1;
+    if (ph_n < pt + ih_n) ph_n = pt + ih_n;
+    if (pw_n < pl + iw_n) pw_n = pl + iw_n;
+    bool padded = ph_n * pw_n <= DW_PADDED_MAX;
+    int64_t a = 0, b = ow_n; /* interior columns */
+    if (!padded) valid_range(-pl, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
 #pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
     for (int64_t p = 0; p < planes; p++) {
+        float buf[DW_PADDED_MAX];
         int64_t n = p / g->out_ch, oc = p % g->out_ch;
-        const float *xp = x + (n * g->in_ch + oc / per_group) * g->in_size;
-        const float *wp = w + oc * g->kernel_size;
+        const float *xp = x + (n * g->in_ch + oc / per_group) * g->in_size, *wp = w + oc * g->kernel_size;
         float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
+        int64_t top = -pt, left = -pl, row_len = iw_n, rows = ih_n;
+        if (padded) {
+            memset(buf, 0, sizeof(float) * (size_t)(ph_n * pw_n));
+            for (int64_t ih = 0; ih < ih_n; ih++)
+                memcpy(buf + (pt + ih) * pw_n + pl, xp + ih * iw_n, sizeof(float) * (size_t)iw_n);
+            xp = buf;
+            top = left = 0;
+            row_len = pw_n;
+            rows = ph_n;
+        }
         for (int64_t oh = 0; oh < oh_n; oh++) {
             float *yrow = yp + oh * ow_n;
-            int64_t kh_lo, kh_hi, ih0 = oh * sh - g->pad[0];
-            valid_range(ih0, dh, ih_n, kh_n, &kh_lo, &kh_hi);
+            int64_t kh_lo, kh_hi, ih0 = oh * sh + top;
+            valid_range(ih0, dh, rows, kh_n, &kh_lo, &kh_hi);
             for (int64_t ow = 0; ow < ow_n; ow++) yrow[ow] = b0;
             for (int64_t kh = kh_lo; kh < kh_hi; kh++) {
-                const float *xrow = xp + (ih0 + kh * dh) * iw_n, *wrow = wp + kh * kw_n;
-                dw_row(yrow, xrow, wrow, kw_n, sw, dw, a, b, -pw);
-                dw_border(yrow, xrow, wrow, g, 0, a);
-                dw_border(yrow, xrow, wrow, g, b, ow_n);
+                const float *xrow = xp + (ih0 + kh * dh) * row_len, *wrow = wp + kh * kw_n;
+                dw_row(yrow, xrow, wrow, kw_n, sw, dw, a, b, left);
+                if (!padded) {
+                    dw_border(yrow, xrow, wrow, g, 0, a);
+                    dw_border(yrow, xrow, wrow, g, b, ow_n);
+                }
             }
         }
         nn_epilogue_apply(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
@@ -388,9 +408,13 @@ static nn_status run_conv(nn_call *c) {
                 im2col(&g, cg, xg, c->workspace, c->threads);
                 cols = c->workspace;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)g.out_size, (int)kdim, 1.0f,
-                        w + grp * mg * kdim, (int)kdim, cols, (int)g.out_size, 0.0f,
-                        y + (n * g.out_ch + grp * mg) * g.out_size, (int)g.out_size);
+            float *yg = y + (n * g.out_ch + grp * mg) * g.out_size;
+            if (g.out_size == 1) /* one output position (squeeze-excite convs): sgemv skips sgemm's packing */
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)mg, (int)kdim, 1.0f, w + grp * mg * kdim, (int)kdim,
+                            cols, 1, 0.0f, yg, 1);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)g.out_size, (int)kdim, 1.0f,
+                            w + grp * mg * kdim, (int)kdim, cols, (int)g.out_size, 0.0f, yg, (int)g.out_size);
             finish_planes(c, &g, n * g.out_ch + grp * mg, mg);
         }
     return NN_OK;

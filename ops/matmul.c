@@ -8,6 +8,21 @@
 
 static int blas_ld(int64_t n) { return n > 1 ? (int)n : 1; }
 
+/* C (m x n, row-major) = alpha * op(A) op(B) + beta * C.  A single-row
+ * product goes through sgemv, which skips the panel packing of sgemm (for a
+ * classifier layer at batch 1 that is most of the time). */
+static void product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                    const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (m == 1 && k > 0) {
+        /* op(A) is one row; its k values are contiguous either way */
+        cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? n : k), (int)(tb ? k : n), alpha, b,
+                    blas_ld(ldb), a, 1, beta, c, 1);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                alpha, a, blas_ld(lda), b, blas_ld(ldb), beta, c, blas_ld(ldc));
+}
+
 static nn_status check_float(nn_call *c) {
     for (int i = 0; i < c->n_in; i++)
         if (nn_present(c, i) && c->in[i].dtype != NN_DTYPE_FLOAT)
@@ -106,8 +121,7 @@ static nn_status run_matmul(nn_call *c) {
     }
     if (b_shared && a_dense) {
         /* A's batches are contiguous rows against one B: a single tall GEMM */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(g.batches * g.m), (int)g.n, (int)g.k, 1.0f, a,
-                    blas_ld(g.k), b, blas_ld(g.n), 0.0f, y, blas_ld(g.n));
+        product(false, false, g.batches * g.m, g.n, g.k, 1.0f, a, g.k, b, g.n, 0.0f, y, g.n);
         apply_epilogue(c, g.batches * g.m, g.n);
         return NN_OK;
     }
@@ -118,8 +132,7 @@ static nn_status run_matmul(nn_call *c) {
             ao += pos[d] * g.a_stride[d];
             bo += pos[d] * g.b_stride[d];
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.m, (int)g.n, (int)g.k, 1.0f, a + ao,
-                    blas_ld(g.k), b + bo, blas_ld(g.n), 0.0f, y + i * g.m * g.n, blas_ld(g.n));
+        product(false, false, g.m, g.n, g.k, 1.0f, a + ao, g.k, b + bo, g.n, 0.0f, y + i * g.m * g.n, g.n);
         for (int d = g.batch_rank - 1; d >= 0; d--) {
             if (++pos[d] < g.batch[d]) break;
             pos[d] = 0;
@@ -200,9 +213,8 @@ static nn_status run_gemm(nn_call *c) {
         beta = 1.0f;
     }
     if (g.m == 0 || g.n == 0) return NN_OK;
-    cblas_sgemm(CblasRowMajor, p->trans_a ? CblasTrans : CblasNoTrans, p->trans_b ? CblasTrans : CblasNoTrans,
-                (int)g.m, (int)g.n, (int)g.k, p->alpha, c->in[0].data, blas_ld(c->in[0].dims[1]), c->in[1].data,
-                blas_ld(c->in[1].dims[1]), beta, y, blas_ld(g.n));
+    product(p->trans_a, p->trans_b, g.m, g.n, g.k, p->alpha, c->in[0].data, c->in[0].dims[1], c->in[1].data,
+            c->in[1].dims[1], beta, y, g.n);
     apply_epilogue(c, g.m, g.n);
     return NN_OK;
 }

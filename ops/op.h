@@ -113,7 +113,7 @@ enum nn_op_flags {
 typedef struct nn_op_desc {
     const char *name;
     int min_inputs, max_inputs; /* max_inputs -1: variadic */
-    int min_outputs, max_outputs;
+    int min_outputs, max_outputs; /* max_outputs -1: variadic */
     unsigned flags;
     nn_status (*parse)(nn_parse_ctx *ctx); /* NULL: the op has no attributes */
     nn_status (*infer)(nn_call *call);
@@ -163,6 +163,20 @@ nn_status nn_broadcast_shape(nn_call *call, const nn_tensor *a, const nn_tensor 
 /* Strides of `in` (in elements) laid against an output of rank `ndim`:
  * 0 where `in` broadcasts. */
 void nn_broadcast_strides(const nn_tensor *in, int ndim, const int64_t *out_dims, int64_t *strides);
+
+/* ---- strided copies (ops/copy.c) */
+/* Views may have twice the rank of a tensor (Tile: repeat x input dim per axis). */
+#define VIEW_MAX_DIMS (2 * NN_MAX_DIMS)
+/* Write the view of `src` with shape `dims` and element strides `strides`
+ * (0 broadcasts, negative walks backwards) densely into `dst`; elements are
+ * `esz` opaque bytes, so one body serves every dtype. */
+void nn_copy_strided(void *dst, const void *src, size_t esz, int ndim, const int64_t *dims,
+                     const int64_t *strides, int threads);
+/* Copy `len` elements of `esz` bytes taken `step` elements apart (0 repeats one). */
+void nn_copy_run(char *dst, const char *src, size_t esz, int64_t len, int64_t step);
+/* Read integer input i (INT32 or INT64, rank 0 or 1) into out[0..*n).
+ * NN_DYNAMIC when its value is not known yet. */
+nn_status nn_input_ints(nn_call *c, int i, const char *what, int64_t *out, int cap, int *n);
 
 /* Kernels parallelize with OpenMP:  #pragma omp parallel for num_threads(call->threads)
  * (one thread team for the whole engine; BLAS calls are made serially inside it

@@ -4,11 +4,6 @@
 
 #include "op.h"
 
-/* Defined in tensor.c; candidates for op.h (see the report that came with them). */
-void nn_copy_strided(void *dst, const void *src, size_t esz, int ndim, const int64_t *dims,
-                     const int64_t *strides, int threads);
-nn_status nn_input_ints(nn_call *c, int i, const char *what, int64_t *out, int cap, int *n);
-
 static nn_status check_dtype(nn_call *c, const nn_tensor *t) {
     if (nn_dtype_size(t->dtype) == 0)
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(t->dtype));

@@ -10,125 +10,8 @@
 
 #include "op.h"
 
-/* Tile views each output axis as (repeat, input dim): twice the rank. */
-#define VIEW_MAX_DIMS (2 * NN_MAX_DIMS)
 /* Copies smaller than this stay on one thread: a team costs more than it saves. */
 #define PARALLEL_BYTES ((int64_t)1 << 18)
-
-/* Copy `len` elements of `esz` bytes taken `step` elements apart (0 repeats one). */
-static void copy_run(char *dst, const char *src, size_t esz, int64_t len, int64_t step) {
-    if (step == 1) {
-        memcpy(dst, src, (size_t)len * esz);
-        return;
-    }
-#define COPY_RUN(T)                                                                               \
-    do {                                                                                          \
-        T *d = (T *)dst;                                                                          \
-        const T *s = (const T *)src;                                                              \
-        for (int64_t j = 0; j < len; j++) d[j] = s[j * step];                                     \
-        return;                                                                                   \
-    } while (0)
-    switch (esz) {
-    case 1: COPY_RUN(uint8_t);
-    case 2: COPY_RUN(uint16_t);
-    case 4: COPY_RUN(uint32_t);
-    case 8: COPY_RUN(uint64_t);
-    }
-#undef COPY_RUN
-    for (int64_t j = 0; j < len; j++) memcpy(dst + j * esz, src + j * step * (int64_t)esz, esz);
-}
-
-/* nn_copy_strided for a view whose input-contiguous axis `a` is not the
- * innermost output axis (a transpose): copy square tiles of axes (a, last),
- * so that the input lines a tile reads stay in cache while the tile's rows
- * are written. */
-static void copy_transposed(void *dst, const void *src, size_t esz, int n, const int64_t *d, const int64_t *s,
-                            int a, int threads) {
-    enum { TILE = 32 };
-    int64_t ds[VIEW_MAX_DIMS]; /* dense output strides */
-    ds[n - 1] = 1;
-    for (int k = n - 2; k >= 0; k--) ds[k] = ds[k + 1] * d[k + 1];
-    int64_t last = d[n - 1], step = s[n - 1];
-    int64_t ti = (d[a] + TILE - 1) / TILE, tj = (last + TILE - 1) / TILE;
-    int64_t tiles = nn_shape_elements(d, n - 1) / d[a] * ti * tj;
-    int64_t total = nn_shape_elements(d, n) * (int64_t)esz;
-#pragma omp parallel for num_threads(threads) if (tiles > 1 && total > PARALLEL_BYTES)
-    for (int64_t t = 0; t < tiles; t++) {
-        int64_t j0 = t % tj * TILE, i0 = t / tj % ti * TILE, q = t / (tj * ti);
-        int64_t soff = 0, doff = 0;
-        for (int k = n - 2; k >= 0; k--) {
-            if (k == a) continue;
-            soff += q % d[k] * s[k];
-            doff += q % d[k] * ds[k];
-            q /= d[k];
-        }
-        int64_t i1 = i0 + TILE < d[a] ? i0 + TILE : d[a], j1 = j0 + TILE < last ? j0 + TILE : last;
-        for (int64_t i = i0; i < i1; i++)
-            copy_run((char *)dst + (doff + i * ds[a] + j0) * (int64_t)esz,
-                     (const char *)src + (soff + i + j0 * step) * (int64_t)esz, esz, j1 - j0, step);
-    }
-}
-
-/* Write the view of `src` with shape `dims` and element strides `strides`
- * (0 broadcasts, negative walks backwards) densely into `dst`. */
-void nn_copy_strided(void *dst, const void *src, size_t esz, int ndim, const int64_t *dims,
-                     const int64_t *strides, int threads) {
-    /* Drop unit axes and merge axes that are contiguous with their inner
-     * neighbour, so the innermost run is as long as possible. */
-    int64_t d[VIEW_MAX_DIMS], s[VIEW_MAX_DIMS];
-    int n = 0;
-    for (int k = 0; k < ndim; k++) {
-        if (dims[k] == 0) return;
-        if (dims[k] == 1) continue;
-        if (n > 0 && s[n - 1] == strides[k] * dims[k]) {
-            d[n - 1] *= dims[k];
-            s[n - 1] = strides[k];
-            continue;
-        }
-        d[n] = dims[k];
-        s[n] = strides[k];
-        n++;
-    }
-    if (n == 0) {
-        memcpy(dst, src, esz);
-        return;
-    }
-    int64_t len = d[n - 1], step = s[n - 1];
-    for (int a = 0; a < n - 1 && step != 1 && step != 0; a++)
-        if (s[a] == 1) {
-            copy_transposed(dst, src, esz, n, d, s, a, threads);
-            return;
-        }
-    int64_t rows = nn_shape_elements(d, n - 1);
-    bool par = rows > 1 && rows * len * (int64_t)esz > PARALLEL_BYTES;
-#pragma omp parallel for num_threads(threads) if (par)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t off = 0, q = r;
-        for (int k = n - 2; k >= 0; k--) {
-            off += (q % d[k]) * s[k];
-            q /= d[k];
-        }
-        copy_run((char *)dst + r * len * (int64_t)esz, (const char *)src + off * (int64_t)esz, esz, len,
-                 step);
-    }
-}
-
-/* Read integer input i (INT32 or INT64, rank 0 or 1) into out[0..*n).
- * NN_DYNAMIC when its value is not known yet. */
-nn_status nn_input_ints(nn_call *c, int i, const char *what, int64_t *out, int cap, int *n) {
-    const nn_tensor *t = &c->in[i];
-    if (t->dtype != NN_DTYPE_INT64 && t->dtype != NN_DTYPE_INT32)
-        return nn_call_error(c, NN_ERR_INVALID, "%s must be int64, got %s", what, nn_dtype_name(t->dtype));
-    if (t->ndim > 1) return nn_call_error(c, NN_ERR_SHAPE, "%s must be 1-D, got rank %d", what, t->ndim);
-    int64_t count = nn_shape_elements(t->dims, t->ndim);
-    if (count > cap)
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "%s has %lld values, at most %d supported", what,
-                             (long long)count, cap);
-    *n = (int)count;
-    if (count > 0 && !t->data) return NN_DYNAMIC;
-    for (int64_t k = 0; k < count; k++) out[k] = nn_tensor_get_int(t, k);
-    return NN_OK;
-}
 
 static nn_status check_dtype(nn_call *c, const nn_tensor *t) {
     if (nn_dtype_size(t->dtype) == 0)
@@ -332,7 +215,7 @@ static nn_status run_split(nn_call *c) {
 
 /* any number of outputs */
 const nn_op_desc nn_op_Split = {.name = "Split", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                .max_outputs = INT_MAX, .parse = parse_split, .infer = infer_split, .run = run_split};
+                                .max_outputs = -1, .parse = parse_split, .infer = infer_split, .run = run_split};
 
 /* ---- Slice */
 
@@ -584,7 +467,7 @@ static nn_status run_pad(nn_call *c) {
             off += s * strides[k];
         }
         if (!inside) {
-            copy_run(dst, (const char *)&value, esz, len, 0);
+            nn_copy_run(dst, (const char *)&value, esz, len, 0);
             continue;
         }
         for (int64_t j = 0; j < len; j++) {
@@ -881,7 +764,7 @@ static nn_status infer_constant_of_shape(nn_call *c) {
 static nn_status run_constant_of_shape(nn_call *c) {
     const constant_of_shape_params *p = c->params;
     int64_t n = nn_tensor_elements(&c->out[0]);
-    if (n > 0) copy_run(c->out[0].data, (const char *)&p->value, nn_dtype_size(p->dtype), n, 0);
+    if (n > 0) nn_copy_run(c->out[0].data, (const char *)&p->value, nn_dtype_size(p->dtype), n, 0);
     return NN_OK;
 }
 

@@ -1,0 +1,979 @@
+/* The graph optimizer, pass by pass, on small models built here: each test
+ * checks that the rewrite happened, that it did not happen where it must
+ * not, and that the optimized model computes what the unoptimized one does.
+ * Every model loaded also has its memory plan checked for overlapping live
+ * buffers.  Reaches into the IR (engine/model.h): the test links the static
+ * library. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../engine/model.h"
+#include "../ops/registry.h"
+#include "../passes/pass.h"
+#include "nn.h"
+#include "onnx_builder.h"
+
+enum { BATCH = 2 };
+/* optimized vs unoptimized outputs, relative L2 */
+static const double REL_TOL = 1e-5;
+
+static const char *test_case = "";
+static int passed, failed;
+
+__attribute__((format(printf, 3, 4))) static bool expect(bool ok, int line, const char *fmt, ...) {
+    if (ok) {
+        passed++;
+        return true;
+    }
+    failed++;
+    printf("FAIL [%s] test_passes.c:%d: ", test_case, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    return false;
+}
+#define EXPECT(cond, ...) expect((cond), __LINE__, __VA_ARGS__)
+#define EXPECT_INT(what, expected, actual)                                                                        \
+    EXPECT((long long)(expected) == (long long)(actual), "%s: expected %lld, got %lld", what, (long long)(expected), \
+           (long long)(actual))
+
+/* ---- deterministic data */
+static float uniform(uint32_t *seed, float lo, float hi) {
+    *seed = *seed * 1664525u + 1013904223u;
+    return lo + (hi - lo) * (float)(*seed >> 8) / (float)(1u << 24);
+}
+
+static float *fill(float *buf, int n, float lo, float hi, uint32_t seed) {
+    for (int i = 0; i < n; i++) buf[i] = uniform(&seed, lo, hi);
+    return buf;
+}
+
+/* ---- loading and looking at the IR */
+static nn_model *load_opts(const char *path, int optimize, const char *passes, const char *disable);
+
+static nn_model *load(const char *path, const char *passes) { return load_opts(path, 1, passes, NULL); }
+
+static int count_op(const nn_model *m, int op) {
+    int n = 0;
+    for (int i = 0; i < m->g.n_nodes; i++) n += m->g.nodes[i].op == op;
+    return n;
+}
+
+static const char *op_name(int op) { return op >= 0 && nn_op_get(op) ? nn_op_get(op)->name : "?"; }
+
+/* the node ops in order, "Conv Relu" */
+static const char *ops_string(const nn_model *m) {
+    static char s[1024];
+    s[0] = 0;
+    for (int i = 0; i < m->g.n_nodes; i++)
+        snprintf(s + strlen(s), sizeof s - strlen(s), "%s%s", i ? " " : "", op_name(m->g.nodes[i].op));
+    return s;
+}
+
+static void expect_ops(const nn_model *m, const char *want, int line) {
+    const char *got = ops_string(m);
+    expect(!strcmp(got, want), line, "nodes: expected [%s], got [%s]", want, got);
+}
+#define EXPECT_OPS(m, want) expect_ops(m, want, __LINE__)
+
+static nn_node *find_op(nn_model *m, int op) {
+    for (int i = 0; i < m->g.n_nodes; i++)
+        if (m->g.nodes[i].op == op) return &m->g.nodes[i];
+    return NULL;
+}
+
+static int value_id(const nn_model *m, const char *name) {
+    for (int v = 0; v < m->g.n_values; v++)
+        if (m->g.values[v].name && !strcmp(m->g.values[v].name, name)) return v;
+    return -1;
+}
+
+static const char *value_name(const nn_model *m, int v) { return v >= 0 ? m->g.values[v].name : "(none)"; }
+
+static const char *input_name(const nn_model *m, const nn_node *n, int k) {
+    return k < n->n_in ? value_name(m, n->in[k]) : "(absent)";
+}
+
+static const char *act_name(nn_act a) {
+    static const char *names[] = {"NONE", "RELU", "CLIP", "LEAKY_RELU", "SIGMOID", "HARD_SIGMOID",
+                                  "HARD_SWISH", "SILU", "TANH"};
+    return (unsigned)a < sizeof names / sizeof *names ? names[a] : "?";
+}
+
+/* A fused node: epilogue with activation `act` and residual input `residual`
+ * (a value name, NULL for none), `label` somewhere in its fused label. */
+static void expect_epilogue(nn_model *m, const nn_node *n, nn_act act, const char *residual, const char *label,
+                            int line) {
+    if (!expect(n != NULL, line, "fused node: expected one, got none")) return;
+    if (!expect(n->has_epilogue, line, "%s has_epilogue: expected true, got false", op_name(n->op))) return;
+    expect(n->epilogue.act == act, line, "%s epilogue act: expected %s, got %s", op_name(n->op), act_name(act),
+           act_name(n->epilogue.act));
+    if (residual) {
+        int r = n->epilogue.residual;
+        const char *got = r >= 0 && r < n->n_in ? value_name(m, n->in[r]) : "(none)";
+        expect(!strcmp(got, residual), line, "%s epilogue residual: expected input '%s', got '%s' (index %d)",
+               op_name(n->op), residual, got, r);
+    } else {
+        expect(n->epilogue.residual < 0, line, "%s epilogue residual: expected none, got index %d", op_name(n->op),
+               n->epilogue.residual);
+    }
+    expect(n->fused && strstr(n->fused, label), line, "%s fused label: expected to contain '%s', got '%s'",
+           op_name(n->op), label, n->fused ? n->fused : "(null)");
+}
+#define EXPECT_EPILOGUE(m, n, act, residual, label) expect_epilogue(m, n, act, residual, label, __LINE__)
+
+/* An activation can only be fused when its op describes itself as one. */
+static bool expect_activation_hook(int op) {
+    return EXPECT(nn_op_get(op)->as_activation != NULL,
+                  "%s: expected an as_activation hook in its descriptor (ops/unary.c), got NULL: fusion cannot "
+                  "happen, skipping the structure checks of this case",
+                  op_name(op));
+}
+
+/* ---- the memory plan: every pair of distinct buffers live at the same time
+ * lies apart, and everything fits in the arena */
+static void check_plan(const nn_model *m) {
+    if (m->dynamic) return; /* planned per run */
+    const nn_graph *g = &m->g;
+    const nn_plan *p = &m->plan;
+    int *root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!root) return;
+    for (int v = 0; v < g->n_values; v++) root[v] = v;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].is_view) root[g->nodes[i].out[0]] = root[g->nodes[i].in[0]];
+    int bad = 0;
+    for (int u = 0; u < g->n_values && bad < 5; u++) {
+        if (p->offset[u] < 0) continue;
+        int64_t ub = nn_tensor_elements(&g->values[u].t) * (int64_t)nn_dtype_size(g->values[u].t.dtype);
+        if (!EXPECT(p->offset[u] + ub <= (int64_t)p->arena_bytes,
+                    "plan: '%s' [%lld, %lld) expected inside the arena of %zu bytes", g->values[u].name,
+                    (long long)p->offset[u], (long long)(p->offset[u] + ub), p->arena_bytes))
+            bad++;
+        for (int v = u + 1; v < g->n_values && bad < 5; v++) {
+            if (p->offset[v] < 0 || root[u] == root[v]) continue;
+            bool live_together = p->first_use[u] <= p->last_use[v] && p->first_use[v] <= p->last_use[u];
+            if (!live_together) continue;
+            int64_t vb = nn_tensor_elements(&g->values[v].t) * (int64_t)nn_dtype_size(g->values[v].t.dtype);
+            bool apart = p->offset[u] + ub <= p->offset[v] || p->offset[v] + vb <= p->offset[u];
+            if (!EXPECT(apart,
+                        "plan: '%s' [%lld, %lld) live %d..%d and '%s' [%lld, %lld) live %d..%d: expected disjoint, "
+                        "got overlapping",
+                        g->values[u].name, (long long)p->offset[u], (long long)(p->offset[u] + ub), p->first_use[u],
+                        p->last_use[u], g->values[v].name, (long long)p->offset[v], (long long)(p->offset[v] + vb),
+                        p->first_use[v], p->last_use[v]))
+                bad++;
+        }
+    }
+    EXPECT(p->lower_bound_bytes <= p->arena_bytes && p->arena_bytes <= p->naive_bytes,
+           "plan sizes: expected lower bound <= arena <= naive, got %zu, %zu, %zu", p->lower_bound_bytes,
+           p->arena_bytes, p->naive_bytes);
+    free(root);
+}
+
+static nn_model *load_opts(const char *path, int optimize, const char *passes, const char *disable) {
+    nn_options o = nn_options_default();
+    o.batch = BATCH;
+    o.threads = 1;
+    o.optimize = optimize;
+    o.passes = passes;
+    o.disable_passes = disable;
+    o.verify = 1;
+    nn_model *m = NULL;
+    nn_status st = nn_load(path, &o, &m);
+    EXPECT(st == NN_OK, "load (optimize %d, passes %s, disabled %s): expected OK, got %s: %s", optimize,
+           passes ? passes : "default", disable ? disable : "none", nn_strerror(st), nn_last_error());
+    if (m) check_plan(m);
+    return m;
+}
+
+/* ---- running */
+/* Seeded random inputs at the model's shapes; returns how many (data malloc'd). */
+static int random_inputs(const nn_model *m, uint32_t seed, nn_tensor *in, int cap) {
+    int n = nn_input_count(m);
+    for (int i = 0; i < n && i < cap; i++) {
+        const char *name;
+        nn_input_info(m, i, &name, &in[i]);
+        int64_t count = nn_tensor_elements(&in[i]);
+        in[i].data = malloc(sizeof(float) * (size_t)count);
+        fill(in[i].data, (int)count, -2.0f, 2.0f, seed + (uint32_t)i);
+    }
+    return n;
+}
+
+static void free_tensors(nn_tensor *t, int n, bool library_owned) {
+    for (int i = 0; i < n; i++) {
+        if (library_owned) nn_tensor_release(&t[i]);
+        else free(t[i].data);
+    }
+}
+
+static double rel_l2(const nn_tensor *a, const nn_tensor *b) {
+    double diff = 0, norm = 0;
+    int64_t n = nn_tensor_elements(b);
+    for (int64_t i = 0; i < n; i++) {
+        double x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
+        diff += (x - y) * (x - y);
+        norm += y * y;
+    }
+    return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+}
+
+static bool same_shape(const nn_tensor *a, const nn_tensor *b) {
+    return a->ndim == b->ndim && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+enum { MAX_IO = 4 };
+
+/* Predict with `opt` and with the unoptimized model on the same random input:
+ * every output agrees within REL_TOL. */
+static void expect_same_outputs(const char *path, nn_model *opt, int line) {
+    nn_model *ref = load_opts(path, 0, NULL, NULL);
+    if (!opt || !ref) {
+        nn_free(ref);
+        return;
+    }
+    nn_tensor in[MAX_IO], a[MAX_IO], b[MAX_IO];
+    int n_in = random_inputs(opt, 7, in, MAX_IO), n_out = nn_output_count(opt);
+    nn_status sa = nn_predict(opt, in, n_in, a, n_out), sb = NN_ERR_INTERNAL;
+    expect(sa == NN_OK, line, "predict (optimized): expected OK, got %s: %s", nn_strerror(sa), nn_last_error());
+    if (sa == NN_OK) {
+        sb = nn_predict(ref, in, n_in, b, n_out);
+        expect(sb == NN_OK, line, "predict (unoptimized): expected OK, got %s: %s", nn_strerror(sb),
+               nn_last_error());
+    }
+    for (int k = 0; sa == NN_OK && sb == NN_OK && k < n_out; k++) {
+        const char *name;
+        nn_tensor info;
+        nn_output_info(opt, k, &name, &info);
+        if (!expect(same_shape(&a[k], &b[k]), line, "output '%s': shapes differ between optimized and not", name))
+            continue;
+        double err = rel_l2(&a[k], &b[k]);
+        expect(err <= REL_TOL, line, "output '%s' optimized vs unoptimized: expected rel L2 <= %g, got %.3g", name,
+               REL_TOL, err);
+    }
+    if (sa == NN_OK) free_tensors(a, n_out, true);
+    if (sa == NN_OK && sb == NN_OK) free_tensors(b, n_out, true);
+    free_tensors(in, n_in, false);
+    nn_free(ref);
+}
+#define EXPECT_SAME_OUTPUTS(path, m) expect_same_outputs(path, m, __LINE__)
+
+/* ---- model pieces */
+static const int64_t D1[1] = {1};
+
+/* Conv `name`: in (cin channels) -> out (cout), 3x3 kernel, pad 1, W "<name>_W", B "<name>_B" */
+static void add_conv(builder *b, const char *name, const char *in, const char *out, int cin, int cout, bool bias,
+                     uint32_t seed) {
+    int nw = cout * cin * 9;
+    float *w = malloc(sizeof(float) * (size_t)nw), bv[64];
+    const char *wn = builder_str(b, "%s_W", name), *bn = builder_str(b, "%s_B", name);
+    float_init(b, wn, 4, (int64_t[]){cout, cin, 3, 3}, nw, fill(w, nw, -0.5f, 0.5f, seed));
+    if (bias) float_init(b, bn, 1, (int64_t[]){cout}, cout, fill(bv, cout, -0.5f, 0.5f, seed + 1));
+    free(w);
+    const char *ins[3] = {in, wn, bn};
+    Onnx__NodeProto *n = node_io(b, "Conv", name, bias ? 3 : 2, ins, 1, &out);
+    attr_ints(b, n, "kernel_shape", 2, (int64_t[]){3, 3});
+    attr_ints(b, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+}
+
+typedef struct bn_stats {
+    float scale[16], bias[16], mean[16], var[16];
+} bn_stats;
+
+/* BatchNormalization `name` over `c` channels with epsilon `eps`; small
+ * variances so that epsilon matters */
+static void add_bn(builder *b, const char *name, const char *in, const char *out, int c, float eps, uint32_t seed,
+                   bn_stats *s) {
+    fill(s->scale, c, 0.5f, 1.5f, seed);
+    fill(s->bias, c, -0.5f, 0.5f, seed + 1);
+    fill(s->mean, c, -0.5f, 0.5f, seed + 2);
+    fill(s->var, c, 0.05f, 0.5f, seed + 3);
+    const char *names[4] = {builder_str(b, "%s_scale", name), builder_str(b, "%s_bias", name),
+                            builder_str(b, "%s_mean", name), builder_str(b, "%s_var", name)};
+    const float *data[4] = {s->scale, s->bias, s->mean, s->var};
+    for (int i = 0; i < 4; i++) float_init(b, names[i], 1, (int64_t[]){c}, c, data[i]);
+    const char *ins[5] = {in, names[0], names[1], names[2], names[3]};
+    Onnx__NodeProto *n = node_io(b, "BatchNormalization", name, 5, ins, 1, &out);
+    attr_float(b, n, "epsilon", eps);
+}
+
+/* ---- fold_constants */
+static void test_fold_constants(void) {
+    test_case = "fold_constants: Shape->Gather->Unsqueeze->Concat->Reshape";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 3, 4, 4});
+    graph_output(&b, "y", 2, (int64_t[]){-1, 48});
+    int64_t zero = 0, minus_one = -1;
+    int64_init(&b, "idx0", 0, NULL, 1, &zero);
+    int64_init(&b, "axes0", 1, D1, 1, &zero);
+    int64_init(&b, "rest", 1, D1, 1, &minus_one);
+    float c1[48], c2[48];
+    float_init(&b, "c1", 1, (int64_t[]){48}, 48, fill(c1, 48, -1, 1, 11));
+    float_init(&b, "c2", 1, (int64_t[]){48}, 48, fill(c2, 48, -1, 1, 12));
+    node(&b, "Shape", "shape", "x", NULL, "s");
+    node(&b, "Gather", "gather", "s", "idx0", "n");
+    node(&b, "Unsqueeze", "unsqueeze", "n", "axes0", "n1");
+    attr_int(&b, node(&b, "Concat", "concat", "n1", "rest", "shp"), "axis", 0);
+    node(&b, "Reshape", "reshape", "x", "shp", "r");
+    node(&b, "Relu", "relu", "r", NULL, "t");
+    node(&b, "Add", "const_add", "c1", "c2", "k"); /* constant-only: folds */
+    node(&b, "Mul", "mul", "t", "k", "y");
+    const char *path = save(&b, "fold_constants.onnx");
+
+    nn_model *raw = load_opts(path, 0, NULL, NULL);
+    if (raw) EXPECT(raw->dynamic, "unoptimized model: expected dynamic (Reshape's shape known only at run time)");
+    nn_free(raw);
+
+    nn_model *m = load(path, "fold_constants");
+    if (m) {
+        EXPECT_OPS(m, "Reshape Relu Mul");
+        EXPECT(!m->dynamic, "folded model: expected static shapes, got dynamic");
+        nn_node *r = find_op(m, NN_OP_Reshape);
+        const nn_value *shp = r && r->n_in > 1 ? &m->g.values[r->in[1]] : NULL;
+        if (EXPECT(shp && shp->is_const && shp->t.dtype == NN_DTYPE_INT64 && nn_tensor_elements(&shp->t) == 2,
+                   "Reshape shape input: expected a constant int64[2], got %s",
+                   shp ? (shp->is_const ? "another constant" : "a computed value") : "none")) {
+            const int64_t *d = shp->t.data;
+            EXPECT(d[0] == BATCH && d[1] == -1, "Reshape shape: expected [%d, -1], got [%lld, %lld]", BATCH,
+                   (long long)d[0], (long long)d[1]);
+        }
+        EXPECT(r && !strcmp(input_name(m, r, 0), "x"), "Reshape data input: expected 'x', got '%s'",
+               r ? input_name(m, r, 0) : "(no Reshape)");
+        nn_node *mul = find_op(m, NN_OP_Mul);
+        const nn_value *k = mul ? &m->g.values[mul->in[1]] : NULL;
+        if (EXPECT(k && k->is_const, "Mul's constant operand: expected folded c1 + c2, got a computed value")) {
+            const float *kd = k->t.data;
+            float worst = 0;
+            for (int i = 0; i < 48; i++) worst = fmaxf(worst, fabsf(kd[i] - (c1[i] + c2[i])));
+            EXPECT(worst == 0.0f, "folded c1 + c2: expected exact, got max error %g", worst);
+        }
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    /* once folded, the later passes see a static graph: the Reshape becomes a view */
+    m = load(path, NULL);
+    if (m) {
+        nn_node *r = find_op(m, NN_OP_Reshape);
+        EXPECT(r && r->is_view, "Reshape after the default pipeline: expected a view, got %s",
+               r ? "a copy" : "no Reshape");
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* ---- eliminate_noops */
+static void test_eliminate_noops(void) {
+    test_case = "eliminate_noops: Identity, Dropout, same-shape Reshape, dead nodes";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 2, (int64_t[]){-1, 4});
+    graph_output(&b, "y", 2, (int64_t[]){-1, 4});
+    int64_init(&b, "same", 1, (int64_t[]){2}, 2, (int64_t[]){-1, 4});
+    node(&b, "Identity", "identity", "x", NULL, "a");
+    node(&b, "Dropout", "dropout", "a", NULL, "b");
+    node(&b, "Reshape", "reshape", "b", "same", "c");
+    node(&b, "Relu", "relu", "c", NULL, "d");
+    node(&b, "Neg", "dead1", "x", NULL, "unused1"); /* a dead chain: goes in one sweep */
+    node(&b, "Abs", "dead2", "unused1", NULL, "unused2");
+    node(&b, "Identity", "out_identity", "d", NULL, "y"); /* the graph output keeps its name */
+    const char *path = save(&b, "noops.onnx");
+    nn_model *m = load(path, "eliminate_noops");
+    if (m) {
+        EXPECT_OPS(m, "Relu");
+        nn_node *relu = find_op(m, NN_OP_Relu);
+        if (relu) {
+            EXPECT(!strcmp(input_name(m, relu, 0), "x"), "Relu input: expected 'x', got '%s'", input_name(m, relu, 0));
+            EXPECT(!strcmp(value_name(m, relu->out[0]), "y"), "Relu output: expected 'y', got '%s'",
+                   value_name(m, relu->out[0]));
+        }
+        const char *name = NULL;
+        nn_tensor info;
+        nn_output_info(m, 0, &name, &info);
+        EXPECT(name && !strcmp(name, "y"), "graph output name: expected 'y', got '%s'", name ? name : "(null)");
+        int y = m->g.outputs[0];
+        EXPECT(m->g.values[y].producer >= 0 && &m->g.nodes[m->g.values[y].producer] == relu,
+               "graph output 'y' producer: expected the Relu, got node %d", m->g.values[y].producer);
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+
+    test_case = "eliminate_noops: a real Reshape and an input->output Identity stay correct";
+    builder_init(&b);
+    graph_input(&b, "x", 2, (int64_t[]){-1, 4});
+    graph_output(&b, "y1", 3, (int64_t[]){-1, 2, 2});
+    graph_output(&b, "y2", 2, (int64_t[]){-1, 4});
+    int64_init(&b, "other", 1, (int64_t[]){3}, 3, (int64_t[]){-1, 2, 2});
+    node(&b, "Reshape", "reshape", "x", "other", "r");
+    node(&b, "Relu", "relu", "r", NULL, "y1");
+    node(&b, "Identity", "identity", "x", NULL, "y2");
+    path = save(&b, "noops_keep.onnx");
+    m = load(path, "eliminate_noops");
+    if (m) {
+        EXPECT_INT("Reshape nodes (shape changes)", 1, count_op(m, NN_OP_Reshape));
+        const char *name = NULL;
+        nn_tensor info;
+        nn_output_info(m, 1, &name, &info);
+        EXPECT(name && !strcmp(name, "y2"), "second output name: expected 'y2', got '%s'", name ? name : "(null)");
+        float xs[BATCH * 4];
+        nn_tensor in = {NN_DTYPE_FLOAT, 2, {BATCH, 4}, fill(xs, BATCH * 4, -2, 2, 3)}, out[2];
+        nn_status st = nn_predict(m, &in, 1, out, 2);
+        if (EXPECT(st == NN_OK, "predict: expected OK, got %s: %s", nn_strerror(st), nn_last_error())) {
+            EXPECT(!memcmp(out[1].data, xs, sizeof xs), "y2 = Identity(x): expected x, got different values");
+            free_tensors(out, 2, true);
+        }
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* ---- fold_batchnorm */
+static void conv_bn_model(builder *b, bool conv_bias, float eps, bn_stats *s) {
+    builder_init(b);
+    graph_input(b, "x", 4, (int64_t[]){-1, 3, 8, 8});
+    graph_output(b, "y", 4, (int64_t[]){-1, 4, 8, 8});
+    add_conv(b, "conv", "x", "c", 3, 4, conv_bias, 21);
+    add_bn(b, "bn", "c", "y", 4, eps, 31, s);
+}
+
+static void test_fold_batchnorm_conv(bool conv_bias) {
+    test_case = conv_bias ? "fold_batchnorm: Conv(bias)+BN, epsilon 0.1" : "fold_batchnorm: Conv(no bias)+BN";
+    builder b;
+    bn_stats s;
+    const float eps = 0.1f;
+    conv_bn_model(&b, conv_bias, eps, &s);
+    const Onnx__TensorProto *w = b.inits[0];
+    const char *path = save(&b, conv_bias ? "conv_bn.onnx" : "conv_nobias_bn.onnx");
+    nn_model *m = load(path, "fold_batchnorm");
+    if (m) {
+        EXPECT_OPS(m, "Conv");
+        nn_node *conv = find_op(m, NN_OP_Conv);
+        if (conv) {
+            EXPECT(!strcmp(input_name(m, conv, 1), "conv/W_bn"), "Conv weight: expected 'conv/W_bn', got '%s'",
+                   input_name(m, conv, 1));
+            EXPECT(!strcmp(input_name(m, conv, 2), "conv/B_bn"), "Conv bias: expected 'conv/B_bn', got '%s'",
+                   input_name(m, conv, 2));
+            EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
+                   value_name(m, conv->out[0]));
+            EXPECT(conv->fused && strstr(conv->fused, "BatchNormalization"),
+                   "fused label: expected 'BatchNormalization', got '%s'", conv->fused ? conv->fused : "(null)");
+            /* W_bn = W * scale / sqrt(var + eps) with the node's epsilon */
+            const nn_value *wv = &m->g.values[conv->in[1]];
+            double worst = 0;
+            int per = 27;
+            for (int i = 0; wv->is_const && i < 4 * per; i++) {
+                int c = i / per;
+                double want = w->float_data[i] * s.scale[c] / sqrt((double)s.var[c] + eps);
+                worst = fmax(worst, fabs(((const float *)wv->t.data)[i] - want) / (fabs(want) + 1e-6));
+            }
+            EXPECT(wv->is_const && worst < 1e-5,
+                   "W_bn vs W * scale / sqrt(var + 0.1): expected rel error < 1e-5, got %.3g", worst);
+        }
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    /* the whole pipeline gets there too, and leaving the pass out keeps the BN */
+    m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "Conv");
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    m = load_opts(path, 1, NULL, "fold_batchnorm");
+    if (m) EXPECT_INT("BatchNormalization nodes with fold_batchnorm disabled", 1,
+                      count_op(m, NN_OP_BatchNormalization));
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fold_batchnorm_shared(void) {
+    test_case = "fold_batchnorm: conv output also read elsewhere: BN becomes Mul+Add";
+    builder b;
+    bn_stats s;
+    conv_bn_model(&b, true, 1e-5f, &s);
+    graph_output(&b, "z", 4, (int64_t[]){-1, 4, 8, 8});
+    node(&b, "Sigmoid", "other_reader", "c", NULL, "z");
+    const char *path = save(&b, "conv_bn_shared.onnx");
+    nn_model *m = load(path, "fold_batchnorm");
+    if (m) {
+        EXPECT_INT("BatchNormalization nodes", 0, count_op(m, NN_OP_BatchNormalization));
+        EXPECT_INT("Mul nodes", 1, count_op(m, NN_OP_Mul));
+        EXPECT_INT("Add nodes", 1, count_op(m, NN_OP_Add));
+        nn_node *conv = find_op(m, NN_OP_Conv), *mul = find_op(m, NN_OP_Mul);
+        if (conv) {
+            EXPECT(!strcmp(input_name(m, conv, 1), "conv_W"), "Conv weight: expected unchanged 'conv_W', got '%s'",
+                   input_name(m, conv, 1));
+            EXPECT(!strcmp(value_name(m, conv->out[0]), "c"), "Conv output: expected 'c', got '%s'",
+                   value_name(m, conv->out[0]));
+        }
+        if (mul) EXPECT(!strcmp(input_name(m, mul, 0), "c"), "Mul input: expected 'c', got '%s'", input_name(m, mul, 0));
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fold_batchnorm_gemm(bool matmul) {
+    test_case = matmul ? "fold_batchnorm: MatMul+BN becomes Gemm" : "fold_batchnorm: Gemm(beta 0.7)+BN";
+    builder b;
+    bn_stats s;
+    builder_init(&b);
+    graph_input(&b, "x", 2, (int64_t[]){-1, 8});
+    graph_output(&b, "y", 2, (int64_t[]){-1, 6});
+    float w[48], c[6];
+    if (matmul) {
+        float_init(&b, "W", 2, (int64_t[]){8, 6}, 48, fill(w, 48, -1, 1, 41));
+        node(&b, "MatMul", "gemm", "x", "W", "g");
+    } else {
+        float_init(&b, "W", 2, (int64_t[]){6, 8}, 48, fill(w, 48, -1, 1, 41));
+        float_init(&b, "C", 1, (int64_t[]){6}, 6, fill(c, 6, -1, 1, 42));
+        Onnx__NodeProto *n = node_io(&b, "Gemm", "gemm", 3, (const char *[]){"x", "W", "C"}, 1, (const char *[]){"g"});
+        attr_int(&b, n, "transB", 1);
+        attr_float(&b, n, "beta", 0.7f);
+        attr_float(&b, n, "alpha", 1.3f);
+    }
+    add_bn(&b, "bn", "g", "y", 6, 0.1f, 51, &s);
+    const char *path = save(&b, matmul ? "matmul_bn.onnx" : "gemm_bn.onnx");
+    nn_model *m = load(path, "fold_batchnorm");
+    if (m) {
+        EXPECT_OPS(m, "Gemm");
+        nn_node *g = find_op(m, NN_OP_Gemm);
+        if (g) {
+            EXPECT(!strcmp(input_name(m, g, 1), "gemm/B_bn"), "Gemm B: expected 'gemm/B_bn', got '%s'",
+                   input_name(m, g, 1));
+            EXPECT(!strcmp(input_name(m, g, 2), "gemm/C_bn"), "Gemm C: expected 'gemm/C_bn', got '%s'",
+                   input_name(m, g, 2));
+        }
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fold_batchnorm_standalone(void) {
+    test_case = "fold_batchnorm: standalone BN becomes Mul+Add, epsilon 0.1";
+    builder b;
+    bn_stats s;
+    const float eps = 0.1f;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 3, 4, 4});
+    graph_output(&b, "y", 4, (int64_t[]){-1, 3, 4, 4});
+    add_bn(&b, "bn", "x", "y", 3, eps, 61, &s);
+    const char *path = save(&b, "bn_alone.onnx");
+    nn_model *m = load(path, "fold_batchnorm");
+    if (m) {
+        EXPECT_OPS(m, "Mul Add");
+        /* against the formula, not only against the engine's own BN kernel */
+        enum { N = BATCH * 3 * 16 };
+        float xs[N];
+        nn_tensor in = {NN_DTYPE_FLOAT, 4, {BATCH, 3, 4, 4}, fill(xs, N, -2, 2, 5)}, out;
+        nn_status st = nn_predict(m, &in, 1, &out, 1);
+        if (EXPECT(st == NN_OK, "predict: expected OK, got %s: %s", nn_strerror(st), nn_last_error())) {
+            double worst = 0;
+            for (int i = 0; i < N; i++) {
+                int c = i / 16 % 3;
+                double want = s.scale[c] * (xs[i] - s.mean[c]) / sqrt((double)s.var[c] + eps) + s.bias[c];
+                worst = fmax(worst, fabs(((float *)out.data)[i] - want) / (fabs(want) + 1e-3));
+            }
+            EXPECT(worst < 1e-5, "y vs scale * (x - mean) / sqrt(var + 0.1) + bias: expected rel error < 1e-5, got %.3g",
+                   worst);
+            nn_tensor_release(&out);
+        }
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* ---- fuse_activation */
+/* x [N,3,6,6] -> Conv "conv" -> c, then the test adds the activation */
+static void conv_model(builder *b, const char *out_name) {
+    builder_init(b);
+    graph_input(b, "x", 4, (int64_t[]){-1, 3, 6, 6});
+    graph_output(b, out_name, 4, (int64_t[]){-1, 4, 6, 6});
+    add_conv(b, "conv", "x", "c", 3, 4, true, 71);
+}
+
+static void test_fuse_relu(void) {
+    test_case = "fuse_activation: Conv+Relu";
+    builder b;
+    conv_model(&b, "y");
+    node(&b, "Relu", "relu", "c", NULL, "y");
+    const char *path = save(&b, "conv_relu.onnx");
+    bool hook = expect_activation_hook(NN_OP_Relu);
+    nn_model *m = load(path, "fuse_activation");
+    if (m && hook) {
+        EXPECT_OPS(m, "Conv");
+        nn_node *conv = find_op(m, NN_OP_Conv);
+        EXPECT_EPILOGUE(m, conv, NN_ACT_RELU, NULL, "Relu");
+        if (conv) EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
+                         value_name(m, conv->out[0]));
+    }
+    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    nn_free(m);
+    builder_free(&b);
+
+    test_case = "fuse_activation: Relu of a conv output read twice stays";
+    conv_model(&b, "y");
+    graph_output(&b, "z", 4, (int64_t[]){-1, 4, 6, 6});
+    node(&b, "Relu", "relu", "c", NULL, "y");
+    node(&b, "Neg", "other_reader", "c", NULL, "z");
+    path = save(&b, "conv_relu_shared.onnx");
+    m = load(path, NULL);
+    if (m) {
+        EXPECT_INT("Relu nodes", 1, count_op(m, NN_OP_Relu));
+        nn_node *conv = find_op(m, NN_OP_Conv);
+        EXPECT(conv && !(conv->has_epilogue && conv->epilogue.act != NN_ACT_NONE),
+               "Conv activation: expected none, got %s", conv ? act_name(conv->epilogue.act) : "(no Conv)");
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fuse_clip(void) {
+    test_case = "fuse_activation: Conv+Clip(opset 13 bounds -0.5, 0.75)";
+    builder b;
+    conv_model(&b, "y");
+    float lo = -0.5f, hi = 0.75f;
+    float_init(&b, "lo", 0, NULL, 1, &lo);
+    float_init(&b, "hi", 0, NULL, 1, &hi);
+    node_io(&b, "Clip", "clip", 3, (const char *[]){"c", "lo", "hi"}, 1, (const char *[]){"y"});
+    const char *path = save(&b, "conv_clip.onnx");
+    bool hook = expect_activation_hook(NN_OP_Clip);
+    nn_model *m = load(path, "fuse_activation");
+    if (m && hook) {
+        EXPECT_OPS(m, "Conv");
+        nn_node *conv = find_op(m, NN_OP_Conv);
+        EXPECT_EPILOGUE(m, conv, NN_ACT_CLIP, NULL, "Clip");
+        if (conv && conv->has_epilogue)
+            EXPECT(conv->epilogue.alpha == lo && conv->epilogue.beta == hi,
+                   "Clip bounds: expected [%g, %g], got [%g, %g]", lo, hi, conv->epilogue.alpha, conv->epilogue.beta);
+    }
+    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fuse_silu(void) {
+    test_case = "fuse_activation: Conv, x * Sigmoid(x) becomes SiLU";
+    builder b;
+    conv_model(&b, "y");
+    node(&b, "Sigmoid", "sigmoid", "c", NULL, "s");
+    node(&b, "Mul", "mul", "c", "s", "y");
+    const char *path = save(&b, "conv_silu.onnx");
+    nn_model *m = load(path, "fuse_activation");
+    if (m) {
+        EXPECT_OPS(m, "Conv");
+        EXPECT_EPILOGUE(m, find_op(m, NN_OP_Conv), NN_ACT_SILU, NULL, "SiLU");
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fuse_leaky_gemm(void) {
+    test_case = "fuse_activation: Gemm+LeakyRelu(alpha 0.2)";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 2, (int64_t[]){-1, 8});
+    graph_output(&b, "y", 2, (int64_t[]){-1, 6});
+    float w[48], c[6];
+    float_init(&b, "W", 2, (int64_t[]){8, 6}, 48, fill(w, 48, -1, 1, 81));
+    float_init(&b, "C", 1, (int64_t[]){6}, 6, fill(c, 6, -1, 1, 82));
+    node_io(&b, "Gemm", "gemm", 3, (const char *[]){"x", "W", "C"}, 1, (const char *[]){"g"});
+    attr_float(&b, node(&b, "LeakyRelu", "leaky", "g", NULL, "y"), "alpha", 0.2f);
+    const char *path = save(&b, "gemm_leaky.onnx");
+    bool hook = expect_activation_hook(NN_OP_LeakyRelu);
+    nn_model *m = load(path, "fuse_activation");
+    if (m && hook) {
+        EXPECT_OPS(m, "Gemm");
+        nn_node *g = find_op(m, NN_OP_Gemm);
+        EXPECT_EPILOGUE(m, g, NN_ACT_LEAKY_RELU, NULL, "LeakyRelu");
+        if (g && g->has_epilogue)
+            EXPECT(g->epilogue.alpha == 0.2f, "LeakyRelu alpha: expected 0.2, got %g", g->epilogue.alpha);
+    }
+    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* ---- fuse_residual */
+/* x [N,4,6,6] -> Conv "conv" (4 -> 4) -> c */
+static void residual_model(builder *b) {
+    builder_init(b);
+    graph_input(b, "x", 4, (int64_t[]){-1, 4, 6, 6});
+    graph_output(b, "y", 4, (int64_t[]){-1, 4, 6, 6});
+    add_conv(b, "conv", "x", "c", 4, 4, true, 91);
+}
+
+static void test_fuse_residual(void) {
+    static const char *const sides[2][2] = {{"c", "x"}, {"x", "c"}};
+    for (int side = 0; side < 2; side++) {
+        test_case = side ? "fuse_residual: Add(x, conv)" : "fuse_residual: Add(conv, x)";
+        builder b;
+        residual_model(&b);
+        node(&b, "Add", "add", sides[side][0], sides[side][1], "y");
+        const char *path = save(&b, side ? "residual_swapped.onnx" : "residual.onnx");
+        nn_model *m = load(path, "fuse_residual");
+        if (m) {
+            EXPECT_OPS(m, "Conv");
+            nn_node *conv = find_op(m, NN_OP_Conv);
+            EXPECT_EPILOGUE(m, conv, NN_ACT_NONE, "x", "Add");
+            if (conv) EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
+                             value_name(m, conv->out[0]));
+            EXPECT_SAME_OUTPUTS(path, m);
+        }
+        nn_free(m);
+        builder_free(&b);
+    }
+
+    test_case = "fuse_residual: a broadcasting Add stays";
+    builder b;
+    residual_model(&b);
+    float bias[4] = {0.1f, -0.2f, 0.3f, -0.4f};
+    float_init(&b, "bias", 3, (int64_t[]){4, 1, 1}, 4, bias);
+    node(&b, "Add", "add", "c", "bias", "y");
+    const char *path = save(&b, "residual_broadcast.onnx");
+    nn_model *m = load(path, "fuse_residual");
+    if (m) {
+        EXPECT_OPS(m, "Conv Add");
+        nn_node *conv = find_op(m, NN_OP_Conv);
+        EXPECT(conv && !conv->has_epilogue, "Conv epilogue: expected none, got residual %d",
+               conv ? conv->epilogue.residual : -1);
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+
+    test_case = "fuse_residual: Add of a conv output read twice stays";
+    residual_model(&b);
+    graph_output(&b, "z", 4, (int64_t[]){-1, 4, 6, 6});
+    node(&b, "Add", "add", "c", "x", "y");
+    node(&b, "Neg", "other_reader", "c", NULL, "z");
+    path = save(&b, "residual_shared.onnx");
+    m = load(path, "fuse_residual");
+    if (m) {
+        EXPECT_INT("Add nodes", 1, count_op(m, NN_OP_Add));
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+
+    test_case = "fuse_residual: Conv+Add+Relu ends as one node";
+    residual_model(&b);
+    node(&b, "Add", "add", "c", "x", "s");
+    node(&b, "Relu", "relu", "s", NULL, "y");
+    path = save(&b, "residual_relu.onnx");
+    bool hook = expect_activation_hook(NN_OP_Relu);
+    m = load(path, NULL);
+    if (m && hook) {
+        EXPECT_OPS(m, "Conv");
+        EXPECT_EPILOGUE(m, find_op(m, NN_OP_Conv), NN_ACT_RELU, "x", "Add+Relu");
+    }
+    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* ---- views */
+static void expect_alias(const nn_model *m, const char *out, const char *in) {
+    int o = value_id(m, out), i = value_id(m, in);
+    if (!EXPECT(o >= 0 && i >= 0, "values '%s' and '%s': expected both in the graph", out, in)) return;
+    EXPECT(m->plan.offset[o] >= 0 && m->plan.offset[o] == m->plan.offset[i],
+           "offset of '%s' (view of '%s'): expected %lld, got %lld", out, in, (long long)m->plan.offset[i],
+           (long long)m->plan.offset[o]);
+}
+
+static void test_views(void) {
+    test_case = "views: Flatten and Reshape alias their input";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 2, 4, 4});
+    graph_output(&b, "y", 3, (int64_t[]){-1, 2, 16});
+    int64_init(&b, "shape", 1, (int64_t[]){3}, 3, (int64_t[]){-1, 2, 16});
+    node(&b, "Relu", "relu", "x", NULL, "a");
+    node(&b, "Flatten", "flatten", "a", NULL, "f");
+    node(&b, "Sigmoid", "sigmoid", "f", NULL, "s");
+    node(&b, "Reshape", "reshape", "s", "shape", "y");
+    const char *path = save(&b, "views.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "Relu Flatten Sigmoid Reshape");
+        for (int i = 0; i < m->g.n_nodes; i++) {
+            const nn_node *n = &m->g.nodes[i];
+            bool want = n->op == NN_OP_Flatten || n->op == NN_OP_Reshape;
+            EXPECT(n->is_view == want, "%s is_view: expected %s, got %s", op_name(n->op), want ? "true" : "false",
+                   n->is_view ? "true" : "false");
+        }
+        expect_alias(m, "f", "a");
+        expect_alias(m, "y", "s");
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* ---- memory plan */
+static void test_plan_chain(void) {
+    test_case = "memory plan: chain of 10 Conv/elementwise nodes";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 16, 16, 16});
+    graph_output(&b, "t10", 4, (int64_t[]){-1, 16, 16, 16});
+    static const char *const elementwise[2] = {"Neg", "Abs"};
+    for (int i = 0; i < 10; i++) {
+        const char *in = i ? builder_str(&b, "t%d", i) : "x", *out = builder_str(&b, "t%d", i + 1);
+        if (i % 2 == 0) add_conv(&b, builder_str(&b, "conv%d", i), in, out, 16, 16, true, 100 + (uint32_t)i);
+        else node(&b, elementwise[i / 2 % 2], builder_str(&b, "ew%d", i), in, NULL, out);
+    }
+    const char *path = save(&b, "chain.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_INT("nodes", 10, m->g.n_nodes);
+        const nn_plan *p = &m->plan;
+        size_t one = (size_t)BATCH * 16 * 16 * 16 * sizeof(float);
+        EXPECT(p->naive_bytes >= 11 * one, "naive bytes: expected >= 11 buffers (%zu), got %zu", 11 * one,
+               p->naive_bytes);
+        EXPECT(p->arena_bytes * 4 <= p->naive_bytes, "arena: expected <= naive / 4 = %zu, got %zu",
+               p->naive_bytes / 4, p->arena_bytes);
+        EXPECT(p->arena_bytes >= p->lower_bound_bytes, "arena: expected >= lower bound %zu, got %zu",
+               p->lower_bound_bytes, p->arena_bytes);
+        EXPECT(p->arena_bytes * 10 <= p->lower_bound_bytes * 11, "arena: expected <= 1.10 * lower bound %zu, got %zu",
+               p->lower_bound_bytes, p->arena_bytes);
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* branches, several buffer sizes, views and a concat: check_plan in load()
+ * checks every pair of buffers live together */
+static void test_plan_branches(void) {
+    test_case = "memory plan: branches, pooling, views, concat";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 8, 8, 8});
+    graph_output(&b, "y", 2, (int64_t[]){-1, 272});
+    add_conv(&b, "conv", "x", "a", 8, 16, true, 121);
+    Onnx__NodeProto *pool = node(&b, "MaxPool", "pool", "a", NULL, "p");
+    attr_ints(&b, pool, "kernel_shape", 2, (int64_t[]){2, 2});
+    attr_ints(&b, pool, "strides", 2, (int64_t[]){2, 2});
+    node(&b, "Neg", "neg", "a", NULL, "n");
+    node(&b, "Sigmoid", "sigmoid", "n", NULL, "s");
+    node(&b, "Add", "add", "a", "s", "d");
+    node(&b, "GlobalAveragePool", "gap", "d", NULL, "e");
+    node(&b, "Flatten", "flatten_e", "e", NULL, "f");
+    node(&b, "Flatten", "flatten_p", "p", NULL, "q");
+    attr_int(&b, node(&b, "Concat", "concat", "f", "q", "y"), "axis", 1);
+    const char *path = save(&b, "branches.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    nn_free(m);
+    m = load_opts(path, 0, NULL, NULL);
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* ---- verifier and manager */
+static void expect_verify(nn_model *m, nn_status want, const char *needle, const char *what) {
+    nn_status st = nn_verify_graph(m, "test");
+    EXPECT(st == want, "%s: expected %s, got %s (%s)", what, nn_strerror(want), nn_strerror(st),
+           st == NN_OK ? "no message" : nn_last_error());
+    if (needle && st != NN_OK)
+        EXPECT(strstr(nn_last_error(), needle) != NULL, "%s: message expected to contain '%s', got '%s'", what, needle,
+               nn_last_error());
+}
+
+static void swap_nodes(nn_graph *g, int i, int j) {
+    nn_node t = g->nodes[i];
+    g->nodes[i] = g->nodes[j];
+    g->nodes[j] = t;
+    for (int k = 0; k < g->nodes[i].n_out; k++) g->values[g->nodes[i].out[k]].producer = i;
+    for (int k = 0; k < g->nodes[j].n_out; k++) g->values[g->nodes[j].out[k]].producer = j;
+}
+
+static void test_verifier(void) {
+    test_case = "verifier: catches broken graphs";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 2, (int64_t[]){-1, 4});
+    graph_output(&b, "y", 2, (int64_t[]){-1, 4});
+    node(&b, "Neg", "neg", "x", NULL, "a");
+    node(&b, "Abs", "abs", "a", NULL, "b");
+    node(&b, "Sigmoid", "sigmoid", "b", NULL, "y");
+    const char *path = save(&b, "verify.onnx");
+    nn_model *m = load_opts(path, 0, NULL, NULL);
+    if (m) {
+        nn_graph *g = &m->g;
+        expect_verify(m, NN_OK, NULL, "intact graph");
+        swap_nodes(g, 0, 1);
+        expect_verify(m, NN_ERR_INTERNAL, "before it is produced", "Abs moved before the Neg it reads");
+        swap_nodes(g, 0, 1);
+        int b_id = value_id(m, "b");
+        g->values[b_id].producer = 0;
+        expect_verify(m, NN_ERR_INTERNAL, "wrong producer", "value naming the wrong producer");
+        g->values[b_id].producer = 1;
+        g->values[b_id].t.dims[1] = 5;
+        expect_verify(m, NN_ERR_INTERNAL, "stale shape", "value with a stale shape");
+        g->values[b_id].t.dims[1] = 4;
+        int op = g->nodes[1].op;
+        g->nodes[1].op = NN_OP_COUNT;
+        expect_verify(m, NN_ERR_INTERNAL, "no operator", "node without an operator");
+        g->nodes[1].op = op;
+        g->n_nodes--;
+        expect_verify(m, NN_ERR_INTERNAL, "no longer produced", "graph output whose producer is gone");
+        g->n_nodes++;
+        expect_verify(m, NN_OK, NULL, "graph restored");
+    }
+    nn_free(m);
+
+    test_case = "pass manager: unknown pass names are rejected";
+    nn_options o = nn_options_default();
+    o.passes = "fold_constants,no_such_pass";
+    m = NULL;
+    nn_status st = nn_load(path, &o, &m);
+    EXPECT(st == NN_ERR_ARG && !m, "unknown pass: expected %s, got %s", nn_strerror(NN_ERR_ARG), nn_strerror(st));
+    EXPECT(strstr(nn_last_error(), "no_such_pass") != NULL, "message: expected to name 'no_such_pass', got '%s'",
+           nn_last_error());
+    nn_free(m);
+    builder_free(&b);
+}
+
+int main(void) {
+    if (!mkdtemp(nn_test_dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    test_fold_constants();
+    test_eliminate_noops();
+    test_fold_batchnorm_conv(true);
+    test_fold_batchnorm_conv(false);
+    test_fold_batchnorm_shared();
+    test_fold_batchnorm_gemm(false);
+    test_fold_batchnorm_gemm(true);
+    test_fold_batchnorm_standalone();
+    test_fuse_relu();
+    test_fuse_clip();
+    test_fuse_silu();
+    test_fuse_leaky_gemm();
+    test_fuse_residual();
+    test_views();
+    test_plan_chain();
+    test_plan_branches();
+    test_verifier();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
+    if (system(cmd) != 0) printf("warning: could not remove %s\n", nn_test_dir);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env node
+// Time one ONNX model under ONNX Runtime's CPU execution provider, the
+// counterpart of `nnrun --json` for tools/bench: one process per measurement,
+// so the peak RSS reported is this engine's alone.
+//
+//   node tools/ort_run.js MODEL.onnx --input FILE.npy [--batch N] [--threads N]
+//        [--warmup N] [--iters N] [--save-outputs DIR]
+//
+// Prints one JSON line: load_ms, latency_ms {median, p90, p99, min, max},
+// throughput (samples/s), peak_rss_mb.  onnxruntime-node is looked up in
+// $NN_ORT_DIR/node_modules (default build/ort, where tools/bench installs it).
+'use strict';
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const ortDir = process.env.NN_ORT_DIR || path.join(__dirname, '..', 'build', 'ort');
+const ort = require(path.join(ortDir, 'node_modules', 'onnxruntime-node'));
+
+// .npy descr <-> ORT tensor type, for the dtypes a model input/output can have here.
+const NPY_TYPES = {
+  '<f4': ['float32', Float32Array],
+  '<f8': ['float64', Float64Array],
+  '<i8': ['int64', BigInt64Array],
+  '<i4': ['int32', Int32Array],
+  '|b1': ['bool', Uint8Array],
+};
+
+function die(msg) {
+  process.stderr.write(`ort_run: ${msg}\n`);
+  process.exit(2);
+}
+
+function usage() {
+  die('usage: ort_run.js MODEL.onnx --input FILE.npy [--batch N] [--threads N] ' +
+      '[--warmup N] [--iters N] [--save-outputs DIR]');
+}
+
+function parseArgs(argv) {
+  const a = { model: null, input: null, batch: 0, threads: os.cpus().length, warmup: 3, iters: 20, saveDir: null };
+  const ints = { '--batch': 'batch', '--threads': 'threads', '--warmup': 'warmup', '--iters': 'iters' };
+  for (let i = 0; i < argv.length; i++) {
+    const s = argv[i];
+    if (!s.startsWith('--')) {
+      if (a.model) usage();
+      a.model = s;
+      continue;
+    }
+    const v = argv[++i];
+    if (v === undefined) die(`${s} needs a value`);
+    if (s in ints) {
+      if (!/^\d+$/.test(v)) die(`${s} needs a non-negative integer, got '${v}'`);
+      a[ints[s]] = Number(v);
+    } else if (s === '--input') a.input = v;
+    else if (s === '--save-outputs') a.saveDir = v;
+    else die(`unknown option ${s}`);
+  }
+  if (!a.model || !a.input) usage();
+  if (a.iters < 1) die('--iters must be at least 1');
+  if (a.threads < 1) a.threads = os.cpus().length;
+  return a;
+}
+
+// The .npy header is a Python dict literal; numpy writes it in one fixed form.
+function readNpy(file) {
+  const buf = fs.readFileSync(file);
+  if (buf.length < 10 || buf.toString('latin1', 0, 6) !== '\x93NUMPY') die(`${file}: not a .npy file`);
+  const major = buf[6];
+  const lenBytes = major >= 2 ? 4 : 2;
+  const hlen = lenBytes === 4 ? buf.readUInt32LE(8) : buf.readUInt16LE(8);
+  const start = 8 + lenBytes + hlen;
+  const header = buf.toString('latin1', 8 + lenBytes, start);
+  const descr = /'descr':\s*'([^']+)'/.exec(header);
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header);
+  if (!descr || !shape || /'fortran_order':\s*True/.test(header)) die(`${file}: unsupported .npy header ${header.trim()}`);
+  const type = NPY_TYPES[descr[1]];
+  if (!type) die(`${file}: unsupported dtype ${descr[1]}`);
+  const dims = shape[1].split(',').map((d) => d.trim()).filter((d) => d).map(Number);
+  const count = dims.reduce((n, d) => n * d, 1);
+  const Ctor = type[1];
+  if (buf.length - start < count * Ctor.BYTES_PER_ELEMENT) die(`${file}: truncated data`);
+  // Copy: the payload offset is not aligned to the element size in general.
+  const data = new Ctor(count);
+  Buffer.from(data.buffer).set(buf.subarray(start, start + count * Ctor.BYTES_PER_ELEMENT));
+  return new ort.Tensor(type[0], data, dims);
+}
+
+function writeNpy(file, tensor) {
+  const descr = Object.keys(NPY_TYPES).find((k) => NPY_TYPES[k][0] === tensor.type);
+  if (!descr) die(`output of type ${tensor.type} cannot be saved`);
+  const shape = tensor.dims.length === 1 ? `(${tensor.dims[0]},)` : `(${tensor.dims.join(', ')})`;
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
+  // Version 1.0: magic + 2 version bytes + 2 length bytes + header padded to 64 with a final newline.
+  header += ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
+  const pre = Buffer.alloc(10);
+  pre.write('\x93NUMPY', 0, 'latin1');
+  pre[6] = 1;
+  pre[7] = 0;
+  pre.writeUInt16LE(header.length, 8);
+  const data = tensor.data;
+  fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(header, 'latin1'),
+    Buffer.from(data.buffer, data.byteOffset, data.byteLength)]));
+}
+
+// Linear interpolation between order statistics, as nnrun computes them.
+function percentile(sorted, p) {
+  const pos = (p / 100) * (sorted.length - 1);
+  const lo = Math.floor(pos);
+  const hi = Math.min(lo + 1, sorted.length - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
+const round3 = (x) => Math.round(x * 1000) / 1000;
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  const input = readNpy(a.input);
+  if (a.batch && input.dims[0] !== a.batch) die(`${a.input}: batch ${input.dims[0]}, expected ${a.batch}`);
+
+  const t0 = nowMs();
+  const session = await ort.InferenceSession.create(a.model, {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: 'all',
+    intraOpNumThreads: a.threads,
+  });
+  const loadMs = nowMs() - t0;
+  if (session.inputNames.length !== 1) die(`${a.model}: ${session.inputNames.length} inputs, expected 1`);
+  const feeds = { [session.inputNames[0]]: input };
+
+  for (let i = 0; i < a.warmup; i++) await session.run(feeds);
+  const lat = [];
+  let out;
+  const start = nowMs();
+  for (let i = 0; i < a.iters; i++) {
+    const r0 = nowMs();
+    out = await session.run(feeds);
+    lat.push(nowMs() - r0);
+  }
+  const totalMs = nowMs() - start;
+  lat.sort((x, y) => x - y);
+
+  if (a.saveDir) {
+    fs.mkdirSync(a.saveDir, { recursive: true });
+    for (const name of session.outputNames) writeNpy(path.join(a.saveDir, `${name.replace(/\//g, '_')}.npy`), out[name]);
+  }
+  const samples = input.dims.length ? input.dims[0] : 1;
+  console.log(JSON.stringify({
+    model: a.model,
+    engine: `onnxruntime ${ort.env.versions.common}`,
+    batch: samples,
+    threads: a.threads,
+    load_ms: round3(loadMs),
+    iters: a.iters,
+    latency_ms: {
+      median: round3(percentile(lat, 50)),
+      p90: round3(percentile(lat, 90)),
+      p99: round3(percentile(lat, 99)),
+      min: round3(lat[0]),
+      max: round3(lat[lat.length - 1]),
+    },
+    throughput: round3((samples * a.iters) / (totalMs / 1e3)),
+    peak_rss_mb: Math.round((process.resourceUsage().maxRSS / 1024) * 10) / 10,
+  }));
+  await session.release();
+}
+
+main().catch((e) => die(e && e.message ? e.message : String(e)));

@@ -102,8 +102,7 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
                         .threads = m->threads, .epilogue = n->has_epilogue ? &n->epilogue : NULL, .err = err,
                         .err_size = sizeof err};
         st = d->infer(&call);
-        if (st == NN_DYNAMIC) {
-            m->dynamic = true;
+        if (st == NN_DYNAMIC) { /* left to run time */
             st = NN_OK;
             continue;
         }
@@ -135,6 +134,13 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
         w++;
     }
     g->n_nodes = w;
+    /* Static once every value is known: folding may have resolved what an
+     * earlier walk had to leave to run time. */
+    m->dynamic = false;
+    for (int i = 0; i < g->n_inputs; i++) m->dynamic |= !g->values[g->inputs[i]].shape_known;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_out; k++)
+            m->dynamic |= g->nodes[i].out[k] >= 0 && !g->values[g->nodes[i].out[k]].shape_known;
     for (int i = 0; i < g->n_outputs; i++) {
         nn_value *v = &g->values[g->outputs[i]];
         if (v->batched && v->shape_known) v->batched = m->has_batch && v->t.ndim > 0 && v->t.dims[0] == m->batch;

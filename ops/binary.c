@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "epilogue.h"
 #include "op.h"
 
 #define PAR_MIN 32768 /* elements below which a loop runs on one thread */
@@ -68,9 +69,15 @@ static void plan_init(ew_plan *p, const nn_tensor *out, const nn_tensor *const *
     }
 }
 
+/* A fused epilogue and its residual (shaped like the output), or e NULL. */
+typedef struct ew_epilogue {
+    const nn_epilogue *e;
+    const float *residual;
+} ew_epilogue;
+
 /* Rows [r0, r1), columns [j0, j1) of the collapsed output. */
-static void plan_tile(const ew_plan *p, char *out, const void *const *in, row_fn row, int64_t r0, int64_t r1,
-                      int64_t j0, int64_t j1) {
+static void plan_tile(const ew_plan *p, char *out, const void *const *in, row_fn row, const ew_epilogue *epi,
+                      int64_t r0, int64_t r1, int64_t j0, int64_t j1) {
     int64_t idx[NN_MAX_DIMS], off[MAX_IN] = {0};
     int64_t r = r0;
     for (int d = p->ndim - 1; d >= 0; d--) {
@@ -82,7 +89,10 @@ static void plan_tile(const ew_plan *p, char *out, const void *const *in, row_fn
         const void *src[MAX_IN];
         for (int k = 0; k < p->nin; k++)
             src[k] = (const char *)in[k] + (size_t)(off[k] + j0 * p->step[k]) * p->esize[k];
-        row(out + (size_t)(ri * p->inner + j0) * p->osize, src, p->step, j1 - j0);
+        int64_t at = ri * p->inner + j0;
+        row(out + (size_t)at * p->osize, src, p->step, j1 - j0);
+        if (epi->e)
+            nn_epilogue_apply(epi->e, (float *)out + at, epi->residual ? epi->residual + at : NULL, j1 - j0);
         for (int d = p->ndim - 1; d >= 0; d--) {
             for (int k = 0; k < p->nin; k++) off[k] += p->strides[k][d];
             if (++idx[d] < p->dims[d]) break;
@@ -92,9 +102,11 @@ static void plan_tile(const ew_plan *p, char *out, const void *const *in, row_fn
     }
 }
 
-/* out = row(in...) broadcast over out's shape.  Work is cut into tiles of
- * about TILE elements: pieces of one long row, or runs of short rows. */
-static void ew_apply(const nn_call *c, nn_tensor *out, const nn_tensor *const *in, int nin, row_fn row) {
+/* out = row(in...) broadcast over out's shape, then the call's epilogue when
+ * `fused` (FLOAT outputs only).  Work is cut into tiles of about TILE
+ * elements: pieces of one long row, or runs of short rows. */
+static void ew_apply(const nn_call *c, nn_tensor *out, const nn_tensor *const *in, int nin, row_fn row, bool fused) {
+    ew_epilogue epi = {fused ? c->epilogue : NULL, fused ? nn_epilogue_residual(c) : NULL};
     ew_plan p;
     plan_init(&p, out, in, nin);
     int64_t total = p.outer * p.inner;
@@ -111,10 +123,10 @@ static void ew_apply(const nn_call *c, nn_tensor *out, const nn_tensor *const *i
     for (int64_t t = 0; t < ntiles; t++) {
         if (per_row > 1) {
             int64_t j0 = t % per_row * width, j1 = j0 + width < p.inner ? j0 + width : p.inner;
-            plan_tile(&p, dst, src, row, t / per_row, t / per_row + 1, j0, j1);
+            plan_tile(&p, dst, src, row, &epi, t / per_row, t / per_row + 1, j0, j1);
         } else {
             int64_t r0 = t * rows, r1 = r0 + rows < p.outer ? r0 + rows : p.outer;
-            plan_tile(&p, dst, src, row, r0, r1, 0, p.inner);
+            plan_tile(&p, dst, src, row, &epi, r0, r1, 0, p.inner);
         }
     }
 }
@@ -285,6 +297,8 @@ static nn_status binary_infer(nn_call *c, const row_table rows, bool to_bool) {
     if (!supported(rows, c->in[0].dtype)) return reject_dtype(c, c->in[0].dtype);
     st = nn_broadcast_shape(c, &c->in[0], &b, &c->out[0]);
     c->out[0].dtype = to_bool ? NN_DTYPE_BOOL : c->in[0].dtype;
+    if (st == NN_OK && c->epilogue && c->out[0].dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "fused epilogue on a %s output", nn_dtype_name(c->out[0].dtype));
     return st;
 }
 
@@ -293,26 +307,29 @@ static nn_status binary_run(nn_call *c, row_fn row) {
     nn_status st = view_b(c, &b);
     if (st != NN_OK) return st;
     const nn_tensor *in[2] = {&c->in[0], &b};
-    ew_apply(c, &c->out[0], in, 2, row);
+    ew_apply(c, &c->out[0], in, 2, row, true);
     return NN_OK;
 }
 
-#define BINARY(Name, op, to_bool)                                                              \
+/* flags: NN_OPF_EPILOGUE for arithmetic (a residual or activation folds in) */
+#define BINARY(Name, op, to_bool, op_flags)                                                    \
     static nn_status infer_##Name(nn_call *c) { return binary_infer(c, op##_rows, to_bool); }   \
     static nn_status run_##Name(nn_call *c) { return binary_run(c, op##_rows[c->in[0].dtype]); } \
-    const nn_op_desc nn_op_##Name = {#Name, 2, 2, 1, 1, 0, parse_binary, infer_##Name, NULL, run_##Name};
+    const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,   \
+                                     .max_outputs = 1, .flags = op_flags, .parse = parse_binary,      \
+                                     .infer = infer_##Name, .run = run_##Name};
 
-BINARY(Add, add, false)
-BINARY(Sub, sub, false)
-BINARY(Mul, mul, false)
-BINARY(Div, div, false)
-BINARY(And, and, true)
-BINARY(Or, or, true)
-BINARY(Equal, equal, true)
-BINARY(Less, less, true)
-BINARY(Greater, greater, true)
-BINARY(LessOrEqual, less_eq, true)
-BINARY(GreaterOrEqual, greater_eq, true)
+BINARY(Add, add, false, NN_OPF_EPILOGUE)
+BINARY(Sub, sub, false, NN_OPF_EPILOGUE)
+BINARY(Mul, mul, false, NN_OPF_EPILOGUE)
+BINARY(Div, div, false, NN_OPF_EPILOGUE)
+BINARY(And, and, true, 0)
+BINARY(Or, or, true, 0)
+BINARY(Equal, equal, true, 0)
+BINARY(Less, less, true, 0)
+BINARY(Greater, greater, true, 0)
+BINARY(LessOrEqual, less_eq, true, 0)
+BINARY(GreaterOrEqual, greater_eq, true, 0)
 
 /* PRelu: the slope broadcasts to X, never the other way. */
 static nn_status infer_PRelu(nn_call *c) {
@@ -327,7 +344,8 @@ static nn_status infer_PRelu(nn_call *c) {
 
 static nn_status run_PRelu(nn_call *c) { return binary_run(c, prelu_rows[c->in[0].dtype]); }
 
-const nn_op_desc nn_op_PRelu = {"PRelu", 2, 2, 1, 1, 0, parse_PRelu, infer_PRelu, NULL, run_PRelu};
+const nn_op_desc nn_op_PRelu = {.name = "PRelu", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
+                                .max_outputs = 1, .parse = parse_PRelu, .infer = infer_PRelu, .run = run_PRelu};
 
 /* ---- Pow: the exponent may have another dtype than the base; the output has
  * the base's.  Integer powers stay exact; mixed ones go through double. */
@@ -369,7 +387,8 @@ static nn_status infer_Pow(nn_call *c) {
 
 static nn_status run_Pow(nn_call *c) { return binary_run(c, pow_row(c->in[0].dtype, c->in[1].dtype)); }
 
-const nn_op_desc nn_op_Pow = {"Pow", 2, 2, 1, 1, 0, parse_binary, infer_Pow, NULL, run_Pow};
+const nn_op_desc nn_op_Pow = {.name = "Pow", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+                              .parse = parse_binary, .infer = infer_Pow, .run = run_Pow};
 
 /* ---- Where(cond, x, y): selection only moves bytes, so one kernel per element size. */
 
@@ -408,11 +427,12 @@ static nn_status infer_Where(nn_call *c) {
 
 static nn_status run_Where(nn_call *c) {
     const nn_tensor *in[3] = {&c->in[0], &c->in[1], &c->in[2]};
-    ew_apply(c, &c->out[0], in, 3, where_row(c->in[1].dtype));
+    ew_apply(c, &c->out[0], in, 3, where_row(c->in[1].dtype), false);
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Where = {"Where", 3, 3, 1, 1, 0, NULL, infer_Where, NULL, run_Where};
+const nn_op_desc nn_op_Where = {.name = "Where", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
+                                .max_outputs = 1, .infer = infer_Where, .run = run_Where};
 
 /* ---- variadic Max / Min / Sum / Mean: folded pairwise into the output,
  * every step broadcast against the full output shape. */
@@ -436,11 +456,11 @@ static void variadic_run(nn_call *c, row_fn row) {
         return;
     }
     const nn_tensor *in[2] = {&c->in[0], &c->in[1]};
-    ew_apply(c, out, in, 2, row);
+    ew_apply(c, out, in, 2, row, false);
     in[0] = out;
     for (int i = 2; i < c->n_in; i++) {
         in[1] = &c->in[i];
-        ew_apply(c, out, in, 2, row);
+        ew_apply(c, out, in, 2, row, false);
     }
 }
 
@@ -450,7 +470,8 @@ static void variadic_run(nn_call *c, row_fn row) {
         variadic_run(c, op##_rows[c->in[0].dtype]);                                            \
         return NN_OK;                                                                          \
     }                                                                                          \
-    const nn_op_desc nn_op_##Name = {#Name, 1, -1, 1, 1, 0, NULL, infer_##Name, NULL, run_##Name};
+    const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,  \
+                                     .max_outputs = 1, .infer = infer_##Name, .run = run_##Name};
 
 VARIADIC(Max, max)
 VARIADIC(Min, min)
@@ -467,8 +488,9 @@ static nn_status run_Mean(nn_call *c) {
     float count = (float)c->n_in;
     nn_tensor k = {.dtype = NN_DTYPE_FLOAT, .ndim = 0, .data = &count};
     const nn_tensor *in[2] = {&c->out[0], &k};
-    ew_apply(c, &c->out[0], in, 2, div_FLOAT);
+    ew_apply(c, &c->out[0], in, 2, div_FLOAT, false);
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Mean = {"Mean", 1, -1, 1, 1, 0, NULL, infer_Mean, NULL, run_Mean};
+const nn_op_desc nn_op_Mean = {.name = "Mean", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
+                               .infer = infer_Mean, .run = run_Mean};

@@ -124,8 +124,8 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
         (p->n_dilations >= 0 && p->n_dilations != nsp) || (p->n_pads >= 0 && p->n_pads != 2 * nsp) ||
         (p->n_out_padding >= 0 && p->n_out_padding != nsp) ||
         (p->n_out_shape >= 0 && p->n_out_shape != nsp && p->n_out_shape != nsp + 2))
-        return geom_error(c, NN_ERR_INVALID, "kernel_shape/strides/dilations/pads/output_* lengths do not fit %d spatial dims",
-                          nsp);
+        return geom_error(c, NN_ERR_INVALID,
+                          "kernel_shape/strides/dilations/pads/output_* lengths do not fit %d spatial dims", nsp);
 
     g->in_size = g->out_size = g->kernel_size = 1;
     for (int d = 0; d < nsp; d++) {

@@ -157,7 +157,7 @@ static inline bool nn_present(const nn_call *c, int i) {
     return i < c->n_in && c->in[i].dtype != NN_DTYPE_UNDEFINED;
 }
 
-/* ---- numpy broadcasting (ops/broadcast.c) */
+/* ---- numpy broadcasting (ops/support.c) */
 /* output shape of broadcasting a and b; NN_ERR_SHAPE with message if they do not fit */
 nn_status nn_broadcast_shape(nn_call *call, const nn_tensor *a, const nn_tensor *b, nn_tensor *out);
 /* Strides of `in` (in elements) laid against an output of rank `ndim`:

@@ -1,5 +1,6 @@
 /* Windowed pooling (MaxPool, AveragePool) over any number of spatial dims,
- * global pooling, and LRN (a window across channels). */
+ * global pooling, and LRN (a window across channels).  float; MaxPool also
+ * uint8 and int8. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -75,8 +76,8 @@ static nn_status pool_resolve(nn_call *c, pool_geom *g) {
     if (nsp < 1) return nn_call_error(c, NN_ERR_SHAPE, "input must have rank >= 3, got %d", x->ndim);
     if (p->n_kernel != nsp || (p->n_strides >= 0 && p->n_strides != nsp) ||
         (p->n_dilations >= 0 && p->n_dilations != nsp) || (p->n_pads >= 0 && p->n_pads != 2 * nsp))
-        return nn_call_error(c, NN_ERR_INVALID, "kernel_shape/strides/dilations/pads lengths do not fit %d spatial dims",
-                             nsp);
+        return nn_call_error(c, NN_ERR_INVALID,
+                             "kernel_shape/strides/dilations/pads lengths do not fit %d spatial dims", nsp);
     g->planes = x->dims[0] * x->dims[1];
     g->in_size = g->out_size = 1;
     for (int d = 0; d < nsp; d++) {
@@ -122,6 +123,120 @@ static void odometer_next(int64_t *pos, const int64_t *dims, int n) {
     }
 }
 
+/* ---- MaxPool and AveragePool are separable: a box max (mean) is a max
+ * (mean) along each axis in turn, and ONNX's divisor is a product of per-axis
+ * counts.  So both run as one 1-D pass per spatial axis, last axis first; the
+ * inner passes move whole contiguous rows and vectorize. */
+
+/* Pooling along one axis of [outer][in_len][inner] into [outer][out_len][inner]. */
+typedef struct axis_pass {
+    int64_t outer, inner, in_len, out_len;
+    int64_t kernel, stride, dilation, pad, pad_end;
+    int64_t full_lo, full_hi; /* outputs whose whole window is inside the input */
+    bool include_pad;         /* AveragePool count_include_pad */
+} axis_pass;
+
+/* One pass; op(acc, v) folds a tap into the accumulator, `finish` runs once
+ * per output row with the window's valid taps [lo, hi).  Rows of one element
+ * (the first pass, along the contiguous axis) take a scalar loop. */
+#define AXIS_POOL(name, T, empty, op, finish)                                                             \
+    static void name(const axis_pass *a, const void *src_v, void *dst_v, int threads) {                   \
+        const T *src = src_v;                                                                              \
+        T *dst = dst_v;                                                                                    \
+        _Pragma("omp parallel for num_threads(threads) if (a->outer * a->out_len * a->inner > 16384)")     \
+        for (int64_t q = 0; q < a->outer; q++) {                                                           \
+            const T *s = src + q * a->in_len * a->inner;                                                   \
+            T *d = dst + q * a->out_len * a->inner;                                                        \
+            for (int64_t o = 0; o < a->out_len; o++, d += a->inner) {                                      \
+                int64_t start = o * a->stride - a->pad, lo = 0, hi = a->kernel;                            \
+                if (o < a->full_lo || o >= a->full_hi)                                                     \
+                    valid_range(start, a->dilation, a->in_len, a->kernel, &lo, &hi);                       \
+                if (lo == hi) {                                                                            \
+                    for (int64_t i = 0; i < a->inner; i++) d[i] = (empty);                                 \
+                    continue;                                                                              \
+                }                                                                                          \
+                const T *r = s + (start + lo * a->dilation) * a->inner;                                    \
+                if (a->inner == 1) {                                                                       \
+                    T acc = r[0];                                                                          \
+                    for (int64_t k = 1; k < hi - lo; k++) acc = op(acc, r[k * a->dilation]);               \
+                    d[0] = acc;                                                                            \
+                } else {                                                                                   \
+                    for (int64_t i = 0; i < a->inner; i++) d[i] = r[i];                                    \
+                    for (int64_t k = lo + 1; k < hi; k++) {                                                \
+                        r = s + (start + k * a->dilation) * a->inner;                                      \
+                        for (int64_t i = 0; i < a->inner; i++) d[i] = op(d[i], r[i]);                     \
+                    }                                                                                      \
+                }                                                                                          \
+                finish;                                                                                    \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+
+#define MAX_OP(acc, v) ((v) > (acc) ? (v) : (acc))
+#define SUM_OP(acc, v) ((acc) + (v))
+
+AXIS_POOL(max_axis_f32, float, -INFINITY, MAX_OP, (void)0)
+AXIS_POOL(max_axis_u8, uint8_t, 0, MAX_OP, (void)0)
+AXIS_POOL(max_axis_i8, int8_t, INT8_MIN, MAX_OP, (void)0)
+
+/* Mean from sum: divide by the valid taps, or with count_include_pad by the
+ * taps inside input and pads (but not past the end pad, as in ceil mode). */
+static void avg_finish(const axis_pass *a, float *d, int64_t start, int64_t valid) {
+    int64_t n = valid, lo, hi;
+    if (a->include_pad) {
+        valid_range(start + a->pad, a->dilation, a->in_len + a->pad + a->pad_end, a->kernel, &lo, &hi);
+        n = hi - lo;
+    }
+    float scale = 1.0f / (float)n;
+    for (int64_t i = 0; i < a->inner; i++) d[i] *= scale;
+}
+
+AXIS_POOL(avg_axis, float, 0.0f, SUM_OP, avg_finish(a, d, start, hi - lo))
+
+typedef void (*axis_fn)(const axis_pass *a, const void *src, void *dst, int threads);
+
+/* Elements of the largest intermediate (after the pass on axis j, axes >= j
+ * are pooled), and how many intermediate buffers the passes alternate between. */
+static int64_t pass_buffer(const pool_geom *g, int *buffers) {
+    int64_t most = 0;
+    for (int j = g->nsp - 1; j >= 1; j--) {
+        int64_t n = g->planes;
+        for (int d = 0; d < g->nsp; d++) n *= d < j ? g->in[d] : g->out[d];
+        if (n > most) most = n;
+    }
+    *buffers = g->nsp > 2 ? 2 : g->nsp - 1;
+    return most;
+}
+
+static void pool_separable(const pool_geom *g, axis_fn fn, bool include_pad, const void *x, void *y, void *ws,
+                           size_t esize, int threads) {
+    int buffers;
+    int64_t most = pass_buffer(g, &buffers);
+    const void *src = x;
+    for (int j = g->nsp - 1; j >= 0; j--) {
+        axis_pass a = {.outer = g->planes, .inner = 1, .in_len = g->in[j], .out_len = g->out[j],
+                       .kernel = g->kernel[j], .stride = g->stride[j], .dilation = g->dilation[j],
+                       .pad = g->pad[j], .pad_end = g->pad_end[j], .include_pad = include_pad};
+        for (int d = 0; d < j; d++) a.outer *= g->in[d];
+        for (int d = j + 1; d < g->nsp; d++) a.inner *= g->out[d];
+        valid_range(-a.pad, a.stride, a.in_len - (a.kernel - 1) * a.dilation, a.out_len, &a.full_lo, &a.full_hi);
+        void *dst = j == 0 ? y : (char *)ws + (size_t)((g->nsp - 1 - j) % buffers) * (size_t)most * esize;
+        fn(&a, src, dst, threads);
+        src = dst;
+    }
+}
+
+static size_t pool_workspace(const nn_call *c, size_t esize) {
+    pool_geom g;
+    int buffers;
+    /* the cast is for nn_call_error's signature: pool_resolve changes nothing but the error text */
+    if (pool_resolve((nn_call *)c, &g) != NN_OK) return 0;
+    return (size_t)pass_buffer(&g, &buffers) * (size_t)buffers * esize;
+}
+
+/* ---- MaxPool's Indices output: each window scanned whole (argmax does not
+ *      separate as cheaply; only asked for by models that unpool later). */
+
 /* The taps of one pooling window that fall inside the input, visited one row
  * (a run along the last spatial dim) at a time. */
 typedef struct window {
@@ -160,19 +275,6 @@ static bool window_row(window *w, int64_t *first) {
     return true;
 }
 
-/* Taps inside input plus pads (count_include_pad's divisor). */
-static int64_t window_padded_count(const window *w) {
-    const pool_geom *g = w->g;
-    int64_t n = 1;
-    for (int d = 0; d < g->nsp; d++) {
-        int64_t lo, hi;
-        valid_range(w->start[d] + g->pad[d], g->dilation[d], g->in[d] + g->pad[d] + g->pad_end[d], g->kernel[d],
-                    &lo, &hi);
-        n *= hi - lo;
-    }
-    return n;
-}
-
 /* Row-major offset within a plane -> column-major (MaxPool storage_order 1). */
 static int64_t column_major(const pool_geom *g, int64_t i) {
     int64_t coord[NSP_MAX], r = 0, scale = 1;
@@ -187,43 +289,37 @@ static int64_t column_major(const pool_geom *g, int64_t i) {
     return r;
 }
 
-/* Max over each window; `idx` (may be NULL) receives the flat input index of
- * the first maximum. */
-#define MAX_POOL(T, suffix)                                                                                  \
-    static void max_pool_##suffix(const pool_geom *g, const T *x, T *y, int64_t *idx, bool col_major,      \
-                                  int threads) {                                                           \
-        _Pragma("omp parallel for num_threads(threads) if (g->planes * g->out_size > 16384)")               \
-        for (int64_t p = 0; p < g->planes; p++) {                                                          \
-            const T *xp = x + p * g->in_size;                                                              \
-            int64_t pos[NSP_MAX] = {0}, step = g->dilation[g->nsp - 1];                                    \
-            for (int64_t o = 0; o < g->out_size; o++) {                                                    \
-                window w;                                                                                  \
-                window_init(&w, g, pos);                                                                   \
-                odometer_next(pos, g->out, g->nsp);                                                        \
-                T best = 0;                                                                                \
-                int64_t arg = -1, first;                                                                   \
-                while (window_row(&w, &first))                                                             \
-                    for (int64_t j = first; j < first + w.row_len * step; j += step)                       \
-                        if (arg < 0 || xp[j] > best) {                                                     \
-                            best = xp[j];                                                                  \
-                            arg = j;                                                                       \
-                        }                                                                                  \
-                y[p * g->out_size + o] = best;                                                             \
-                if (idx)                                                                                   \
-                    idx[p * g->out_size + o] =                                                             \
-                        arg < 0 ? -1 : p * g->in_size + (col_major ? column_major(g, arg) : arg);          \
-            }                                                                                              \
-        }                                                                                                  \
+/* Max and the flat input index of its first occurrence. */
+static void max_pool_indices(const pool_geom *g, const float *x, float *y, int64_t *idx, bool col_major,
+                             int threads) {
+#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size > 16384)
+    for (int64_t p = 0; p < g->planes; p++) {
+        const float *xp = x + p * g->in_size;
+        int64_t pos[NSP_MAX] = {0}, step = g->dilation[g->nsp - 1];
+        for (int64_t o = 0; o < g->out_size; o++) {
+            window w;
+            window_init(&w, g, pos);
+            odometer_next(pos, g->out, g->nsp);
+            float best = -INFINITY;
+            int64_t arg = -1, first;
+            while (window_row(&w, &first))
+                for (int64_t j = first; j < first + w.row_len * step; j += step)
+                    if (arg < 0 || xp[j] > best) {
+                        best = xp[j];
+                        arg = j;
+                    }
+            y[p * g->out_size + o] = best;
+            idx[p * g->out_size + o] = arg < 0 ? -1 : p * g->in_size + (col_major ? column_major(g, arg) : arg);
+        }
     }
-
-MAX_POOL(float, f32)
-MAX_POOL(uint8_t, u8)
-MAX_POOL(int8_t, i8)
+}
 
 static nn_status infer_max_pool(nn_call *c) {
     nn_dtype dt = c->in[0].dtype;
     if (dt != NN_DTYPE_FLOAT && dt != NN_DTYPE_UINT8 && dt != NN_DTYPE_INT8)
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(dt));
+    if (c->n_out > 1 && dt != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "Indices output supported for float input only");
     pool_geom g;
     nn_status st = pool_resolve(c, &g);
     if (st != NN_OK) return st;
@@ -234,19 +330,23 @@ static nn_status infer_max_pool(nn_call *c) {
     return NN_OK;
 }
 
+static size_t workspace_max_pool(const nn_call *c) { return pool_workspace(c, nn_dtype_size(c->in[0].dtype)); }
+
 static nn_status run_max_pool(nn_call *c) {
     const pool_params *p = c->params;
     pool_geom g;
     nn_status st = pool_resolve(c, &g);
     if (st != NN_OK) return st;
-    int64_t *idx = c->n_out > 1 ? c->out[1].data : NULL;
-    bool col_major = p->storage_order == 1;
-    switch (c->in[0].dtype) {
-    case NN_DTYPE_FLOAT: max_pool_f32(&g, c->in[0].data, c->out[0].data, idx, col_major, c->threads); break;
-    case NN_DTYPE_UINT8: max_pool_u8(&g, c->in[0].data, c->out[0].data, idx, col_major, c->threads); break;
-    case NN_DTYPE_INT8: max_pool_i8(&g, c->in[0].data, c->out[0].data, idx, col_major, c->threads); break;
-    default: return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(c->in[0].dtype));
+    if (c->n_out > 1 && c->out[1].data) {
+        max_pool_indices(&g, c->in[0].data, c->out[0].data, c->out[1].data, p->storage_order == 1, c->threads);
+        return NN_OK;
     }
+    size_t esize = nn_dtype_size(c->in[0].dtype);
+    if (c->workspace_size < pool_workspace(c, esize))
+        return nn_call_error(c, NN_ERR_INTERNAL, "pool workspace too small");
+    axis_fn fn = c->in[0].dtype == NN_DTYPE_UINT8 ? max_axis_u8
+                 : c->in[0].dtype == NN_DTYPE_INT8 ? max_axis_i8 : max_axis_f32;
+    pool_separable(&g, fn, false, c->in[0].data, c->out[0].data, c->workspace, esize, c->threads);
     return NN_OK;
 }
 
@@ -257,31 +357,17 @@ static nn_status infer_float_pool(nn_call *c) {
     return infer_max_pool(c);
 }
 
+static size_t workspace_average_pool(const nn_call *c) { return pool_workspace(c, sizeof(float)); }
+
 static nn_status run_average_pool(nn_call *c) {
     const pool_params *p = c->params;
     pool_geom g;
     nn_status st = pool_resolve(c, &g);
     if (st != NN_OK) return st;
-    const float *x = c->in[0].data;
-    float *y = c->out[0].data;
-    bool include_pad = p->count_include_pad != 0;
-#pragma omp parallel for num_threads(c->threads) if (g.planes * g.out_size > 16384)
-    for (int64_t pl = 0; pl < g.planes; pl++) {
-        const float *xp = x + pl * g.in_size;
-        int64_t pos[NSP_MAX] = {0}, step = g.dilation[g.nsp - 1];
-        for (int64_t o = 0; o < g.out_size; o++) {
-            window w;
-            window_init(&w, &g, pos);
-            odometer_next(pos, g.out, g.nsp);
-            int64_t count = include_pad ? window_padded_count(&w) : 0, first;
-            float sum = 0.0f;
-            while (window_row(&w, &first)) {
-                for (int64_t j = 0; j < w.row_len; j++) sum += xp[first + j * step];
-                if (!include_pad) count += w.row_len;
-            }
-            y[pl * g.out_size + o] = count > 0 ? sum / (float)count : 0.0f;
-        }
-    }
+    if (c->workspace_size < pool_workspace(c, sizeof(float)))
+        return nn_call_error(c, NN_ERR_INTERNAL, "pool workspace too small");
+    pool_separable(&g, avg_axis, p->count_include_pad != 0, c->in[0].data, c->out[0].data, c->workspace,
+                   sizeof(float), c->threads);
     return NN_OK;
 }
 
@@ -375,9 +461,9 @@ static nn_status run_lrn(nn_call *c) {
 
 const nn_op_desc nn_op_MaxPool = {.name = "MaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
                                   .max_outputs = 2, .parse = parse_pool, .infer = infer_max_pool,
-                                  .run = run_max_pool};
+                                  .workspace = workspace_max_pool, .run = run_max_pool};
 const nn_op_desc nn_op_AveragePool = {.name = "AveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
                                       .max_outputs = 1, .parse = parse_pool, .infer = infer_float_pool,
-                                      .run = run_average_pool};
+                                      .workspace = workspace_average_pool, .run = run_average_pool};
 const nn_op_desc nn_op_LRN = {.name = "LRN", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                               .parse = parse_lrn, .infer = infer_lrn, .run = run_lrn};

@@ -87,8 +87,9 @@ static void copy_data(const nn_call *c) {
         break;                                                                                 \
     }
 
-/* One generic body per operator: `expr` computes y from x and the params p. */
-#define UNARY(Name, TYPES, parse, expr)                                                        \
+/* One generic body per operator: `expr` computes y from x and the params p.
+ * `act_fn` is the as_activation hook (NULL when the op cannot be fused). */
+#define UNARY(Name, TYPES, parse_fn, act_fn, expr)                                             \
     static nn_status infer_##Name(nn_call *c) { return infer_same(c, TYPES##_MASK); }         \
     static nn_status run_##Name(nn_call *c) {                                                  \
         const act_params *p = c->params ? c->params : &no_params;                              \
@@ -100,9 +101,37 @@ static void copy_data(const nn_call *c) {
         }                                                                                      \
         return NN_OK;                                                                          \
     }                                                                                          \
-    const nn_op_desc nn_op_##Name = {#Name, 1, 1, 1, 1, 0, parse, infer_##Name, NULL, run_##Name};
+    const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,  \
+                                     .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .parse = parse_fn,  \
+                                     .infer = infer_##Name, .run = run_##Name, .as_activation = act_fn};
 
 static inline float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
+
+/* e^x written so that the compiler vectorizes the loop around it (libm's expf
+ * is one call per element): x = n ln2 + r with |r| <= ln2/2, a degree-7 Taylor
+ * polynomial for e^r (error under 2 ulp), 2^n put straight into the exponent.
+ * Inputs are clamped to +-87, so it is only for uses that saturate there. */
+static inline float exp_clamped(float x) {
+    const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
+    float t = x * 1.44269504f + round_magic;
+    float n = t - round_magic;
+    float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f; /* ln2 in two parts */
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits - 0x4B400000 + 127) * (1 << 23); /* n sits in t's low mantissa bits */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
 
 /* log(1 + e^x) without overflow for large x */
 static inline float softplus(float x) { return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
@@ -112,29 +141,50 @@ ACT_ATTRS(Elu, ATTR(alpha, 1.0f))
 ACT_ATTRS(Selu, ATTR(alpha, 1.67326319217681884765625f), ATTR(gamma, 1.05070102214813232421875f))
 ACT_ATTRS(HardSigmoid, ATTR(alpha, 0.2f), ATTR(beta, 0.5f))
 
-UNARY(Abs, T_SIGNED, NULL, ABSV(x))
-UNARY(Neg, T_SIGNED, NULL, NEGV(x))
-UNARY(Sign, T_SIGNED, NULL, (x > 0) - (x < 0))
-UNARY(Relu, T_SIGNED, NULL, x > 0 ? x : 0)
-UNARY(Not, T_BOOL, NULL, !x)
-UNARY(Sqrt, T_FLOAT, NULL, sqrtf(x))
-UNARY(Exp, T_FLOAT, NULL, expf(x))
-UNARY(Log, T_FLOAT, NULL, logf(x))
-UNARY(Reciprocal, T_FLOAT, NULL, 1.0f / x)
-UNARY(Floor, T_FLOAT, NULL, floorf(x))
-UNARY(Ceil, T_FLOAT, NULL, ceilf(x))
-UNARY(Sin, T_FLOAT, NULL, sinf(x))
-UNARY(Cos, T_FLOAT, NULL, cosf(x))
-UNARY(Tanh, T_FLOAT, NULL, tanhf(x))
-UNARY(Erf, T_FLOAT, NULL, erff(x))
-UNARY(Sigmoid, T_FLOAT, NULL, 1.0f / (1.0f + expf(-x)))
-UNARY(Softplus, T_FLOAT, NULL, softplus(x))
-UNARY(Softsign, T_FLOAT, NULL, x / (1.0f + fabsf(x)))
-UNARY(HardSwish, T_FLOAT, NULL, x * clamp01(x * (1.0f / 6.0f) + 0.5f))
-UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, x >= 0.0f ? x : p->alpha * x)
-UNARY(Elu, T_FLOAT, parse_Elu, x >= 0.0f ? x : p->alpha * expm1f(x))
-UNARY(Selu, T_FLOAT, parse_Selu, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
-UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, clamp01(p->alpha * x + p->beta))
+/* ---- activations the fusion passes may fold into their producer (float only) */
+
+static bool fusable(const nn_call *c, nn_epilogue *e, nn_act act) {
+    const act_params *p = c->params ? c->params : &no_params;
+    if (c->in[0].dtype != NN_DTYPE_FLOAT) return false;
+    e->act = act;
+    e->alpha = p->alpha;
+    e->beta = p->beta;
+    return true;
+}
+
+#define AS_ACT(Name, act)                                                                      \
+    static bool as_act_##Name(const nn_call *c, nn_epilogue *e) { return fusable(c, e, act); }
+
+AS_ACT(Relu, NN_ACT_RELU)
+AS_ACT(LeakyRelu, NN_ACT_LEAKY_RELU)
+AS_ACT(Sigmoid, NN_ACT_SIGMOID)
+AS_ACT(HardSigmoid, NN_ACT_HARD_SIGMOID)
+AS_ACT(HardSwish, NN_ACT_HARD_SWISH)
+AS_ACT(Tanh, NN_ACT_TANH)
+
+UNARY(Abs, T_SIGNED, NULL, NULL, ABSV(x))
+UNARY(Neg, T_SIGNED, NULL, NULL, NEGV(x))
+UNARY(Sign, T_SIGNED, NULL, NULL, (x > 0) - (x < 0))
+UNARY(Relu, T_SIGNED, NULL, as_act_Relu, x > 0 ? x : 0)
+UNARY(Not, T_BOOL, NULL, NULL, !x)
+UNARY(Sqrt, T_FLOAT, NULL, NULL, sqrtf(x))
+UNARY(Exp, T_FLOAT, NULL, NULL, expf(x))
+UNARY(Log, T_FLOAT, NULL, NULL, logf(x))
+UNARY(Reciprocal, T_FLOAT, NULL, NULL, 1.0f / x)
+UNARY(Floor, T_FLOAT, NULL, NULL, floorf(x))
+UNARY(Ceil, T_FLOAT, NULL, NULL, ceilf(x))
+UNARY(Sin, T_FLOAT, NULL, NULL, sinf(x))
+UNARY(Cos, T_FLOAT, NULL, NULL, cosf(x))
+UNARY(Tanh, T_FLOAT, NULL, as_act_Tanh, tanhf(x))
+UNARY(Erf, T_FLOAT, NULL, NULL, erff(x))
+UNARY(Sigmoid, T_FLOAT, NULL, as_act_Sigmoid, 1.0f / (1.0f + exp_clamped(-x)))
+UNARY(Softplus, T_FLOAT, NULL, NULL, softplus(x))
+UNARY(Softsign, T_FLOAT, NULL, NULL, x / (1.0f + fabsf(x)))
+UNARY(HardSwish, T_FLOAT, NULL, as_act_HardSwish, x * clamp01(x * (1.0f / 6.0f) + 0.5f))
+UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, as_act_LeakyRelu, x >= 0.0f ? x : p->alpha * x)
+UNARY(Elu, T_FLOAT, parse_Elu, NULL, x >= 0.0f ? x : p->alpha * expm1f(x))
+UNARY(Selu, T_FLOAT, parse_Selu, NULL, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
+UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, as_act_HardSigmoid, clamp01(p->alpha * x + p->beta))
 
 /* ---- Clip: bounds are attributes before opset 11, optional scalar inputs since. */
 
@@ -203,7 +253,31 @@ static nn_status run_Clip(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Clip = {"Clip", 1, 3, 1, 1, 0, parse_Clip, infer_Clip, NULL, run_Clip};
+/* Fusable when the bounds are known now; the epilogue clamps in the other order,
+ * so min > max (all values become max) is left unfused. */
+static bool as_act_Clip(const nn_call *c, nn_epilogue *e) {
+    const clip_params *p = c->params;
+    if (c->in[0].dtype != NN_DTYPE_FLOAT) return false;
+    float bound[2] = {-INFINITY, INFINITY};
+    if (p->from_attrs) {
+        bound[0] = p->lo;
+        bound[1] = p->hi;
+    }
+    for (int i = 1; i < 3 && !p->from_attrs; i++) {
+        if (!nn_present(c, i)) continue;
+        if (!c->in[i].data) return false;
+        bound[i - 1] = *(const float *)c->in[i].data;
+    }
+    if (bound[0] > bound[1]) return false;
+    e->act = NN_ACT_CLIP;
+    e->alpha = bound[0];
+    e->beta = bound[1];
+    return true;
+}
+
+const nn_op_desc nn_op_Clip = {.name = "Clip", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+                               .flags = NN_OPF_ELEMENTWISE, .parse = parse_Clip, .infer = infer_Clip, .run = run_Clip,
+                               .as_activation = as_act_Clip};
 
 /* ---- Identity */
 
@@ -214,7 +288,9 @@ static nn_status run_Identity(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Identity = {"Identity", 1, 1, 1, 1, 0, NULL, infer_Identity, NULL, run_Identity};
+const nn_op_desc nn_op_Identity = {.name = "Identity", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                   .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .infer = infer_Identity,
+                                   .run = run_Identity};
 
 /* ---- Dropout: inference only, so the output is the input and the mask all ones.
  * The mask is BOOL since opset 10 and the input's type before. */
@@ -266,7 +342,9 @@ static nn_status run_Dropout(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Dropout = {"Dropout", 1, 3, 1, 2, 0, parse_Dropout, infer_Dropout, NULL, run_Dropout};
+const nn_op_desc nn_op_Dropout = {.name = "Dropout", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1,
+                                  .max_outputs = 2, .flags = NN_OPF_ELEMENTWISE, .parse = parse_Dropout,
+                                  .infer = infer_Dropout, .run = run_Dropout};
 
 /* ---- Cast between the engine's dtypes.  Float to integer saturates (NaN gives 0):
  * ONNX leaves out-of-range casts undefined, C makes them undefined behaviour. */
@@ -335,12 +413,14 @@ static inline int64_t float_to_int(float x, int64_t lo, int64_t hi) {
     X(UINT8, uint8_t, __VA_ARGS__)                                                             \
     X(INT8, int8_t, __VA_ARGS__)
 
+/* one element of a source type to the target type DCODE / TD */
 #define CONVERT(DCODE, TD, lo, hi, x)                                                          \
     (NN_DTYPE_##DCODE == NN_DTYPE_BOOL    ? (TD)((x) != 0)                                     \
      : NN_DTYPE_##DCODE == NN_DTYPE_FLOAT ? (TD)(x)                                            \
-                                          : _Generic((x), float: (TD)float_to_int((float)(x), lo, hi), default: (TD)(x)))
+                                          : _Generic((x), float: (TD)float_to_int((float)(x), lo, hi),   \
+                                                     default: (TD)(x)))
 
-#define CAST_FROM(SCODE, TS, DCODE, TD, lo, hi)                                      \
+#define CAST_FROM(SCODE, TS, DCODE, TD, lo, hi)                                                \
     case NN_DTYPE_##SCODE: {                                                                   \
         const TS *src = c->in[0].data;                                                         \
         TD *dst = c->out[0].data;                                                              \
@@ -370,4 +450,5 @@ static nn_status run_Cast(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Cast = {"Cast", 1, 1, 1, 1, 0, parse_Cast, infer_Cast, NULL, run_Cast};
+const nn_op_desc nn_op_Cast = {.name = "Cast", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                               .parse = parse_Cast, .infer = infer_Cast, .run = run_Cast};

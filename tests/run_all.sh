@@ -20,18 +20,17 @@ suite() {
         echo "=== $name: FAILED ($(($(date +%s) - start)) s)"
     fi
 }
-# library behaviour, under valgrind so leaks and bad reads fail it
+# C unit tests under valgrind, so leaks and bad reads fail them
 # (libomp keeps its thread pool alive at exit: only definite leaks count)
-suite api valgrind -q --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite \
-    --error-exitcode=9 build/tests/test_api
+VALGRIND="valgrind -q --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite --error-exitcode=9"
 for t in build/tests/test_*; do
-    case "$t" in */test_api) continue ;; esac
-    suite "$(basename "$t")" "$t"
+    suite "$(basename "$t")" $VALGRIND "$t"
 done
 suite cli tests/test_cli.sh
 suite conformance build/tests/conformance
 suite install tests/test_install.sh
 suite models tests/check_models.sh
+suite structure tests/check_structure.sh
 echo "suites failed:${failed_names:- none}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

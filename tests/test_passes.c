@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../engine/model.h"
 #include "../ops/registry.h"
@@ -130,12 +129,13 @@ static void expect_epilogue(nn_model *m, const nn_node *n, nn_act act, const cha
 #define EXPECT_EPILOGUE(m, n, act, residual, label) expect_epilogue(m, n, act, residual, label, __LINE__)
 
 /* An activation can only be fused when its op describes itself as one. */
-static bool expect_activation_hook(int op) {
-    return EXPECT(nn_op_get(op)->as_activation != NULL,
+static bool expect_activation_hook(int op, int line) {
+    return expect(nn_op_get(op)->as_activation != NULL, line,
                   "%s: expected an as_activation hook in its descriptor (ops/unary.c), got NULL: fusion cannot "
                   "happen, skipping the structure checks of this case",
                   op_name(op));
 }
+#define EXPECT_ACTIVATION_HOOK(op) expect_activation_hook(op, __LINE__)
 
 /* ---- the memory plan: every pair of distinct buffers live at the same time
  * lies apart, and everything fits in the arena */
@@ -609,7 +609,7 @@ static void test_fuse_relu(void) {
     conv_model(&b, "y");
     node(&b, "Relu", "relu", "c", NULL, "y");
     const char *path = save(&b, "conv_relu.onnx");
-    bool hook = expect_activation_hook(NN_OP_Relu);
+    bool hook = EXPECT_ACTIVATION_HOOK(NN_OP_Relu);
     nn_model *m = load(path, "fuse_activation");
     if (m && hook) {
         EXPECT_OPS(m, "Conv");
@@ -649,7 +649,7 @@ static void test_fuse_clip(void) {
     float_init(&b, "hi", 0, NULL, 1, &hi);
     node_io(&b, "Clip", "clip", 3, (const char *[]){"c", "lo", "hi"}, 1, (const char *[]){"y"});
     const char *path = save(&b, "conv_clip.onnx");
-    bool hook = expect_activation_hook(NN_OP_Clip);
+    bool hook = EXPECT_ACTIVATION_HOOK(NN_OP_Clip);
     nn_model *m = load(path, "fuse_activation");
     if (m && hook) {
         EXPECT_OPS(m, "Conv");
@@ -693,7 +693,7 @@ static void test_fuse_leaky_gemm(void) {
     node_io(&b, "Gemm", "gemm", 3, (const char *[]){"x", "W", "C"}, 1, (const char *[]){"g"});
     attr_float(&b, node(&b, "LeakyRelu", "leaky", "g", NULL, "y"), "alpha", 0.2f);
     const char *path = save(&b, "gemm_leaky.onnx");
-    bool hook = expect_activation_hook(NN_OP_LeakyRelu);
+    bool hook = EXPECT_ACTIVATION_HOOK(NN_OP_LeakyRelu);
     nn_model *m = load(path, "fuse_activation");
     if (m && hook) {
         EXPECT_OPS(m, "Gemm");
@@ -774,7 +774,7 @@ static void test_fuse_residual(void) {
     node(&b, "Add", "add", "c", "x", "s");
     node(&b, "Relu", "relu", "s", NULL, "y");
     path = save(&b, "residual_relu.onnx");
-    bool hook = expect_activation_hook(NN_OP_Relu);
+    bool hook = EXPECT_ACTIVATION_HOOK(NN_OP_Relu);
     m = load(path, NULL);
     if (m && hook) {
         EXPECT_OPS(m, "Conv");

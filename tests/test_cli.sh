@@ -23,7 +23,7 @@ expect_error() {
     want_rc=$1
     want_text=$2
     shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
+    "$@" >"$tmp/stdout" 2>"$tmp/err"
     rc=$?
     checks=$((checks + 1))
     lines=$(wc -l <"$tmp/err")
@@ -63,9 +63,9 @@ for word in "load" "latency" "median" "p90" "p99" "throughput" "peak RSS" "param
 done
 
 # the committed default model matches torch's output
-$NNRUN "$MODEL" --input input=models/mobilenetv2.input.npy --save-outputs "$tmp/out" --iters 1 --warmup 0 >/dev/null
-check "default model runs with --input and --save-outputs" test -f "$tmp/out/output.npy"
-check "default model matches torch (rel L2 <= 1e-4)" build/tests/compare_npy "$tmp/out/output.npy" models/mobilenetv2.output.npy 1e-4
+$NNRUN "$MODEL" --input input=models/mobilenetv2.input.npy --save-outputs "$tmp/saved" --iters 1 --warmup 0 >/dev/null
+check "default model runs with --input and --save-outputs" test -f "$tmp/saved/output.npy"
+check "default model matches torch (rel L2 <= 1e-4)" build/tests/compare_npy "$tmp/saved/output.npy" models/mobilenetv2.output.npy 1e-4
 
 echo "$((checks - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -27,7 +27,7 @@ TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump
 TESTS_C    := $(wildcard tests/test_*.c)
 TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $(BUILD)/tests/compare_npy
 
-.PHONY: all deps test-deps run test models bench install clean conformance check-models
+.PHONY: all deps test-deps run test models bench install clean conformance
 all: $(BUILD)/libnn.a $(BUILD)/libnn.so $(TOOLS)
 
 # Missing Debian packages are installed before the first compile.
@@ -78,11 +78,12 @@ $(BUILD)/tests/%: tests/%.c tests/onnx_builder.h $(BUILD)/libnn.a
 run: all
 	$(BUILD)/nnrun models/mobilenetv2.onnx --batch 1 --iters 20
 
-# ---- models: torchvision CNNs with seeded random weights (not committed)
+# ---- models: torchvision CNNs with seeded random weights (not committed).
+# A changed export script re-exports everything (--force, about a minute).
 models: $(MODELS_DIR)/.done
 $(MODELS_DIR)/.done: models/export.py | $(BUILD)/.deps-test
 	@mkdir -p $(MODELS_DIR)
-	$(PYTHON) models/export.py --out $(MODELS_DIR)
+	$(PYTHON) models/export.py --out $(MODELS_DIR) $(if $(wildcard $@),--force)
 	@touch $@
 
 # ---- tests

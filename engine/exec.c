@@ -22,8 +22,8 @@ static void gather_call(const nn_model *m, const nn_node *n, nn_call *call, char
     }
     *call = (nn_call){.params = n->params, .n_in = n->n_in, .n_out = n->n_out, .in = m->call_in,
                       .out = m->call_out, .workspace = m->workspace, .workspace_size = m->plan.workspace_bytes,
-                      .threads = m->threads, .epilogue = n->has_epilogue ? &n->epilogue : NULL, .err = err,
-                      .err_size = err_size};
+                      .threads = m->threads, .epilogue = n->has_epilogue ? &n->epilogue : NULL,
+                      .prepared = n->prepared, .err = err, .err_size = err_size};
     err[0] = 0;
 }
 
@@ -58,16 +58,22 @@ nn_status nn_runtime_init(nn_model *m) {
         return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
     for (int v = 0; v < g->n_values; v++)
         if (m->plan.offset[v] >= 0) m->rt[v].data = (char *)m->arena + m->plan.offset[v];
-    /* one scratch workspace, sized to the hungriest kernel */
+    /* one scratch workspace, sized to the hungriest kernel; per-node
+     * precomputation (packed weights) */
     size_t ws = 0;
     char err[256];
     for (int i = 0; i < g->n_nodes; i++) {
-        const nn_op_desc *d = nn_op_get(g->nodes[i].op);
-        if (!d->workspace) continue;
+        nn_node *n = &g->nodes[i];
+        const nn_op_desc *d = nn_op_get(n->op);
+        if (n->elided || (!d->workspace && !d->prepare)) continue;
         nn_call call;
-        gather_call(m, &g->nodes[i], &call, err, sizeof err);
-        size_t need = d->workspace(&call);
+        gather_call(m, n, &call, err, sizeof err);
+        size_t need = d->workspace ? d->workspace(&call) : 0;
         if (need > ws) ws = need;
+        void *prepared = NULL;
+        if (d->prepare && (st = d->prepare(&call, &g->weights, &prepared)) != NN_OK)
+            return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
+        n->prepared = prepared;
     }
     m->plan.workspace_bytes = ws;
     m->workspace = ws ? aligned_alloc(64, (ws + 63) / 64 * 64) : NULL;
@@ -125,7 +131,7 @@ nn_status nn_execute(nn_model *m) {
     char err[256];
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
-        if (n->is_view) continue; /* its output already aliases its input */
+        if (n->elided) continue; /* its outputs alias memory other nodes write */
         const nn_op_desc *d = nn_op_get(n->op);
         nn_call call;
         gather_call(m, n, &call, err, sizeof err);

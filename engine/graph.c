@@ -23,6 +23,7 @@ int nn_graph_add_value(nn_graph *g, const char *name) {
     memset(v, 0, sizeof *v);
     v->name = nn_arena_strdup(&g->meta, name);
     v->producer = -1;
+    v->alias = -1;
     if (!v->name) return -1;
     return g->n_values++;
 }
@@ -39,6 +40,16 @@ int nn_graph_add_node(nn_graph *g, const char *name, int op, int n_in, int n_out
     n->out = nn_arena_alloc(&g->meta, sizeof(int) * (size_t)(n_out ? n_out : 1));
     if (!n->name || !n->in || !n->out) return -1;
     return g->n_nodes++;
+}
+
+int nn_value_root(const nn_graph *g, int v, int64_t *offset) {
+    int64_t off = 0;
+    while (g->values[v].alias >= 0) {
+        off += g->values[v].alias_offset;
+        v = g->values[v].alias;
+    }
+    if (offset) *offset = off;
+    return v;
 }
 
 void nn_graph_free(nn_graph *g) {

@@ -20,6 +20,8 @@ typedef struct nn_value {
     bool is_const;    /* value known at load time (initializer, Constant, folded) */
     bool shape_known; /* t's dtype and dims are valid */
     bool batched;     /* graph input/output whose dim 0 is the symbolic batch */
+    int alias;        /* -1, or: this value's bytes lie inside value `alias`, at alias_offset */
+    int64_t alias_offset;
 } nn_value;
 
 typedef struct nn_node {
@@ -28,10 +30,12 @@ typedef struct nn_node {
     int n_in, n_out;
     int *in, *out;    /* value ids; -1 marks an absent optional input */
     const void *params;
+    const void *prepared; /* from the op's prepare at load (static plans) */
     bool has_epilogue;  /* set by fusion passes for ops with NN_OPF_EPILOGUE */
     nn_epilogue epilogue;
     const char *fused;  /* what fusion absorbed, e.g. "BatchNormalization+Relu"; NULL if nothing */
-    bool is_view;       /* output aliases input 0's memory with a new shape: nothing to run */
+    bool elided;        /* nothing to run: its outputs alias memory that other nodes write
+                         * (a view's output is its input; a Concat's inputs are its output's slices) */
 } nn_node;
 
 typedef struct nn_graph {
@@ -52,6 +56,9 @@ typedef struct nn_graph {
 int nn_graph_add_value(nn_graph *g, const char *name);
 int nn_graph_add_node(nn_graph *g, const char *name, int op, int n_in, int n_out);
 void nn_graph_free(nn_graph *g);
+/* Follow value aliases to the value that owns the memory; *offset gets the
+ * byte offset of v inside it. */
+int nn_value_root(const nn_graph *g, int v, int64_t *offset);
 
 /* Check and establish topological order: every used value has exactly one
  * producer (or is an input/constant), and there are no cycles.  Reorders

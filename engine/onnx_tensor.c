@@ -111,7 +111,7 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, nn_arena *arena, con
     size_t nbytes = (size_t)n * esz;
     out->dtype = (nn_dtype)dt;
     out->ndim = (int)tp->n_dims;
-    memcpy(out->dims, tp->dims, sizeof(int64_t) * tp->n_dims);
+    if (tp->n_dims) memcpy(out->dims, tp->dims, sizeof(int64_t) * tp->n_dims);
     void *data = arena ? nn_arena_alloc(arena, nbytes ? nbytes : 1) : calloc(1, nbytes ? nbytes : 1);
     if (!data) return nn_set_error(NN_ERR_NOMEM, "%s: out of memory for %zu bytes", what, nbytes);
     out->data = data;

@@ -24,24 +24,21 @@ static size_t value_bytes(const nn_value *v) {
     return (b + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
 }
 
-/* Liveness over the node order: [first_use, last_use] per buffer.  A view's
- * output shares its input's buffer (root[]), whose lifetime then covers both. */
-static void liveness(const nn_graph *g, nn_plan *p, int *root) {
-    for (int v = 0; v < g->n_values; v++) {
-        p->first_use[v] = p->last_use[v] = -1;
-        root[v] = v;
-    }
-    for (int i = 0; i < g->n_inputs; i++) p->first_use[g->inputs[i]] = p->last_use[g->inputs[i]] = 0;
+/* Liveness over the node order: [first_use, last_use] per buffer.  An
+ * aliased value (views, Concat slices) lives in its root's buffer, whose
+ * lifetime then covers every value inside it. */
+static void liveness(const nn_graph *g, nn_plan *p, const int *root) {
+    for (int v = 0; v < g->n_values; v++) p->first_use[v] = p->last_use[v] = -1;
+    for (int i = 0; i < g->n_inputs; i++) p->first_use[root[g->inputs[i]]] = p->last_use[root[g->inputs[i]]] = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && p->first_use[root[n->in[k]]] >= 0) p->last_use[root[n->in[k]]] = i;
-        if (n->is_view) {
-            root[n->out[0]] = root[n->in[0]];
-            continue;
+        for (int k = 0; k < n->n_in + n->n_out; k++) {
+            int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+            if (v < 0 || g->values[v].is_const) continue;
+            int r = root[v];
+            if (p->first_use[r] < 0 || i < p->first_use[r]) p->first_use[r] = i;
+            if (i > p->last_use[r]) p->last_use[r] = i;
         }
-        for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0) p->first_use[n->out[k]] = p->last_use[n->out[k]] = i;
     }
     /* graph outputs stay until the caller has them */
     for (int i = 0; i < g->n_outputs; i++)
@@ -57,12 +54,14 @@ nn_status nn_plan_memory(nn_model *m) {
     p->last_use = malloc(sizeof(int) * nv);
     int *order = malloc(sizeof(int) * nv);
     int *root = malloc(sizeof(int) * nv);
+    int64_t *delta = malloc(sizeof(int64_t) * nv);
     placed *busy = malloc(sizeof(placed) * nv);
     nn_status st = NN_OK;
-    if (!p->offset || !p->first_use || !p->last_use || !order || !busy || !root) {
+    if (!p->offset || !p->first_use || !p->last_use || !order || !busy || !root || !delta) {
         st = nn_set_error(NN_ERR_NOMEM, "out of memory planning %d values", g->n_values);
         goto done;
     }
+    for (int v = 0; v < g->n_values; v++) root[v] = nn_value_root(g, v, &delta[v]);
     liveness(g, p, root);
     int n_planned = 0;
     for (int v = 0; v < g->n_values; v++) {
@@ -108,8 +107,8 @@ nn_status nn_plan_memory(nn_model *m) {
         if ((size_t)p->offset[v] + size > arena) arena = (size_t)p->offset[v] + size;
     }
     for (int v = 0; v < g->n_values; v++)
-        if (root[v] != v) {
-            p->offset[v] = p->offset[root[v]];
+        if (root[v] != v && p->offset[root[v]] >= 0) {
+            p->offset[v] = p->offset[root[v]] + delta[v];
             p->first_use[v] = p->first_use[root[v]];
             p->last_use[v] = p->last_use[root[v]];
         }
@@ -126,6 +125,7 @@ nn_status nn_plan_memory(nn_model *m) {
     p->lower_bound_bytes = lower;
 done:
     free(root);
+    free(delta);
     free(order);
     free(busy);
     return st;

@@ -10,6 +10,8 @@
  *             folded constant, or at run time); an op whose output shape needs
  *             a value that is not known returns NN_DYNAMIC.
  *   workspace optional: scratch bytes `run` needs for these shapes.
+ *   prepare   optional: once at load, precompute from constant inputs (packed
+ *             weights); the result reaches run as call->prepared.
  *   run       compute.  Kernels see plain tensors and their params, never the
  *             graph; they never allocate (scratch comes in `workspace`).
  *
@@ -96,6 +98,7 @@ typedef struct nn_call {
     size_t workspace_size;
     int threads;
     const nn_epilogue *epilogue; /* NULL when nothing is fused */
+    const void *prepared;        /* what the op's prepare made at load; NULL if it has none */
     char *err;
     size_t err_size;
 } nn_call;
@@ -119,6 +122,11 @@ typedef struct nn_op_desc {
     nn_status (*infer)(nn_call *call);
     size_t (*workspace)(const nn_call *call); /* NULL: needs none */
     nn_status (*run)(nn_call *call);
+    /* Optional: once at load, for static shapes, precompute what run can
+     * reuse (e.g. weights packed for the GEMM kernel, from constant inputs,
+     * which have data here).  Memory comes from `arena` (freed with the
+     * model).  run must still work when call->prepared is NULL. */
+    nn_status (*prepare)(const nn_call *call, nn_arena *arena, void **prepared);
     /* Optional, for activations: describe this node as an epilogue
      * activation (call->in holds the node's inputs, constants with data)
      * so that fusion can fold it into its producer.  false: it cannot be. */
@@ -140,7 +148,7 @@ nn_status nn_attr_tensor(nn_parse_ctx *ctx, const char *name, const nn_tensor **
 void *nn_params_alloc(nn_parse_ctx *ctx, size_t size);
 nn_status nn_parse_error(nn_parse_ctx *ctx, nn_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-nn_status nn_call_error(nn_call *call, nn_status st, const char *fmt, ...)
+nn_status nn_call_error(const nn_call *call, nn_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- shape helpers */

@@ -19,4 +19,9 @@ typedef struct nn_gemm_params {
     int64_t trans_a, trans_b;
 } nn_gemm_params;
 
+/* ops with a single `axis` attribute: Concat, Gather, ... */
+typedef struct nn_axis_params {
+    int64_t axis;
+} nn_axis_params;
+
 #endif

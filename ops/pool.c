@@ -136,36 +136,47 @@ typedef struct axis_pass {
     bool include_pad;         /* AveragePool count_include_pad */
 } axis_pass;
 
-/* One pass; op(acc, v) folds a tap into the accumulator, `finish` runs once
- * per output row with the window's valid taps [lo, hi).  Rows of one element
- * (the first pass, along the contiguous axis) take a scalar loop. */
-#define AXIS_POOL(name, T, empty, op, finish)                                                             \
+/* One pass.  op(acc, v) folds a tap into the accumulator; `finish` runs once
+ * per output row with its valid taps [lo, hi); `finish_full` scales the run
+ * d[0..n) of single-element rows whose windows lie wholly inside.  Those
+ * (the pass along the contiguous axis) loop over taps outermost, so that the
+ * loop over outputs vectorizes. */
+#define AXIS_POOL(name, T, empty, op, finish, finish_full)                                                \
     static void name(const axis_pass *a, const void *src_v, void *dst_v, int threads) {                   \
         const T *src = src_v;                                                                              \
         T *dst = dst_v;                                                                                    \
+        bool runs = a->inner == 1 && a->full_lo < a->full_hi;                                             \
         _Pragma("omp parallel for num_threads(threads) if (a->outer * a->out_len * a->inner > 16384)")     \
         for (int64_t q = 0; q < a->outer; q++) {                                                           \
             const T *s = src + q * a->in_len * a->inner;                                                   \
             T *d = dst + q * a->out_len * a->inner;                                                        \
-            for (int64_t o = 0; o < a->out_len; o++, d += a->inner) {                                      \
+            if (runs) {                                                                                    \
+                T *dr = d + a->full_lo;                                                                    \
+                const T *sr = s + a->full_lo * a->stride - a->pad;                                         \
+                int64_t n = a->full_hi - a->full_lo;                                                       \
+                for (int64_t o = 0; o < n; o++) dr[o] = sr[o * a->stride];                                 \
+                for (int64_t k = 1; k < a->kernel; k++)                                                    \
+                    for (int64_t o = 0; o < n; o++) dr[o] = op(dr[o], sr[o * a->stride + k * a->dilation]); \
+                finish_full;                                                                               \
+            }                                                                                              \
+            for (int64_t o = 0; o < a->out_len; o++) {                                                     \
+                if (runs && o == a->full_lo) { /* done above */                                           \
+                    o = a->full_hi - 1;                                                                    \
+                    continue;                                                                              \
+                }                                                                                          \
+                T *dd = d + o * a->inner;                                                                  \
                 int64_t start = o * a->stride - a->pad, lo = 0, hi = a->kernel;                            \
                 if (o < a->full_lo || o >= a->full_hi)                                                     \
                     valid_range(start, a->dilation, a->in_len, a->kernel, &lo, &hi);                       \
                 if (lo == hi) {                                                                            \
-                    for (int64_t i = 0; i < a->inner; i++) d[i] = (empty);                                 \
+                    for (int64_t i = 0; i < a->inner; i++) dd[i] = (empty);                                \
                     continue;                                                                              \
                 }                                                                                          \
                 const T *r = s + (start + lo * a->dilation) * a->inner;                                    \
-                if (a->inner == 1) {                                                                       \
-                    T acc = r[0];                                                                          \
-                    for (int64_t k = 1; k < hi - lo; k++) acc = op(acc, r[k * a->dilation]);               \
-                    d[0] = acc;                                                                            \
-                } else {                                                                                   \
-                    for (int64_t i = 0; i < a->inner; i++) d[i] = r[i];                                    \
-                    for (int64_t k = lo + 1; k < hi; k++) {                                                \
-                        r = s + (start + k * a->dilation) * a->inner;                                      \
-                        for (int64_t i = 0; i < a->inner; i++) d[i] = op(d[i], r[i]);                     \
-                    }                                                                                      \
+                for (int64_t i = 0; i < a->inner; i++) dd[i] = r[i];                                       \
+                for (int64_t k = lo + 1; k < hi; k++) {                                                    \
+                    r = s + (start + k * a->dilation) * a->inner;                                          \
+                    for (int64_t i = 0; i < a->inner; i++) dd[i] = op(dd[i], r[i]);                        \
                 }                                                                                          \
                 finish;                                                                                    \
             }                                                                                              \
@@ -175,9 +186,9 @@ typedef struct axis_pass {
 #define MAX_OP(acc, v) ((v) > (acc) ? (v) : (acc))
 #define SUM_OP(acc, v) ((acc) + (v))
 
-AXIS_POOL(max_axis_f32, float, -INFINITY, MAX_OP, (void)0)
-AXIS_POOL(max_axis_u8, uint8_t, 0, MAX_OP, (void)0)
-AXIS_POOL(max_axis_i8, int8_t, INT8_MIN, MAX_OP, (void)0)
+AXIS_POOL(max_axis_f32, float, -INFINITY, MAX_OP, (void)0, (void)0)
+AXIS_POOL(max_axis_u8, uint8_t, 0, MAX_OP, (void)0, (void)0)
+AXIS_POOL(max_axis_i8, int8_t, INT8_MIN, MAX_OP, (void)0, (void)0)
 
 /* Mean from sum: divide by the valid taps, or with count_include_pad by the
  * taps inside input and pads (but not past the end pad, as in ceil mode). */
@@ -191,7 +202,11 @@ static void avg_finish(const axis_pass *a, float *d, int64_t start, int64_t vali
     for (int64_t i = 0; i < a->inner; i++) d[i] *= scale;
 }
 
-AXIS_POOL(avg_axis, float, 0.0f, SUM_OP, avg_finish(a, d, start, hi - lo))
+static void scale_run(float *d, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) d[i] *= scale;
+}
+
+AXIS_POOL(avg_axis, float, 0.0f, SUM_OP, avg_finish(a, dd, start, hi - lo), scale_run(dr, n, 1.0f / (float)a->kernel))
 
 typedef void (*axis_fn)(const axis_pass *a, const void *src, void *dst, int threads);
 
@@ -384,7 +399,30 @@ static nn_status infer_global_pool(nn_call *c) {
     return NN_OK;
 }
 
-#define GLOBAL_POOL(Name, init, accumulate, finish)                                                      \
+/* Sum and max of a plane over 8 independent lanes, so that the loops vectorize. */
+static double plane_sum(const float *x, int64_t n) {
+    float lane[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) lane[l] += x[i + l];
+    double s = 0.0;
+    for (int l = 0; l < 8; l++) s += lane[l];
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+static float plane_max(const float *x, int64_t n) {
+    float lane[8], m = -INFINITY;
+    for (int l = 0; l < 8; l++) lane[l] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int l = 0; l < 8; l++) m = lane[l] > m ? lane[l] : m;
+    return m;
+}
+
+#define GLOBAL_POOL(Name, reduce)                                                                        \
     static nn_status run_##Name(nn_call *c) {                                                            \
         const nn_tensor *x = &c->in[0];                                                                  \
         int64_t planes = x->dims[0] * x->dims[1], n = nn_shape_elements(x->dims + 2, x->ndim - 2);       \
@@ -393,17 +431,15 @@ static nn_status infer_global_pool(nn_call *c) {
         _Pragma("omp parallel for num_threads(c->threads) if (planes * n > 32768)")                      \
         for (int64_t p = 0; p < planes; p++) {                                                           \
             const float *xp = src + p * n;                                                               \
-            double acc = (init);                                                                         \
-            for (int64_t i = 0; i < n; i++) acc = (accumulate);                                          \
-            dst[p] = (float)(finish);                                                                    \
+            dst[p] = (reduce);                                                                           \
         }                                                                                                \
         return NN_OK;                                                                                    \
     }                                                                                                    \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,    \
                                      .max_outputs = 1, .infer = infer_global_pool, .run = run_##Name};
 
-GLOBAL_POOL(GlobalAveragePool, 0.0, acc + xp[i], n > 0 ? acc / (double)n : 0.0)
-GLOBAL_POOL(GlobalMaxPool, n > 0 ? xp[0] : 0.0, xp[i] > acc ? xp[i] : acc, acc)
+GLOBAL_POOL(GlobalAveragePool, n > 0 ? (float)(plane_sum(xp, n) / (double)n) : 0.0f)
+GLOBAL_POOL(GlobalMaxPool, plane_max(xp, n))
 
 /* ---- LRN */
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "params.h"
 
 /* Copies smaller than this stay on one thread: a team costs more than it saves. */
 #define PARALLEL_BYTES ((int64_t)1 << 18)
@@ -43,9 +44,7 @@ static void store_scalar(void *dst, nn_dtype dt, double v) {
 
 /* ---- ops with one `axis` attribute */
 
-typedef struct axis_params {
-    int64_t axis;
-} axis_params;
+typedef nn_axis_params axis_params;
 
 static nn_status parse_axis(nn_parse_ctx *ctx, int64_t dflt) {
     axis_params *p = nn_params_alloc(ctx, sizeof *p);

@@ -10,11 +10,12 @@
  * shapes and constant weights; no-op removal before the fusions so that an
  * Identity between a Conv and its BatchNormalization does not hide the
  * pair; the residual Add is absorbed before the activation, so Conv+Add+Relu
- * becomes one node; views last, once nothing else wants to rewrite
- * Reshapes. */
+ * becomes one node; the memory passes last, once no node will be rewritten:
+ * Concat inputs move into the Concat's buffer before views alias
+ * Reshapes, so a view sees where its input finally lives. */
 const nn_pass *const nn_default_pipeline[] = {
     &nn_pass_fold_constants, &nn_pass_eliminate_noops, &nn_pass_fold_batchnorm, &nn_pass_fuse_residual,
-    &nn_pass_fuse_activation, &nn_pass_views, NULL,
+    &nn_pass_fuse_activation, &nn_pass_eliminate_concat, &nn_pass_views, NULL,
 };
 
 enum { MAX_ROUNDS = 8, MAX_SELECTED = 32 };

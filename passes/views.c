@@ -11,8 +11,11 @@ static nn_status views(nn_model *m, int *rewrites) {
         nn_node *n = &g->nodes[i];
         bool reshaping = n->op == NN_OP_Reshape || n->op == NN_OP_Flatten || n->op == NN_OP_Squeeze ||
                          n->op == NN_OP_Unsqueeze;
-        if (!reshaping || n->is_view || n->n_out != 1 || n->in[0] < 0 || g->values[n->in[0]].is_const) continue;
-        n->is_view = true;
+        if (!reshaping || n->elided || n->n_out != 1 || n->in[0] < 0 || g->values[n->in[0]].is_const) continue;
+        nn_value *out = &g->values[n->out[0]];
+        out->alias = n->in[0];
+        out->alias_offset = 0;
+        n->elided = true;
         (*rewrites)++;
     }
     return NN_OK;

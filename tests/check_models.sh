@@ -47,7 +47,7 @@ check() {
     rm -rf "$saves" && mkdir "$saves"
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086  # NNRUN_ARGS is a list of words
-    if ! $BUILD/nnrun "$2" --input input="$3" --save-outputs "$saves" $NNRUN_ARGS >"$log" 2>&1; then
+    if ! $BUILD/nnrun "$2" --input input="$3" --save-outputs "$saves" --warmup 0 --iters 1 $NNRUN_ARGS >"$log" 2>&1; then
         printf '%-24s FAIL  nnrun: %s\n' "$1" "$(tail -n 1 "$log")"
         failed=$((failed + 1))
         return

@@ -10,7 +10,7 @@
 #   - no Shape/Gather node whose result feeds, through any chain of nodes, the
 #     shape input of a Reshape (constant folding at the bound batch),
 #   - a static memory plan in which no two buffers live at the same time overlap
-#     (a view and the buffer it aliases excepted), with arena <= 1.10 * the
+#     (values inside one buffer, views and Concat slices, nest), with arena <= 1.10 * the
 #     lower bound (most bytes live at once);
 # and nnrun's outputs with the full pipeline and with --no-opt agree within
 # relative L2 1e-5 on the model's stored input.
@@ -103,19 +103,17 @@ arena, lower, naive = mem["arena_bytes"], mem["lower_bound_bytes"], mem["naive_b
 if mem["dynamic"]:
     report("arena <= 1.10 * lower bound", False, "no static plan: the model stayed dynamic")
 else:
-    # buffers live at the same time lie apart, except a view and what it aliases
-    root = {}
-    for n in final:
-        if n["view"]:
-            root[n["outputs"][0]] = root.get(n["inputs"][0], n["inputs"][0])
+    # buffers live at the same time lie apart, except values inside one
+    # buffer (views, Concat slices), where one range must contain the other
     bufs = sorted(mem["buffers"], key=lambda b: b["offset"])
     clashes = []
     for i, a in enumerate(bufs):
         for b in bufs[i + 1:]:
             if b["offset"] >= a["offset"] + a["size"]:
                 break
-            same = root.get(a["value"], a["value"]) == root.get(b["value"], b["value"])
-            if not same and a["first_use"] <= b["last_use"] and b["first_use"] <= a["last_use"]:
+            a_end, b_end = a["offset"] + a["size"], b["offset"] + b["size"]
+            nested = a["root"] == b["root"] and (b_end <= a_end or (a["offset"] == b["offset"] and a_end <= b_end))
+            if not nested and a["first_use"] <= b["last_use"] and b["first_use"] <= a["last_use"]:
                 clashes.append(f"{a['value']} / {b['value']}")
     outside = [b["value"] for b in bufs if b["offset"] + b["size"] > arena]
     report("plan: live buffers disjoint", not clashes and not outside,

@@ -145,9 +145,7 @@ static void check_plan(const nn_model *m) {
     const nn_plan *p = &m->plan;
     int *root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     if (!root) return;
-    for (int v = 0; v < g->n_values; v++) root[v] = v;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].is_view) root[g->nodes[i].out[0]] = root[g->nodes[i].in[0]];
+    for (int v = 0; v < g->n_values; v++) root[v] = nn_value_root(g, v, NULL);
     int bad = 0;
     for (int u = 0; u < g->n_values && bad < 5; u++) {
         if (p->offset[u] < 0) continue;
@@ -362,7 +360,7 @@ static void test_fold_constants(void) {
     m = load(path, NULL);
     if (m) {
         nn_node *r = find_op(m, NN_OP_Reshape);
-        EXPECT(r && r->is_view, "Reshape after the default pipeline: expected a view, got %s",
+        EXPECT(r && r->elided, "Reshape after the default pipeline: expected a view, got %s",
                r ? "a copy" : "no Reshape");
     }
     nn_free(m);
@@ -812,8 +810,8 @@ static void test_views(void) {
         for (int i = 0; i < m->g.n_nodes; i++) {
             const nn_node *n = &m->g.nodes[i];
             bool want = n->op == NN_OP_Flatten || n->op == NN_OP_Reshape;
-            EXPECT(n->is_view == want, "%s is_view: expected %s, got %s", op_name(n->op), want ? "true" : "false",
-                   n->is_view ? "true" : "false");
+            EXPECT(n->elided == want, "%s elided: expected %s, got %s", op_name(n->op), want ? "true" : "false",
+                   n->elided ? "true" : "false");
         }
         expect_alias(m, "f", "a");
         expect_alias(m, "y", "s");

@@ -4,7 +4,7 @@
 set -eu
 case "${1:-build}" in
 build) pkgs="clang libomp-dev make pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-dev libopenblas0-pthread" ;;
-test) pkgs="libonnx-testdata python3-torch python3-torchvision python3-numpy graphviz valgrind" ;;
+test) pkgs="libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy graphviz valgrind" ;;
 bench) pkgs="nodejs npm python3-numpy" ;;
 *) echo "install-deps.sh: unknown group '$1' (build, test or bench)" >&2; exit 2 ;;
 esac

@@ -54,7 +54,7 @@ static void render_text(FILE *f, const nn_graph *g) {
         const nn_node *n = &g->nodes[i];
         fprintf(f, "  %-4d %-18s %s", i, nn_op_get(n->op)->name, n->name);
         if (n->fused) fprintf(f, "  [fused %s]", n->fused);
-        if (n->is_view) fprintf(f, "  [view]");
+        if (n->elided) fprintf(f, "  [elided: aliases memory]");
         fprintf(f, "\n        in :");
         for (int k = 0; k < n->n_in; k++) {
             if (n->in[k] < 0) {
@@ -87,7 +87,7 @@ static void render_json(FILE *f, const nn_graph *g) {
         fprintf(f, ", \"fused\": ");
         if (n->fused) json_str(f, n->fused);
         else fprintf(f, "null");
-        fprintf(f, ", \"view\": %s, \"inputs\": [", n->is_view ? "true" : "false");
+        fprintf(f, ", \"elided\": %s, \"inputs\": [", n->elided ? "true" : "false");
         for (int k = 0, first = 1; k < n->n_in; k++)
             if (n->in[k] >= 0) {
                 fprintf(f, "%s", first ? "" : ", ");
@@ -123,7 +123,7 @@ static void render_dot(FILE *f, const nn_graph *g, const char *stage_name) {
         const nn_node *n = &g->nodes[i];
         fprintf(f, "  n%d [label=\"%s", i, nn_op_get(n->op)->name);
         if (n->fused) fprintf(f, "\\n+ %s", n->fused);
-        fprintf(f, "\"%s];\n", n->fused ? ", style=filled, fillcolor=\"#d8e8ff\"" : (n->is_view ? ", style=dashed" : ""));
+        fprintf(f, "\"%s];\n", n->fused ? ", style=filled, fillcolor=\"#d8e8ff\"" : (n->elided ? ", style=dashed" : ""));
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k];
             if (v < 0 || g->values[v].is_const) continue;
@@ -201,6 +201,8 @@ static void print_memory_json(const nn_model *m) {
         if (m->plan.offset[v] < 0) continue;
         printf("%s\n    {\"value\": ", first ? "" : ",");
         json_str(stdout, g->values[v].name);
+        printf(", \"root\": ");
+        json_str(stdout, g->values[nn_value_root(g, v, NULL)].name);
         printf(", \"offset\": %lld, \"size\": %lld, \"first_use\": %d, \"last_use\": %d}", (long long)m->plan.offset[v],
                (long long)(nn_tensor_elements(&g->values[v].t) * (int64_t)nn_dtype_size(g->values[v].t.dtype)),
                m->plan.first_use[v], m->plan.last_use[v]);

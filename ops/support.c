@@ -27,7 +27,7 @@ nn_status nn_parse_error(nn_parse_ctx *ctx, nn_status st, const char *fmt, ...) 
     return st;
 }
 
-nn_status nn_call_error(nn_call *call, nn_status st, const char *fmt, ...) {
+nn_status nn_call_error(const nn_call *call, nn_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(call->err, call->err_size, fmt, ap);

@@ -65,14 +65,14 @@ $(BUILD)/libnn.so: $(OBJS)
 	$(CC) -shared -o $@ $^ $(LIBS) -Wl,-soname,libnn.so
 
 $(BUILD)/nnrun: tools/nnrun.c $(BUILD)/libnn.a
-	$(CC) $(CFLAGS) -Iengine $< -o $@ -Wl,--whole-archive $(BUILD)/libnn.a -Wl,--no-whole-archive $(LIBS)
+	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
 
 $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
-	$(CC) $(CFLAGS) -Iengine $< -o $@ -Wl,--whole-archive $(BUILD)/libnn.a -Wl,--no-whole-archive $(LIBS)
+	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/onnx_builder.h $(BUILD)/libnn.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iengine -Iops $< -o $@ -Wl,--whole-archive $(BUILD)/libnn.a -Wl,--no-whole-archive $(LIBS)
+	$(CC) $(CFLAGS) -Iengine -Iops $< -o $@ $(BUILD)/libnn.a $(LIBS)
 
 # ---- the main job: run the committed default model
 run: all

@@ -2,8 +2,7 @@
 
 #include <string.h>
 
-/* weak while the op families are being written: a missing one reads as unsupported */
-#define NN_OP(name, family) extern const nn_op_desc nn_op_##name __attribute__((weak));
+#define NN_OP(name, family) extern const nn_op_desc nn_op_##name;
 #include "ops.def"
 #undef NN_OP
 
@@ -25,7 +24,7 @@ int nn_op_lookup(const char *name) {
     int lo = 0, hi = NN_OP_COUNT - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2, c = strcmp(name, op_names[mid]);
-        if (c == 0) return op_table[mid] ? mid : -1;
+        if (c == 0) return mid;
         if (c < 0) hi = mid - 1;
         else lo = mid + 1;
     }
@@ -35,7 +34,7 @@ int nn_op_lookup(const char *name) {
 int nn_op_table_check(void) {
     for (int i = 0; i < NN_OP_COUNT; i++) {
         if (i > 0 && strcmp(op_names[i - 1], op_names[i]) >= 0) return i;
-        if (op_table[i] && strcmp(op_table[i]->name, op_names[i]) != 0) return i;
+        if (strcmp(op_table[i]->name, op_names[i]) != 0) return i;
     }
     return 0;
 }

@@ -60,61 +60,58 @@ void nn_graph_free(nn_graph *g) {
     memset(g, 0, sizeof *g);
 }
 
-/* Kahn's algorithm over value dependencies; keeps the file's order when it
- * already is topological. */
+/* ONNX requires nodes in topological order, but files in the wild are not
+ * always so: keep the file's order when it is valid, else sort with Kahn's
+ * algorithm (which also finds cycles). */
 nn_status nn_graph_toposort(nn_graph *g) {
-    nn_status st = NN_OK;
     int n = g->n_nodes;
-    int *pending = calloc((size_t)n + 1, sizeof(int));   /* unmet inputs per node */
-    int *ready = calloc((size_t)n + 1, sizeof(int));
-    nn_node *sorted = malloc(sizeof(nn_node) * ((size_t)n + 1));
-    if (!pending || !ready || !sorted) {
-        st = nn_set_error(NN_ERR_NOMEM, "out of memory sorting %d nodes", n);
-        goto done;
-    }
+    bool sorted_already = true;
     for (int i = 0; i < n; i++) {
         const nn_node *nd = &g->nodes[i];
         for (int k = 0; k < nd->n_in; k++) {
             int v = nd->in[k];
             if (v < 0) continue;
             const nn_value *val = &g->values[v];
-            if (val->producer < 0 && !val->is_input && !val->is_const) {
-                st = nn_set_error(NN_ERR_INVALID, "node '%s' (%s): input '%s' is produced by no node and is not a graph input or initializer",
-                                  nd->name, nn_op_get(nd->op)->name, val->name);
-                goto done;
-            }
-            if (val->producer >= 0) pending[i]++;
+            if (val->producer < 0 && !val->is_input && !val->is_const)
+                return nn_set_error(NN_ERR_INVALID,
+                                    "node '%s' (%s): input '%s' is produced by no node and is not a graph input or initializer",
+                                    nd->name, nn_op_get(nd->op)->name, val->name);
+            sorted_already &= val->producer < i;
         }
     }
-    /* Process in file order: a ready queue ordered by original index keeps
-     * an already-sorted graph unchanged. */
-    int head = 0, tail = 0, out = 0;
-    for (int i = 0; i < n; i++)
-        if (!pending[i]) ready[tail++] = i;
-    int *order = malloc(sizeof(int) * ((size_t)n + 1));
-    if (!order) {
+    if (sorted_already) return NN_OK;
+
+    nn_status st = NN_OK;
+    int *pending = calloc((size_t)n + 1, sizeof(int)); /* unmet inputs per node */
+    int *order = calloc((size_t)n + 1, sizeof(int));   /* ready queue, then the result */
+    nn_node *sorted = malloc(sizeof(nn_node) * ((size_t)n + 1));
+    if (!pending || !order || !sorted) {
         st = nn_set_error(NN_ERR_NOMEM, "out of memory sorting %d nodes", n);
         goto done;
     }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0 && g->values[g->nodes[i].in[k]].producer >= 0) pending[i]++;
+    int head = 0, tail = 0;
+    for (int i = 0; i < n; i++)
+        if (!pending[i]) order[tail++] = i;
     while (head < tail) {
-        int i = ready[head++];
-        order[out++] = i;
+        int i = order[head++];
         for (int k = 0; k < g->nodes[i].n_out; k++) {
             int v = g->nodes[i].out[k];
             if (v < 0) continue;
-            /* consumers: scan (graphs are small enough; this runs once at load) */
+            /* consumers: a scan is fine, this only runs for unsorted files, once */
             for (int j = 0; j < n; j++)
                 for (int m = 0; m < g->nodes[j].n_in; m++)
-                    if (g->nodes[j].in[m] == v && --pending[j] == 0) ready[tail++] = j;
+                    if (g->nodes[j].in[m] == v && --pending[j] == 0) order[tail++] = j;
         }
     }
-    if (out != n) {
+    if (tail != n) {
         for (int i = 0; i < n; i++)
             if (pending[i]) {
                 st = nn_set_error(NN_ERR_INVALID, "graph has a cycle through node '%s'", g->nodes[i].name);
                 break;
             }
-        free(order);
         goto done;
     }
     for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
@@ -122,10 +119,9 @@ nn_status nn_graph_toposort(nn_graph *g) {
     for (int i = 0; i < n; i++)
         for (int k = 0; k < g->nodes[i].n_out; k++)
             if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = i;
-    free(order);
 done:
     free(pending);
-    free(ready);
+    free(order);
     free(sorted);
     return st;
 }

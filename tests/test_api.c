@@ -212,6 +212,26 @@ static void test_batching(void) {
     builder_free(&b);
 }
 
+/* A file listing nodes out of order is sorted, not rejected. */
+static void test_unsorted_nodes(void) {
+    builder b;
+    small_model(&b);
+    Onnx__NodeProto *first = b.nodes[0];
+    b.nodes[0] = b.nodes[2];
+    b.nodes[2] = first; /* relu, add, mul */
+    nn_model *m = NULL;
+    CHECK(nn_load(save(&b, "unsorted.onnx"), NULL, &m) == NN_OK, "unsorted nodes: %s", nn_last_error());
+    float xs[4] = {1, 2, -3, 0.5f};
+    nn_tensor in = {NN_DTYPE_FLOAT, 2, {1, 4}, xs}, out = {0};
+    CHECK(m && nn_predict(m, &in, 1, &out, 1) == NN_OK, "unsorted predict: %s", nn_last_error());
+    for (int j = 0; j < 4 && out.data; j++)
+        CHECK(((float *)out.data)[j] == reference(xs[j], j), "unsorted output %d: %g, expected %g", j,
+              ((float *)out.data)[j], reference(xs[j], j));
+    nn_tensor_release(&out);
+    nn_free(m);
+    builder_free(&b);
+}
+
 typedef struct worker {
     nn_model *m;
     int errors;
@@ -261,6 +281,7 @@ int main(void) {
     test_bad_files();
     test_invalid_graphs();
     test_batching();
+    test_unsorted_nodes();
     test_concurrency();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);

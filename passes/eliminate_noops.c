@@ -1,6 +1,6 @@
-/* Dead code and no-op elimination: Identity, inference Dropout, and
- * Reshape/Flatten/Squeeze/Unsqueeze that leave the shape as it is disappear;
- * so do nodes whose outputs nobody reads. */
+/* Dead code and no-op elimination: Identity, inference Dropout, Pad by
+ * zeros, and Reshape/Flatten/Squeeze/Unsqueeze that leave the shape as it is
+ * disappear; so do nodes whose outputs nobody reads. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +16,14 @@ static bool is_noop(const nn_graph *g, const nn_node *n) {
     case NN_OP_Identity: return true;
     case NN_OP_Dropout: /* inference Dropout: an unused mask output is all it may add */
         return n->n_out == 1 || n->out[1] < 0;
+    case NN_OP_Pad: { /* all-zero pads (from opset 11 they are an input) */
+        const nn_value *pads = n->n_in > 1 && n->in[1] >= 0 ? &g->values[n->in[1]] : NULL;
+        if (!pads || !pads->is_const || (pads->t.dtype != NN_DTYPE_INT64 && pads->t.dtype != NN_DTYPE_INT32))
+            return false;
+        for (int64_t i = 0; i < nn_tensor_elements(&pads->t); i++)
+            if (nn_tensor_get_int(&pads->t, i) != 0) return false;
+        return true;
+    }
     case NN_OP_Reshape:
     case NN_OP_Flatten:
     case NN_OP_Squeeze:
@@ -69,5 +77,5 @@ static nn_status eliminate_noops(nn_model *m, int *rewrites) {
 }
 
 const nn_pass nn_pass_eliminate_noops = {"eliminate_noops",
-                                         "drop Identity, inference Dropout, shape-preserving reshapes and dead nodes",
+                                         "drop Identity, inference Dropout, zero Pad, shape-preserving reshapes and dead nodes",
                                          eliminate_noops};

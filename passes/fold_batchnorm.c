@@ -68,24 +68,34 @@ static void retire_bn(nn_graph *g, nn_node *host, nn_node *bn) {
     bn->op = -1;
 }
 
-static bool fold_into_conv(nn_graph *g, nn_node *conv, nn_node *bn, const affine *a) {
-    const nn_value *w = conv->n_in > 1 && conv->in[1] >= 0 ? &g->values[conv->in[1]] : NULL;
+/* W'[m] = W[m] * s[m]: in place when this conv is W's only reader, so the
+ * model does not carry a second copy of its conv weights. */
+static bool fold_into_conv(nn_graph *g, const int *uses, nn_node *conv, nn_node *bn, const affine *a) {
+    int w_id = conv->n_in > 1 ? conv->in[1] : -1;
+    nn_value *w = w_id >= 0 ? &g->values[w_id] : NULL;
     if (!w || !w->is_const || w->t.dtype != NN_DTYPE_FLOAT || w->t.dims[0] != a->channels || conv->has_epilogue)
         return false;
     const float *b = conv->n_in > 2 ? const_floats(g, conv->in[2], a->channels) : NULL;
     if (conv->n_in > 2 && conv->in[2] >= 0 && !b) return false;
     int64_t per = nn_tensor_elements(&w->t) / a->channels;
-    nn_tensor wt = w->t, bt = {NN_DTYPE_FLOAT, 1, {a->channels}, NULL};
-    float *wd = malloc(sizeof(float) * (size_t)(per * a->channels)), *bd = malloc(sizeof(float) * (size_t)a->channels);
+    bool shared = uses[w_id] != 1 || w->is_output;
+    nn_tensor bt = {NN_DTYPE_FLOAT, 1, {a->channels}, NULL};
+    float *bd = malloc(sizeof(float) * (size_t)a->channels);
+    float *wd = shared ? malloc(sizeof(float) * (size_t)(per * a->channels)) : w->t.data;
     bool ok = wd && bd;
     for (int64_t m = 0; ok && m < a->channels; m++) {
         for (int64_t j = 0; j < per; j++) wd[m * per + j] = (float)(((const float *)w->t.data)[m * per + j] * a->s[m]);
         bd[m] = (float)((b ? b[m] : 0.0) * a->s[m] + a->t[m]);
     }
-    wt.data = wd;
     bt.data = bd;
-    int wv = ok ? new_const(g, conv, "W_bn", &wt) : -1, bv = ok ? new_const(g, conv, "B_bn", &bt) : -1;
-    free(wd);
+    int wv = w_id;
+    if (ok && shared) {
+        nn_tensor wt = w->t;
+        wt.data = wd;
+        wv = new_const(g, conv, "W_bn", &wt);
+    }
+    int bv = ok ? new_const(g, conv, "B_bn", &bt) : -1;
+    if (shared) free(wd);
     free(bd);
     if (wv < 0 || bv < 0) return false;
     conv->in[1] = wv;
@@ -205,7 +215,7 @@ static nn_status fold_batchnorm(nn_model *m, int *rewrites) {
         int x = g->nodes[i].in[0], p = g->values[x].producer;
         nn_node *host = p >= 0 && nn_fusable(g, uses, x) ? &g->nodes[p] : NULL;
         bool done = false;
-        if (host && host->op == NN_OP_Conv) done = fold_into_conv(g, host, &g->nodes[i], &a);
+        if (host && host->op == NN_OP_Conv) done = fold_into_conv(g, uses, host, &g->nodes[i], &a);
         else if (host && (host->op == NN_OP_Gemm || host->op == NN_OP_MatMul))
             done = fold_into_gemm(g, host, &g->nodes[i], &a);
         if (!done && split_standalone(g, i, &a)) {

@@ -78,10 +78,6 @@ nn_status nn_read_protobuf(const char *path, void *(*unpack)(size_t, const uint8
     return NN_OK;
 }
 
-static void *unpack_model(size_t len, const uint8_t *data) {
-    return onnx__model_proto__unpack(NULL, len, data);
-}
-
 /* Declared type of a graph input/output: dtype and dims, -1 for a symbolic
  * (named or unknown) dimension. */
 static nn_status declared_type(const Onnx__ValueInfoProto *vi, nn_value *v, const char *role) {
@@ -146,7 +142,7 @@ static nn_status convert_attrs(nn_graph *g, const Onnx__NodeProto *np, const cha
             char what[300];
             snprintf(what, sizeof what, "attribute '%s' of node '%s'", ap->name, node_name);
             if (!t) return nn_set_error(NN_ERR_NOMEM, "out of memory");
-            nn_status st = nn_tensor_from_proto(ap->t, &g->weights, NULL, what, t);
+            nn_status st = nn_tensor_from_proto(ap->t, NULL, &g->weights, NULL, what, t);
             if (st != NN_OK) return st;
             a->t = t;
             break;
@@ -216,7 +212,8 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
     return NN_OK;
 }
 
-static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const char *base_dir) {
+static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_onnx_file *file,
+                              const char *base_dir) {
     name_map map = {NULL, 64, g};
     size_t expect = gp->n_initializer + gp->n_input + gp->n_output;
     for (size_t i = 0; i < gp->n_node; i++) expect += gp->node[i]->n_output + gp->node[i]->n_input;
@@ -234,7 +231,9 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const cha
         if (g->values[v].is_const) { st = nn_set_error(NN_ERR_INVALID, "initializer '%s' is defined twice", name); goto out; }
         char what[300];
         snprintf(what, sizeof what, "initializer '%s'", name);
-        if ((st = nn_tensor_from_proto(tp, &g->weights, base_dir, what, &g->values[v].t)) != NN_OK) goto out;
+        const nn_payload *raw = i < file->n_payloads ? &file->payloads[i] : NULL;
+        if ((st = nn_tensor_from_proto(tp, raw, &g->weights, base_dir, what, &g->values[v].t)) != NN_OK) goto out;
+        if (raw && raw->data) nn_onnx_file_release(file, raw);
         g->values[v].is_const = g->values[v].shape_known = true;
         g->parameters += nn_tensor_elements(&g->values[v].t);
     }
@@ -275,9 +274,15 @@ out:
 nn_status nn_import_onnx(const char *path, nn_graph *g) {
     memset(g, 0, sizeof *g);
     g->weights.chunk_size = 1 << 20;
-    Onnx__ModelProto *mp = NULL;
-    nn_status st = nn_read_protobuf(path, unpack_model, (void **)&mp);
+    nn_onnx_file file;
+    nn_status st = nn_onnx_file_open(path, &file);
     if (st != NN_OK) return st;
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, file.slim_size, file.slim);
+    if (!mp) {
+        nn_onnx_file_close(&file);
+        return nn_set_error(NN_ERR_PARSE, "'%s' is not a valid ONNX protobuf (decoding failed: truncated or not protobuf)",
+                            path);
+    }
     if (!mp->graph) {
         st = nn_set_error(NN_ERR_PARSE, "'%s' holds no graph (is it an ONNX model?)", path);
         goto out;
@@ -294,9 +299,10 @@ nn_status nn_import_onnx(const char *path, nn_graph *g) {
     char *slash = strrchr(base_dir, '/');
     if (slash) *slash = 0;
     else snprintf(base_dir, sizeof base_dir, ".");
-    st = import_graph(g, mp->graph, base_dir);
+    st = import_graph(g, mp->graph, &file, base_dir);
 out:
     onnx__model_proto__free_unpacked(mp, NULL);
+    nn_onnx_file_close(&file);
     if (st != NN_OK) nn_graph_free(g);
     return st;
 }

@@ -93,8 +93,8 @@ static nn_status read_external(const Onnx__TensorProto *tp, const char *base_dir
     return st;
 }
 
-nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, nn_arena *arena, const char *base_dir,
-                               const char *what, nn_tensor *out) {
+nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *raw, nn_arena *arena,
+                               const char *base_dir, const char *what, nn_tensor *out) {
     memset(out, 0, sizeof *out);
     int32_t dt = tp->has_data_type ? tp->data_type : 0;
     if (!nn_dtype_supported(dt))
@@ -120,11 +120,12 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, nn_arena *arena, con
     size_t have; /* elements present in the typed field used */
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         st = read_external(tp, base_dir, what, data, nbytes);
-    } else if (tp->has_raw_data) {
-        if (tp->raw_data.len != nbytes)
-            st = nn_set_error(NN_ERR_INVALID, "%s: raw_data has %zu bytes, dims need %zu", what, tp->raw_data.len,
-                              nbytes);
-        else if (nbytes) memcpy(data, tp->raw_data.data, nbytes); /* ONNX raw data is little-endian, as we are */
+    } else if ((raw && raw->data) || tp->has_raw_data) {
+        const uint8_t *bytes = raw && raw->data ? raw->data : tp->raw_data.data;
+        size_t len = raw && raw->data ? raw->length : tp->raw_data.len;
+        if (len != nbytes)
+            st = nn_set_error(NN_ERR_INVALID, "%s: raw_data has %zu bytes, dims need %zu", what, len, nbytes);
+        else if (nbytes) memcpy(data, bytes, nbytes); /* ONNX raw data is little-endian, as we are */
     } else if (dt == NN_DTYPE_FLOAT) {
         have = tp->n_float_data;
         if (have != (size_t)n) goto count_mismatch;

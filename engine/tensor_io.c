@@ -106,7 +106,7 @@ static nn_status load_pb(const char *path, nn_tensor *t) {
     if (st != NN_OK) return st;
     char what[300];
     snprintf(what, sizeof what, "tensor file '%s'", path);
-    st = nn_tensor_from_proto(tp, NULL, NULL, what, t);
+    st = nn_tensor_from_proto(tp, NULL, NULL, NULL, what, t);
     onnx__tensor_proto__free_unpacked(tp, NULL);
     return st;
 }

@@ -50,6 +50,19 @@ char *nn_arena_strdup(nn_arena *a, const char *s) {
     return nn_arena_memdup(a, s ? s : "", strlen(s ? s : "") + 1);
 }
 
+bool nn_arena_release(nn_arena *a, void *p) {
+    for (nn_arena_chunk **link = &a->head; *link; link = &(*link)->next) {
+        nn_arena_chunk *c = *link;
+        if ((void *)c->data != p) continue;
+        if (c->used != c->size || c->size <= (a->chunk_size ? a->chunk_size : ARENA_DEFAULT_CHUNK)) return false;
+        *link = c->next;
+        a->total -= c->used;
+        free(c);
+        return true;
+    }
+    return false;
+}
+
 void nn_arena_free(nn_arena *a) {
     nn_arena_chunk *c = a->head;
     while (c) {

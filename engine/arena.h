@@ -4,6 +4,7 @@
 #ifndef NN_ARENA_H
 #define NN_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct nn_arena_chunk nn_arena_chunk;
@@ -17,6 +18,9 @@ typedef struct nn_arena {
 void *nn_arena_alloc(nn_arena *a, size_t size);
 char *nn_arena_strdup(nn_arena *a, const char *s);
 void *nn_arena_memdup(nn_arena *a, const void *p, size_t size);
+/* Give back a block early, when it had a chunk of its own (allocations larger
+ * than chunk_size do); returns false, keeping it, otherwise. */
+bool nn_arena_release(nn_arena *a, void *p);
 void nn_arena_free(nn_arena *a);
 
 #endif

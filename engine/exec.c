@@ -27,6 +27,22 @@ static void gather_call(const nn_model *m, const nn_node *n, nn_call *call, char
     err[0] = 0;
 }
 
+/* Constants that a node's prepare repacked and nothing else reads are freed
+ * as soon as they are packed, so the model never holds both forms. */
+static void release_prepared_inputs(nn_model *m, int node, unsigned inputs) {
+    nn_graph *g = &m->g;
+    const nn_node *n = &g->nodes[node];
+    for (int k = 0; k < n->n_in && k < 32; k++) {
+        int v = n->in[k];
+        if (!(inputs & (1u << k)) || v < 0 || !g->values[v].is_const || g->values[v].is_output) continue;
+        bool shared = false;
+        for (int i = 0; i < g->n_nodes && !shared; i++)
+            for (int j = 0; j < g->nodes[i].n_in; j++)
+                shared |= g->nodes[i].in[j] == v && (i != node || j != k);
+        if (!shared && nn_arena_release(&g->weights, g->values[v].t.data)) g->values[v].t.data = m->rt[v].data = NULL;
+    }
+}
+
 nn_status nn_runtime_init(nn_model *m) {
     nn_graph *g = &m->g;
     int max_io = 1;
@@ -74,6 +90,7 @@ nn_status nn_runtime_init(nn_model *m) {
         if (d->prepare && (st = d->prepare(&call, &g->weights, &prepared)) != NN_OK)
             return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
         n->prepared = prepared;
+        if (prepared) release_prepared_inputs(m, i, d->prepared_inputs);
     }
     m->plan.workspace_bytes = ws;
     m->workspace = ws ? aligned_alloc(64, (ws + 63) / 64 * 64) : NULL;

@@ -127,6 +127,10 @@ typedef struct nn_op_desc {
      * which have data here).  Memory comes from `arena` (freed with the
      * model).  run must still work when call->prepared is NULL. */
     nn_status (*prepare)(const nn_call *call, nn_arena *arena, void **prepared);
+    /* bit k set: once prepared, run no longer reads input k's data, so the
+     * engine may free a constant input k that nothing else reads (run then
+     * sees its shape with data NULL) */
+    unsigned prepared_inputs;
     /* Optional, for activations: describe this node as an epilogue
      * activation (call->in holds the node's inputs, constants with data)
      * so that fusion can fold it into its producer.  false: it cannot be. */

@@ -27,7 +27,7 @@ TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump
 TESTS_C    := $(wildcard tests/test_*.c)
 TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $(BUILD)/tests/compare_npy
 
-.PHONY: all deps test-deps run test models bench install clean conformance
+.PHONY: all deps test-deps run test models bench install clean conformance fuzz
 all: $(BUILD)/libnn.a $(BUILD)/libnn.so $(TOOLS)
 
 # Missing Debian packages are installed before the first compile.
@@ -96,6 +96,17 @@ test: all $(TEST_BINS) | $(BUILD)/.deps-test
 # ---- benchmark against ONNX Runtime
 bench: all models
 	tools/bench
+
+# ---- fuzzing the loader (clang's libFuzzer + AddressSanitizer); not part of make test
+FUZZ_SECONDS ?= 120
+FUZZ_CORPUS  := $(BUILD)/fuzz-corpus
+fuzz: $(BUILD)/proto/onnx.pb-c.c | $(BUILD)/.deps-test
+	$(CC) $(filter-out -fvisibility=hidden,$(CFLAGS)) -fsanitize=fuzzer,address -Iengine \
+	    tests/fuzz_load.c $(ENGINE_SRC) $(PROTO_C) -o $(BUILD)/fuzz_load $(LIBS)
+	@mkdir -p $(FUZZ_CORPUS)
+	@for t in abs add conv_with_strides_padding gemm_default_vector_bias reshape_negative_dim maxpool_2d_pads; do \
+	    cp /usr/share/libonnx-testdata/data/node/test_$$t/model.onnx $(FUZZ_CORPUS)/$$t.onnx; done
+	$(BUILD)/fuzz_load -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(FUZZ_CORPUS)
 
 install: all
 	mkdir -p $(PREFIX)/lib/pkgconfig $(PREFIX)/include $(PREFIX)/bin

@@ -10,6 +10,9 @@ nn_status nn_set_error(nn_status st, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    /* names come from the file: keep the message on one line whatever they hold */
+    for (char *c = last_error; *c; c++)
+        if ((unsigned char)*c < 0x20) *c = '?';
     return st;
 }
 

@@ -77,6 +77,7 @@ static bool next_field(cursor *c, uint32_t *field, int *wire, const uint8_t **st
     if (!read_varint(c, &key)) return false;
     *field = (uint32_t)(key >> 3);
     *wire = (int)(key & 7);
+    if (*field == 0) return false; /* no protobuf field has number 0 */
     switch (*wire) {
     case WIRE_VARINT: return read_varint(c, &len);
     case WIRE_FIXED64:
@@ -98,7 +99,8 @@ static bool next_field(cursor *c, uint32_t *field, int *wire, const uint8_t **st
 }
 
 /* Copy the message in c to o, descending into `descend` (a LEN field) with
- * `child`, and leaving out field `drop` after recording it as a payload. */
+ * `child`, and leaving out field `drop` after recording it as a payload
+ * (0: nothing to descend into / drop). */
 typedef bool (*rewrite_fn)(slimmer *s, cursor c, outbuf *o);
 
 static bool rewrite(slimmer *s, cursor c, outbuf *o, uint32_t descend, rewrite_fn child, uint32_t drop) {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "error.h"
 
@@ -49,10 +50,11 @@ int64_t nn_dims_checked_elements(const int64_t *dims, size_t ndim) {
     return n;
 }
 
-/* Read `length` bytes at `offset` of the external file named by `location`,
- * which must stay inside base_dir. */
-static nn_status read_external(const Onnx__TensorProto *tp, const char *base_dir, const char *what,
-                               void *dst, size_t nbytes) {
+/* Open the external file named by the tensor's `location` (which must stay
+ * inside base_dir) positioned at `offset`, after checking that it holds
+ * `nbytes` from there. */
+static nn_status open_external(const Onnx__TensorProto *tp, const char *base_dir, const char *what, size_t nbytes,
+                               FILE **out) {
     const char *location = NULL;
     long long offset = 0, length = -1;
     for (size_t i = 0; i < tp->n_external_data; i++) {
@@ -84,13 +86,18 @@ static nn_status read_external(const Onnx__TensorProto *tp, const char *base_dir
         return nn_set_error(NN_ERR_INVALID, "%s: external data '%s' resolves outside the model's folder", what,
                             location);
     FILE *f = fopen(real_file, "rb");
-    if (!f) return nn_set_error(NN_ERR_IO, "%s: cannot open external data '%s': %s", what, path, strerror(errno));
-    nn_status st = NN_OK;
-    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, nbytes, f) != nbytes)
-        st = nn_set_error(NN_ERR_IO, "%s: external data '%s' is shorter than offset %lld + %zu bytes", what,
-                          location, offset, nbytes);
-    fclose(f);
-    return st;
+    struct stat sb;
+    if (!f || fstat(fileno(f), &sb) != 0) {
+        if (f) fclose(f);
+        return nn_set_error(NN_ERR_IO, "%s: cannot open external data '%s': %s", what, path, strerror(errno));
+    }
+    if ((unsigned long long)sb.st_size < (unsigned long long)offset + nbytes || fseeko(f, (off_t)offset, SEEK_SET) != 0) {
+        fclose(f);
+        return nn_set_error(NN_ERR_IO, "%s: external data '%s' is shorter than offset %lld + %zu bytes", what,
+                            location, offset, nbytes);
+    }
+    *out = f;
+    return NN_OK;
 }
 
 nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *raw, nn_arena *arena,
@@ -112,31 +119,44 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
     out->dtype = (nn_dtype)dt;
     out->ndim = (int)tp->n_dims;
     if (tp->n_dims) memcpy(out->dims, tp->dims, sizeof(int64_t) * tp->n_dims);
-    void *data = arena ? nn_arena_alloc(arena, nbytes ? nbytes : 1) : calloc(1, nbytes ? nbytes : 1);
-    if (!data) return nn_set_error(NN_ERR_NOMEM, "%s: out of memory for %zu bytes", what, nbytes);
-    out->data = data;
 
+    /* Find the values and check their count before allocating, so that a file
+     * cannot make us reserve memory its data does not back. */
+    FILE *external = NULL;
+    const uint8_t *raw_bytes = NULL;
+    size_t have = 0; /* values present in the typed field used */
     nn_status st = NN_OK;
-    size_t have; /* elements present in the typed field used */
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        st = read_external(tp, base_dir, what, data, nbytes);
+        st = open_external(tp, base_dir, what, nbytes, &external);
     } else if ((raw && raw->data) || tp->has_raw_data) {
-        const uint8_t *bytes = raw && raw->data ? raw->data : tp->raw_data.data;
+        raw_bytes = raw && raw->data ? raw->data : tp->raw_data.data;
         size_t len = raw && raw->data ? raw->length : tp->raw_data.len;
         if (len != nbytes)
             st = nn_set_error(NN_ERR_INVALID, "%s: raw_data has %zu bytes, dims need %zu", what, len, nbytes);
-        else if (nbytes) memcpy(data, bytes, nbytes); /* ONNX raw data is little-endian, as we are */
+    } else {
+        /* INT32 and the 1-byte types are stored widened in int32_data */
+        have = dt == NN_DTYPE_FLOAT ? tp->n_float_data : dt == NN_DTYPE_INT64 ? tp->n_int64_data : tp->n_int32_data;
+        if (have != (size_t)n)
+            st = nn_set_error(NN_ERR_INVALID, "%s holds %zu values, dims need %lld", what, have, (long long)n);
+    }
+    if (st != NN_OK) return st;
+    void *data = arena ? nn_arena_alloc(arena, nbytes ? nbytes : 1) : calloc(1, nbytes ? nbytes : 1);
+    if (!data) {
+        if (external) fclose(external);
+        return nn_set_error(NN_ERR_NOMEM, "%s: out of memory for %zu bytes", what, nbytes);
+    }
+    out->data = data;
+    if (external) {
+        if (fread(data, 1, nbytes, external) != nbytes)
+            st = nn_set_error(NN_ERR_IO, "%s: cannot read %zu bytes of external data", what, nbytes);
+        fclose(external);
+    } else if (raw_bytes) {
+        if (nbytes) memcpy(data, raw_bytes, nbytes); /* ONNX raw data is little-endian, as we are */
     } else if (dt == NN_DTYPE_FLOAT) {
-        have = tp->n_float_data;
-        if (have != (size_t)n) goto count_mismatch;
         if (nbytes) memcpy(data, tp->float_data, nbytes);
     } else if (dt == NN_DTYPE_INT64) {
-        have = tp->n_int64_data;
-        if (have != (size_t)n) goto count_mismatch;
         if (nbytes) memcpy(data, tp->int64_data, nbytes);
-    } else { /* INT32, and the 1-byte types, which ONNX stores widened in int32_data */
-        have = tp->n_int32_data;
-        if (have != (size_t)n) goto count_mismatch;
+    } else {
         for (int64_t i = 0; i < n; i++) {
             int32_t v = tp->int32_data[i];
             switch (dt) {
@@ -147,10 +167,6 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
             }
         }
     }
-    goto done;
-count_mismatch:
-    st = nn_set_error(NN_ERR_INVALID, "%s holds %zu values, dims need %lld", what, have, (long long)n);
-done:
     if (st != NN_OK && !arena) {
         free(data);
         out->data = NULL;

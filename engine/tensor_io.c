@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "error.h"
 #include "import.h"
@@ -83,6 +84,14 @@ static nn_status load_npy(const char *path, nn_tensor *t) {
         goto out;
     }
     size_t bytes = (size_t)n * nn_dtype_size(t->dtype);
+    /* the file must hold the data before we reserve memory for it */
+    struct stat sb;
+    long at = ftell(f);
+    if (at < 0 || fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size - (uint64_t)at < bytes ||
+        (uint64_t)n > SIZE_MAX / 8) {
+        st = nn_set_error(NN_ERR_IO, "'%s': truncated .npy data (expected %zu bytes)", path, bytes);
+        goto out;
+    }
     t->data = malloc(bytes ? bytes : 1);
     if (!t->data) {
         st = nn_set_error(NN_ERR_NOMEM, "'%s': out of memory for %zu bytes", path, bytes);

@@ -162,8 +162,9 @@ static bool fold_into_gemm(nn_graph *g, nn_node *host, nn_node *bn, const affine
 /* BN -> Mul(x, s) + Add(., t) with [C, 1, ...] constants. */
 static bool split_standalone(nn_graph *g, int at, const affine *a) {
     nn_node *bn = &g->nodes[at];
-    const nn_tensor *x = &g->values[bn->in[0]].t;
-    nn_tensor st = {NN_DTYPE_FLOAT, x->ndim - 1, {a->channels}, NULL};
+    /* a copy: adding values below may move g->values */
+    const nn_tensor x = g->values[bn->in[0]].t;
+    nn_tensor st = {NN_DTYPE_FLOAT, x.ndim - 1, {a->channels}, NULL};
     for (int d = 1; d < st.ndim; d++) st.dims[d] = 1;
     nn_tensor tt = st;
     float *sd = malloc(sizeof(float) * (size_t)a->channels), *td = malloc(sizeof(float) * (size_t)a->channels);
@@ -181,7 +182,7 @@ static bool split_standalone(nn_graph *g, int at, const affine *a) {
     snprintf(name, sizeof name, "%s/scaled", g->nodes[at].name);
     int mid = sv >= 0 && tv >= 0 ? nn_graph_add_value(g, name) : -1;
     if (mid < 0) return false;
-    g->values[mid].t = *x;
+    g->values[mid].t = x;
     g->values[mid].t.data = NULL;
     g->values[mid].shape_known = true;
     snprintf(name, sizeof name, "%s/shift", g->nodes[at].name);

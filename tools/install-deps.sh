@@ -5,7 +5,9 @@ set -eu
 case "${1:-build}" in
 build) pkgs="clang libomp-dev make pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-dev libopenblas0-pthread" ;;
 test) pkgs="libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy graphviz valgrind" ;;
-bench) pkgs="nodejs npm python3-numpy" ;;
+bench)
+    # Node.js may come from elsewhere with its own npm: what counts is the commands
+    if command -v node >/dev/null && command -v npm >/dev/null; then pkgs="python3-numpy"; else pkgs="nodejs npm python3-numpy"; fi ;;
 *) echo "install-deps.sh: unknown group '$1' (build, test or bench)" >&2; exit 2 ;;
 esac
 missing=""

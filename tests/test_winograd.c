@@ -1,0 +1,217 @@
+/* The Winograd convolution (ops/winograd.c) against a direct convolution in
+ * double precision: random shapes (channels, sizes, pads, batch, groups),
+ * with and without bias, residual and activation, on 1 to 3 threads, and
+ * with a workspace that holds fewer threads than asked for. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/winograd.h"
+
+/* relative L2 error and largest error over the largest |reference| */
+static const double REL_L2_TOL = 1e-5, REL_MAX_TOL = 5e-5;
+/* multiply-adds per case: the suite runs under valgrind */
+static const double MAC_BUDGET = 4e6;
+
+static int passed, failed;
+static double worst_l2, worst_max;
+
+static uint32_t seed = 12345;
+static uint32_t next(void) {
+    seed = seed * 1664525u + 1013904223u;
+    return seed >> 8;
+}
+static float uniform(float lo, float hi) { return lo + (hi - lo) * (float)next() / (float)(1u << 24); }
+static int64_t pick(const int64_t *v, int n) { return v[next() % (uint32_t)n]; }
+
+typedef struct conv_case {
+    nn_winograd_shape s;
+    int64_t pad_bottom, pad_right;
+    bool bias, residual;
+    nn_act act;
+    int threads;
+    bool short_workspace; /* room for one thread only */
+} conv_case;
+
+/* y = act(conv(x, w) + bias + residual) in double. */
+static void reference(const conv_case *k, const float *x, const float *w, const float *b, const float *res,
+                      double *y) {
+    const nn_winograd_shape *s = &k->s;
+    int64_t cg = s->in_ch / s->group, mg = s->out_ch / s->group;
+    for (int64_t n = 0; n < s->batch; n++)
+        for (int64_t m = 0; m < s->out_ch; m++)
+            for (int64_t oy = 0; oy < s->out_h; oy++)
+                for (int64_t ox = 0; ox < s->out_w; ox++) {
+                    double acc = b ? b[m] : 0.0;
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t kh = 0; kh < 3; kh++)
+                            for (int64_t kw = 0; kw < 3; kw++) {
+                                int64_t iy = oy + kh - s->pad_top, ix = ox + kw - s->pad_left;
+                                if (iy < 0 || iy >= s->in_h || ix < 0 || ix >= s->in_w) continue;
+                                acc += (double)x[((n * s->in_ch + m / mg * cg + c) * s->in_h + iy) * s->in_w + ix] *
+                                       w[((m * cg + c) * 3 + kh) * 3 + kw];
+                            }
+                    int64_t i = ((n * s->out_ch + m) * s->out_h + oy) * s->out_w + ox;
+                    if (res) acc += res[i];
+                    if (k->act == NN_ACT_RELU) acc = acc > 0 ? acc : 0;
+                    if (k->act == NN_ACT_SIGMOID) acc = 1 / (1 + exp(-acc));
+                    y[i] = acc;
+                }
+}
+
+static void check_case(const conv_case *k, const char *label) {
+    const nn_winograd_shape *s = &k->s;
+    int64_t cg = s->in_ch / s->group;
+    size_t nx = (size_t)(s->batch * s->in_ch * s->in_h * s->in_w), nw = (size_t)(s->out_ch * cg * 9);
+    size_t ny = (size_t)(s->batch * s->out_ch * s->out_h * s->out_w);
+    float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nw), *b = malloc(sizeof(float) * s->out_ch);
+    float *res = malloc(sizeof(float) * ny), *y = malloc(sizeof(float) * ny);
+    double *ref = malloc(sizeof(double) * ny);
+    size_t prep_size = nn_winograd_prepared_size(s), ws_size = nn_winograd_workspace(s, k->threads);
+    if (k->short_workspace) ws_size = nn_winograd_workspace(s, 1);
+    void *prep = malloc(prep_size), *ws = malloc(ws_size);
+    /* post-ReLU-like activations for half the cases, weights at He scale */
+    bool nonneg = next() & 1;
+    for (size_t i = 0; i < nx; i++) x[i] = uniform(nonneg ? 0.0f : -1.0f, 1.0f);
+    float scale = sqrtf(6.0f / (float)(9 * cg));
+    for (size_t i = 0; i < nw; i++) w[i] = uniform(-scale, scale);
+    for (int64_t i = 0; i < s->out_ch; i++) b[i] = uniform(-0.5f, 0.5f);
+    for (size_t i = 0; i < ny; i++) res[i] = uniform(-1.0f, 1.0f);
+    for (size_t i = 0; i < ny; i++) y[i] = NAN; /* every output must be written */
+
+    nn_epilogue e = {.residual = 1, .act = k->act};
+    const nn_epilogue *ep = k->act != NN_ACT_NONE || k->residual ? &e : NULL;
+    nn_status st = nn_winograd_prepare(s, w, prep, k->threads);
+    if (st == NN_OK)
+        st = nn_winograd_run(s, x, prep, k->bias ? b : NULL, ep, k->residual ? res : NULL, y, ws, ws_size,
+                             k->threads);
+    reference(k, x, w, k->bias ? b : NULL, k->residual ? res : NULL, ref);
+
+    double err2 = 0, ref2 = 0, err_max = 0, ref_max = 0;
+    for (size_t i = 0; i < ny; i++) {
+        double d = fabs((double)y[i] - ref[i]);
+        if (!(d <= err_max)) err_max = d; /* NaN sticks */
+        err2 += d * d;
+        ref2 += ref[i] * ref[i];
+        if (fabs(ref[i]) > ref_max) ref_max = fabs(ref[i]);
+    }
+    double rel_l2 = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2), rel_max = ref_max > 0 ? err_max / ref_max : err_max;
+    bool ok = st == NN_OK && rel_l2 <= REL_L2_TOL && rel_max <= REL_MAX_TOL;
+    if (st == NN_OK) {
+        if (!(rel_l2 <= worst_l2)) worst_l2 = rel_l2;
+        if (!(rel_max <= worst_max)) worst_max = rel_max;
+    }
+    if (ok) passed++;
+    else {
+        failed++;
+        printf("FAIL %s: N=%lld C=%lld M=%lld group=%lld %lldx%lld pads %lld,%lld,%lld,%lld bias=%d res=%d act=%d "
+               "threads=%d%s: status %d, rel L2 %.3g (tol %g), rel max %.3g (tol %g)\n",
+               label, (long long)s->batch, (long long)s->in_ch, (long long)s->out_ch, (long long)s->group,
+               (long long)s->in_h, (long long)s->in_w, (long long)s->pad_top, (long long)s->pad_left,
+               (long long)k->pad_bottom, (long long)k->pad_right, k->bias, k->residual, (int)k->act, k->threads,
+               k->short_workspace ? " (workspace for 1)" : "", (int)st, rel_l2, REL_L2_TOL, rel_max, REL_MAX_TOL);
+    }
+    free(x);
+    free(w);
+    free(b);
+    free(res);
+    free(y);
+    free(ref);
+    free(prep);
+    free(ws);
+}
+
+static conv_case make_case(int64_t n, int64_t c, int64_t m, int64_t group, int64_t h, int64_t w, int64_t pt,
+                           int64_t pl, int64_t pb, int64_t pr) {
+    conv_case k = {.s = {.batch = n, .in_ch = c, .out_ch = m, .group = group, .in_h = h, .in_w = w,
+                         .out_h = h + pt + pb - 2, .out_w = w + pl + pr - 2, .pad_top = pt, .pad_left = pl,
+                         .kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1, .dilation_h = 1,
+                         .dilation_w = 1},
+                   .pad_bottom = pb, .pad_right = pr, .threads = 1};
+    return k;
+}
+
+static void random_cases(int count) {
+    static const int64_t channels[] = {1, 3, 16, 64, 130}, sizes[] = {1, 2, 3, 5, 7, 8, 14, 28, 56};
+    static const nn_act acts[] = {NN_ACT_NONE, NN_ACT_RELU, NN_ACT_SIGMOID};
+    for (int i = 0; i < count;) {
+        int64_t pads[4];
+        int style = (int)(next() % 3); /* none, symmetric 1, independent 0..2 */
+        for (int d = 0; d < 4; d++) pads[d] = style == 0 ? 0 : style == 1 ? 1 : (int64_t)(next() % 3);
+        int64_t group = next() % 4 == 0 ? 2 : 1;
+        conv_case k = make_case(1 + next() % 3, group * pick(channels, 5), group * pick(channels, 5), group,
+                                pick(sizes, 9), pick(sizes, 9), pads[0], pads[1], pads[2], pads[3]);
+        const nn_winograd_shape *s = &k.s;
+        if (s->out_h < 1 || s->out_w < 1 ||
+            (double)(s->batch * s->in_ch * s->out_ch / group * s->out_h * s->out_w * 9) > MAC_BUDGET)
+            continue;
+        k.bias = next() & 1;
+        k.residual = next() & 1;
+        k.act = acts[next() % 3];
+        k.threads = 1 + (int)(next() % 3);
+        k.short_workspace = next() % 8 == 0;
+        check_case(&k, "random");
+        i++;
+    }
+}
+
+/* Shapes that reach particular paths. */
+static void fixed_cases(void) {
+    /* several blocks of tiles (130 channels: 56 tiles per block), one panel */
+    conv_case k = make_case(1, 130, 16, 1, 56, 56, 1, 1, 1, 1);
+    k.threads = 2;
+    check_case(&k, "blocks");
+    /* one block split across threads by weight panels, edge tiles */
+    k = make_case(1, 64, 130, 1, 7, 7, 1, 1, 1, 1);
+    k.threads = 3;
+    k.bias = k.residual = true;
+    k.act = NN_ACT_RELU;
+    check_case(&k, "panels");
+    /* depthwise (one channel per group), crop on one side only */
+    k = make_case(2, 16, 16, 16, 14, 9, 0, 2, 2, 0);
+    k.threads = 2;
+    k.bias = true;
+    check_case(&k, "depthwise");
+    /* a residual without an activation */
+    k = make_case(1, 16, 32, 1, 8, 8, 1, 1, 1, 1);
+    k.residual = true;
+    check_case(&k, "residual only");
+}
+
+static void expect_status(nn_status expected, nn_status actual, const char *what) {
+    if (expected == actual) {
+        passed++;
+        return;
+    }
+    failed++;
+    printf("FAIL %s: expected status %d, got %d\n", what, (int)expected, (int)actual);
+}
+
+static void error_cases(void) {
+    conv_case k = make_case(1, 4, 4, 1, 8, 8, 1, 1, 1, 1);
+    float x[4 * 64] = {0}, w[4 * 4 * 9] = {0}, y[4 * 64], ws[16], prep[16];
+    k.s.stride_h = 2;
+    expect_status(NN_ERR_UNSUPPORTED, nn_winograd_prepare(&k.s, w, prep, 1), "stride 2 prepare");
+    expect_status(NN_ERR_UNSUPPORTED, nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, ws, sizeof ws, 1),
+                  "stride 2 run");
+    k.s.stride_h = 1;
+    expect_status(NN_ERR_INTERNAL, nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, ws, sizeof ws, 1),
+                  "small workspace");
+    if (nn_winograd_workspace(&k.s, 1) <= sizeof ws) expect_status(NN_ERR_INTERNAL, NN_OK, "workspace size");
+    /* an empty batch writes nothing */
+    k.s.batch = 0;
+    size_t ws_size = nn_winograd_workspace(&k.s, 2);
+    void *big = malloc(ws_size);
+    expect_status(NN_OK, nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, big, ws_size, 2), "batch 0");
+    free(big);
+}
+
+int main(void) {
+    fixed_cases();
+    random_cases(60);
+    error_cases();
+    printf("worst relative L2 error %.3g, worst max error / max |y| %.3g\n", worst_l2, worst_max);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -104,8 +104,11 @@ fuzz: $(BUILD)/proto/onnx.pb-c.c | $(BUILD)/.deps-test
 	$(CC) $(filter-out -fvisibility=hidden,$(CFLAGS)) -fsanitize=fuzzer,address -Iengine \
 	    tests/fuzz_load.c $(ENGINE_SRC) $(PROTO_C) -o $(BUILD)/fuzz_load $(LIBS)
 	@mkdir -p $(FUZZ_CORPUS)
+	@# seeds: the first byte picks the reader (0 model, 1 .npy, 2 .pb)
 	@for t in abs add conv_with_strides_padding gemm_default_vector_bias reshape_negative_dim maxpool_2d_pads; do \
-	    cp /usr/share/libonnx-testdata/data/node/test_$$t/model.onnx $(FUZZ_CORPUS)/$$t.onnx; done
+	    (printf '\000'; cat /usr/share/libonnx-testdata/data/node/test_$$t/model.onnx) > $(FUZZ_CORPUS)/$$t.onnx; \
+	    (printf '\002'; cat /usr/share/libonnx-testdata/data/node/test_$$t/test_data_set_0/input_0.pb) > $(FUZZ_CORPUS)/$$t.pb; done
+	@(printf '\001'; cat models/mobilenetv2.output.npy) > $(FUZZ_CORPUS)/output.npy
 	$(BUILD)/fuzz_load -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(FUZZ_CORPUS)
 
 install: all

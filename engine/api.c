@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../passes/pass.h"
 #include "error.h"
 #include "import.h"
 #include "model.h"
-#include "../passes/pass.h"
 
 NN_API nn_options nn_options_default(void) {
     nn_options o = {.device = "cpu", .batch = 1, .threads = 0, .optimize = 1};
@@ -116,7 +116,8 @@ NN_API void nn_tensor_release(nn_tensor *t) {
 
 static size_t row_bytes(const nn_tensor *t) {
     size_t b = nn_dtype_size(t->dtype);
-    for (int d = 1; d < t->ndim; d++) b *= (size_t)t->dims[d];
+    for (int d = 1; d < t->ndim; d++)
+        b *= (size_t)t->dims[d];
     return b;
 }
 
@@ -134,7 +135,8 @@ static nn_status check_inputs(const nn_model *m, const nn_tensor *in, int n_in, 
             return nn_set_error(NN_ERR_ARG, "input '%s' must be %s, got %s", v->name, nn_dtype_name(v->t.dtype),
                                 nn_dtype_name(in[i].dtype));
         if (v->t.ndim >= 0 && in[i].ndim != v->t.ndim)
-            return nn_set_error(NN_ERR_SHAPE, "input '%s' must have %d dimensions, got %d", v->name, v->t.ndim, in[i].ndim);
+            return nn_set_error(NN_ERR_SHAPE, "input '%s' must have %d dimensions, got %d", v->name, v->t.ndim,
+                                in[i].ndim);
         if (in[i].ndim < 0 || in[i].ndim > NN_MAX_DIMS)
             return nn_set_error(NN_ERR_SHAPE, "input '%s' has %d dimensions", v->name, in[i].ndim);
         for (int d = 0; d < in[i].ndim; d++) {
@@ -162,7 +164,8 @@ static nn_status alloc_outputs(nn_model *m, nn_tensor *out, int n_out, int64_t s
         size_t bytes = (size_t)nn_tensor_elements(&out[i]) * nn_dtype_size(out[i].dtype);
         out[i].data = malloc(bytes ? bytes : 1);
         if (!out[i].data) {
-            for (int j = 0; j < i; j++) nn_tensor_release(&out[j]);
+            for (int j = 0; j < i; j++)
+                nn_tensor_release(&out[j]);
             return nn_set_error(NN_ERR_NOMEM, "out of memory for output '%s' (%zu bytes)", m->g.values[v].name, bytes);
         }
     }
@@ -170,7 +173,8 @@ static nn_status alloc_outputs(nn_model *m, nn_tensor *out, int n_out, int64_t s
 }
 
 static nn_status predict_dynamic(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out) {
-    for (int i = 0; i < m->g.n_inputs; i++) m->rt[m->g.inputs[i]] = in[i];
+    for (int i = 0; i < m->g.n_inputs; i++)
+        m->rt[m->g.inputs[i]] = in[i];
     nn_status st = nn_execute(m);
     if (st == NN_OK) st = alloc_outputs(m, out, n_out, -1);
     if (st == NN_OK)
@@ -194,7 +198,8 @@ static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *ou
             int v = g->inputs[i];
             nn_tensor *dst = &m->rt[v];
             if (!g->values[v].batched) {
-                if (start == 0) memcpy(dst->data, in[i].data, (size_t)nn_tensor_elements(dst) * nn_dtype_size(dst->dtype));
+                if (start == 0)
+                    memcpy(dst->data, in[i].data, (size_t)nn_tensor_elements(dst) * nn_dtype_size(dst->dtype));
                 continue;
             }
             size_t rb = row_bytes(dst);
@@ -205,7 +210,8 @@ static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *ou
         for (int i = 0; i < n_out; i++) {
             const nn_tensor *src = &m->rt[g->outputs[i]];
             if (!g->values[g->outputs[i]].batched) {
-                if (start == 0) memcpy(out[i].data, src->data, (size_t)nn_tensor_elements(src) * nn_dtype_size(src->dtype));
+                if (start == 0)
+                    memcpy(out[i].data, src->data, (size_t)nn_tensor_elements(src) * nn_dtype_size(src->dtype));
                 continue;
             }
             size_t rb = row_bytes(src);
@@ -213,7 +219,8 @@ static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *ou
         }
     }
     if (st != NN_OK)
-        for (int i = 0; i < n_out; i++) nn_tensor_release(&out[i]);
+        for (int i = 0; i < n_out; i++)
+            nn_tensor_release(&out[i]);
     return st;
 }
 

@@ -46,9 +46,7 @@ void *nn_arena_memdup(nn_arena *a, const void *p, size_t size) {
     return q;
 }
 
-char *nn_arena_strdup(nn_arena *a, const char *s) {
-    return nn_arena_memdup(a, s ? s : "", strlen(s ? s : "") + 1);
-}
+char *nn_arena_strdup(nn_arena *a, const char *s) { return nn_arena_memdup(a, s ? s : "", strlen(s ? s : "") + 1); }
 
 bool nn_arena_release(nn_arena *a, void *p) {
     for (nn_arena_chunk **link = &a->head; *link; link = &(*link)->next) {

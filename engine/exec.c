@@ -13,17 +13,29 @@ static size_t tensor_bytes(const nn_tensor *t) { return (size_t)nn_tensor_elemen
 
 static void gather_call(const nn_model *m, const nn_node *n, nn_call *call, char *err, size_t err_size) {
     for (int k = 0; k < n->n_in; k++) {
-        if (n->in[k] >= 0) m->call_in[k] = m->rt[n->in[k]];
-        else memset(&m->call_in[k], 0, sizeof m->call_in[k]);
+        if (n->in[k] >= 0)
+            m->call_in[k] = m->rt[n->in[k]];
+        else
+            memset(&m->call_in[k], 0, sizeof m->call_in[k]);
     }
     for (int k = 0; k < n->n_out; k++) {
-        if (n->out[k] >= 0) m->call_out[k] = m->rt[n->out[k]];
-        else memset(&m->call_out[k], 0, sizeof m->call_out[k]);
+        if (n->out[k] >= 0)
+            m->call_out[k] = m->rt[n->out[k]];
+        else
+            memset(&m->call_out[k], 0, sizeof m->call_out[k]);
     }
-    *call = (nn_call){.params = n->params, .n_in = n->n_in, .n_out = n->n_out, .in = m->call_in,
-                      .out = m->call_out, .workspace = m->workspace, .workspace_size = m->plan.workspace_bytes,
-                      .threads = m->threads, .epilogue = n->has_epilogue ? &n->epilogue : NULL,
-                      .prepared = n->prepared, .err = err, .err_size = err_size};
+    *call = (nn_call){.params = n->params,
+                      .n_in = n->n_in,
+                      .n_out = n->n_out,
+                      .in = m->call_in,
+                      .out = m->call_out,
+                      .workspace = m->workspace,
+                      .workspace_size = m->plan.workspace_bytes,
+                      .threads = m->threads,
+                      .epilogue = n->has_epilogue ? &n->epilogue : NULL,
+                      .prepared = n->prepared,
+                      .err = err,
+                      .err_size = err_size};
     err[0] = 0;
 }
 
@@ -62,7 +74,8 @@ nn_status nn_runtime_init(nn_model *m) {
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_in; k++)
             if (g->nodes[i].in[k] >= 0) m->last_use[g->nodes[i].in[k]] = i;
-    for (int i = 0; i < g->n_outputs; i++) m->last_use[g->outputs[i]] = g->n_nodes;
+    for (int i = 0; i < g->n_outputs; i++)
+        m->last_use[g->outputs[i]] = g->n_nodes;
     if (m->opt.profile && !(m->node_ns = calloc((size_t)g->n_nodes + 1, sizeof(double))))
         return nn_set_error(NN_ERR_NOMEM, "out of memory");
     if (m->dynamic) return NN_OK;
@@ -70,8 +83,7 @@ nn_status nn_runtime_init(nn_model *m) {
     nn_status st = nn_plan_memory(m);
     if (st != NN_OK) return st;
     m->arena = aligned_alloc(64, m->plan.arena_bytes ? m->plan.arena_bytes : 64);
-    if (!m->arena)
-        return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
+    if (!m->arena) return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
     for (int v = 0; v < g->n_values; v++)
         if (m->plan.offset[v] >= 0) m->rt[v].data = (char *)m->arena + m->plan.offset[v];
     /* one scratch workspace, sized to the hungriest kernel; per-node
@@ -125,8 +137,10 @@ static void free_value(nn_model *m, int v) {
 static nn_status prepare_dynamic(nn_model *m, const nn_node *n, nn_call *call) {
     const nn_op_desc *d = nn_op_get(n->op);
     nn_status st = d->infer(call);
-    if (st == NN_DYNAMIC) return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): shape still unknown at run time", n->name, d->name);
-    if (st != NN_OK) return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, call->err[0] ? call->err : nn_strerror(st));
+    if (st == NN_DYNAMIC)
+        return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): shape still unknown at run time", n->name, d->name);
+    if (st != NN_OK)
+        return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, call->err[0] ? call->err : nn_strerror(st));
     for (int k = 0; k < n->n_out; k++) {
         nn_tensor *t = &call->out[k];
         if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS)
@@ -182,7 +196,8 @@ nn_status nn_execute(nn_model *m) {
                 if (v >= 0 && m->last_use[v] < 0) free_value(m, v); /* never read */
             }
         }
-        if (st != NN_OK) return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
+        if (st != NN_OK)
+            return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
     }
     if (m->node_ns) m->profiled_runs++;
     return NN_OK;

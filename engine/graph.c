@@ -8,7 +8,8 @@
 static bool grow(void **p, int *cap, int need, size_t elem) {
     if (need <= *cap) return true;
     int ncap = *cap ? *cap * 2 : 64;
-    while (ncap < need) ncap *= 2;
+    while (ncap < need)
+        ncap *= 2;
     void *q = realloc(*p, (size_t)ncap * elem);
     if (!q) return false;
     memset((char *)q + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
@@ -73,9 +74,10 @@ nn_status nn_graph_toposort(nn_graph *g) {
             if (v < 0) continue;
             const nn_value *val = &g->values[v];
             if (val->producer < 0 && !val->is_input && !val->is_const)
-                return nn_set_error(NN_ERR_INVALID,
-                                    "node '%s' (%s): input '%s' is produced by no node and is not a graph input or initializer",
-                                    nd->name, nn_op_get(nd->op)->name, val->name);
+                return nn_set_error(
+                    NN_ERR_INVALID,
+                    "node '%s' (%s): input '%s' is produced by no node and is not a graph input or initializer",
+                    nd->name, nn_op_get(nd->op)->name, val->name);
             sorted_already &= val->producer < i;
         }
     }
@@ -114,7 +116,8 @@ nn_status nn_graph_toposort(nn_graph *g) {
             }
         goto done;
     }
-    for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
+    for (int i = 0; i < n; i++)
+        sorted[i] = g->nodes[order[i]];
     memcpy(g->nodes, sorted, sizeof(nn_node) * (size_t)n);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < g->nodes[i].n_out; k++)

@@ -13,8 +13,8 @@
 static nn_status check_output(const nn_node *n, const nn_tensor *t, int k) {
     if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS ||
         nn_dims_checked_elements(t->dims, (size_t)t->ndim) < 0)
-        return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): output %d got an invalid shape from inference",
-                            n->name, nn_op_get(n->op)->name, k);
+        return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): output %d got an invalid shape from inference", n->name,
+                            nn_op_get(n->op)->name, k);
     return NN_OK;
 }
 
@@ -22,7 +22,10 @@ nn_status nn_bind_inputs(nn_model *m) {
     nn_graph *g = &m->g;
     for (int i = 0; i < g->n_inputs; i++) {
         nn_value *v = &g->values[g->inputs[i]];
-        if (v->t.ndim < 0) { m->dynamic = true; continue; }
+        if (v->t.ndim < 0) {
+            m->dynamic = true;
+            continue;
+        }
         bool known = true;
         for (int d = 0; d < v->t.ndim; d++) {
             if (v->t.dims[d] >= 0) continue;
@@ -83,7 +86,8 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
         nn_node *n = &g->nodes[i];
         const nn_op_desc *d = nn_op_get(n->op);
         bool known = true, all_const = true, outputs_known = true;
-        for (int k = 0; k < n->n_out; k++) outputs_known &= n->out[k] < 0 || g->values[n->out[k]].shape_known;
+        for (int k = 0; k < n->n_out; k++)
+            outputs_known &= n->out[k] < 0 || g->values[n->out[k]].shape_known;
         for (int k = 0; k < n->n_in; k++) {
             memset(&in[k], 0, sizeof in[k]);
             if (n->in[k] < 0) continue;
@@ -98,8 +102,14 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
         if (outputs_known && !foldable) continue; /* nothing new to learn */
         memset(out, 0, sizeof *out * (size_t)n->n_out);
         char err[256] = "";
-        nn_call call = {.params = n->params, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = out,
-                        .threads = m->threads, .epilogue = n->has_epilogue ? &n->epilogue : NULL, .err = err,
+        nn_call call = {.params = n->params,
+                        .n_in = n->n_in,
+                        .n_out = n->n_out,
+                        .in = in,
+                        .out = out,
+                        .threads = m->threads,
+                        .epilogue = n->has_epilogue ? &n->epilogue : NULL,
+                        .err = err,
                         .err_size = sizeof err};
         st = d->infer(&call);
         if (st == NN_DYNAMIC) { /* left to run time */
@@ -137,7 +147,8 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
     /* Static once every value is known: folding may have resolved what an
      * earlier walk had to leave to run time. */
     m->dynamic = false;
-    for (int i = 0; i < g->n_inputs; i++) m->dynamic |= !g->values[g->inputs[i]].shape_known;
+    for (int i = 0; i < g->n_inputs; i++)
+        m->dynamic |= !g->values[g->inputs[i]].shape_known;
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_out; k++)
             m->dynamic |= g->nodes[i].out[k] >= 0 && !g->values[g->nodes[i].out[k]].shape_known;

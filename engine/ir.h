@@ -26,16 +26,16 @@ typedef struct nn_value {
 
 typedef struct nn_node {
     const char *name;
-    int op;           /* nn_op_id */
+    int op; /* nn_op_id */
     int n_in, n_out;
-    int *in, *out;    /* value ids; -1 marks an absent optional input */
+    int *in, *out; /* value ids; -1 marks an absent optional input */
     const void *params;
     const void *prepared; /* from the op's prepare at load (static plans) */
-    bool has_epilogue;  /* set by fusion passes for ops with NN_OPF_EPILOGUE */
+    bool has_epilogue;    /* set by fusion passes for ops with NN_OPF_EPILOGUE */
     nn_epilogue epilogue;
-    const char *fused;  /* what fusion absorbed, e.g. "BatchNormalization+Relu"; NULL if nothing */
-    bool elided;        /* nothing to run: its outputs alias memory that other nodes write
-                         * (a view's output is its input; a Concat's inputs are its output's slices) */
+    const char *fused; /* what fusion absorbed, e.g. "BatchNormalization+Relu"; NULL if nothing */
+    bool elided;       /* nothing to run: its outputs alias memory that other nodes write
+                        * (a view's output is its input; a Concat's inputs are its output's slices) */
 } nn_node;
 
 typedef struct nn_graph {

@@ -7,12 +7,12 @@
 #include "ir.h"
 
 typedef struct nn_plan {
-    int64_t *offset;        /* per value: byte offset in the activation arena, -1 if not there */
+    int64_t *offset;           /* per value: byte offset in the activation arena, -1 if not there */
     int *first_use, *last_use; /* per value: node index range where it is live (planned values) */
-    size_t arena_bytes;     /* planned size */
-    size_t naive_bytes;     /* every intermediate in its own buffer */
-    size_t lower_bound_bytes; /* most bytes live at one point */
-    size_t workspace_bytes; /* largest scratch any kernel needs */
+    size_t arena_bytes;        /* planned size */
+    size_t naive_bytes;        /* every intermediate in its own buffer */
+    size_t lower_bound_bytes;  /* most bytes live at one point */
+    size_t workspace_bytes;    /* largest scratch any kernel needs */
 } nn_plan;
 
 struct nn_model {
@@ -20,17 +20,17 @@ struct nn_model {
     nn_options opt;
     char device[16];
     int threads;
-    int batch;       /* bound size of the symbolic batch dimension */
-    bool has_batch;  /* some input has a symbolic dim 0 */
-    bool dynamic;    /* some shape depends on run-time values: infer while running */
+    int batch;      /* bound size of the symbolic batch dimension */
+    bool has_batch; /* some input has a symbolic dim 0 */
+    bool dynamic;   /* some shape depends on run-time values: infer while running */
     nn_plan plan;
-    void *arena;     /* activations (static plan) */
+    void *arena; /* activations (static plan) */
     void *workspace;
-    nn_tensor *rt;   /* per value: shape and data during a run */
-    int *last_use;   /* per value: last node reading it (n_nodes for graph outputs) */
+    nn_tensor *rt;                 /* per value: shape and data during a run */
+    int *last_use;                 /* per value: last node reading it (n_nodes for graph outputs) */
     nn_tensor *call_in, *call_out; /* argument arrays sized for the widest node */
     pthread_mutex_t lock;
-    double *node_ns;  /* per node: accumulated run time when profiling */
+    double *node_ns; /* per node: accumulated run time when profiling */
     int64_t profiled_runs;
 };
 

@@ -69,14 +69,14 @@ typedef struct nn_tensor {
 } nn_tensor;
 
 typedef struct nn_options {
-    const char *device; /* "cpu" (default) or "gpuN" */
-    int batch;          /* batch size bound to the symbolic batch dimension (default 1) */
-    int threads;        /* worker threads; 0 = all cores */
-    int optimize;       /* 1 = run the graph optimizer (default), 0 = run the graph as parsed */
-    const char *passes; /* comma-separated passes to run, in that order (NULL: the default pipeline) */
+    const char *device;         /* "cpu" (default) or "gpuN" */
+    int batch;                  /* batch size bound to the symbolic batch dimension (default 1) */
+    int threads;                /* worker threads; 0 = all cores */
+    int optimize;               /* 1 = run the graph optimizer (default), 0 = run the graph as parsed */
+    const char *passes;         /* comma-separated passes to run, in that order (NULL: the default pipeline) */
     const char *disable_passes; /* comma-separated passes to leave out (NULL: none) */
-    int verify;         /* check the IR after every pass (always on in debug builds) */
-    int profile;        /* time every node (see nn_profile_print) */
+    int verify;                 /* check the IR after every pass (always on in debug builds) */
+    int profile;                /* time every node (see nn_profile_print) */
 } nn_options;
 
 typedef struct nn_model nn_model;
@@ -96,8 +96,7 @@ NN_API void nn_free(nn_model *model);
  * number of samples along dim 0; they are run in batches of the configured
  * size and the outputs gathered.  outputs[i] receives freshly allocated data
  * (release with nn_tensor_release). */
-NN_API nn_status nn_predict(nn_model *model, const nn_tensor *inputs, int n_inputs,
-                            nn_tensor *outputs, int n_outputs);
+NN_API nn_status nn_predict(nn_model *model, const nn_tensor *inputs, int n_inputs, nn_tensor *outputs, int n_outputs);
 
 /* Graph inputs/outputs: counts, names and shapes (at the bound batch size). */
 NN_API int nn_input_count(const nn_model *model);
@@ -107,11 +106,11 @@ NN_API nn_status nn_output_info(const nn_model *model, int index, const char **n
 
 /* Facts about a loaded model, for reports. */
 typedef struct nn_model_stats {
-    int nodes;            /* nodes executed per batch */
-    int nodes_parsed;     /* nodes in the ONNX file */
-    int64_t parameters;   /* elements in initializers */
-    int64_t arena_bytes;  /* planned activation memory */
-    int batch;            /* bound batch size */
+    int nodes;           /* nodes executed per batch */
+    int nodes_parsed;    /* nodes in the ONNX file */
+    int64_t parameters;  /* elements in initializers */
+    int64_t arena_bytes; /* planned activation memory */
+    int batch;           /* bound batch size */
     int threads;
 } nn_model_stats;
 NN_API nn_status nn_model_get_stats(const nn_model *model, nn_model_stats *stats);

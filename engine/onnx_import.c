@@ -19,7 +19,8 @@ typedef struct name_map {
 
 static uint64_t hash_str(const char *s) {
     uint64_t h = 1469598103934665603ull;
-    while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
     return h;
 }
 
@@ -73,8 +74,9 @@ nn_status nn_read_protobuf(const char *path, void *(*unpack)(size_t, const uint8
     if (st != NN_OK) return st;
     *msg = len ? unpack(len, buf) : NULL;
     free(buf);
-    if (!*msg) return nn_set_error(NN_ERR_PARSE, "'%s' is not a valid ONNX protobuf (%s)", path,
-                                   len ? "decoding failed: truncated or not protobuf" : "empty file");
+    if (!*msg)
+        return nn_set_error(NN_ERR_PARSE, "'%s' is not a valid ONNX protobuf (%s)", path,
+                            len ? "decoding failed: truncated or not protobuf" : "empty file");
     return NN_OK;
 }
 
@@ -83,13 +85,14 @@ nn_status nn_read_protobuf(const char *path, void *(*unpack)(size_t, const uint8
 static nn_status declared_type(const Onnx__ValueInfoProto *vi, nn_value *v, const char *role) {
     const Onnx__TypeProto *tp = vi->type;
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
-        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' is not a tensor (sequences, maps and optionals are not supported)",
-                            role, vi->name);
+        return nn_set_error(NN_ERR_UNSUPPORTED,
+                            "graph %s '%s' is not a tensor (sequences, maps and optionals are not supported)", role,
+                            vi->name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     int32_t dt = tt->has_elem_type ? tt->elem_type : 0;
     if (!nn_dtype_supported(dt))
-        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' has dtype %s, which is not supported", role,
-                            vi->name, nn_onnx_dtype_name(dt));
+        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' has dtype %s, which is not supported", role, vi->name,
+                            nn_onnx_dtype_name(dt));
     v->t.dtype = (nn_dtype)dt;
     if (!tt->shape) { /* unknown rank */
         v->t.ndim = -1;
@@ -137,7 +140,8 @@ static nn_status convert_attrs(nn_graph *g, const Onnx__NodeProto *np, const cha
             a->floats = nn_arena_memdup(&g->meta, ap->floats, sizeof(float) * ap->n_floats);
             break;
         case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
-            if (!ap->t) return nn_set_error(NN_ERR_INVALID, "node '%s': tensor attribute '%s' is empty", node_name, ap->name);
+            if (!ap->t)
+                return nn_set_error(NN_ERR_INVALID, "node '%s': tensor attribute '%s' is empty", node_name, ap->name);
             nn_tensor *t = nn_arena_alloc(&g->meta, sizeof *t);
             char what[300];
             snprintf(what, sizeof what, "attribute '%s' of node '%s'", ap->name, node_name);
@@ -166,22 +170,25 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
     const char *name = np->name && np->name[0] ? np->name : fallback;
     const char *op_type = np->op_type ? np->op_type : "";
     if (np->domain && np->domain[0] && strcmp(np->domain, "ai.onnx") != 0)
-        return nn_set_error(NN_ERR_UNSUPPORTED, "unsupported operator '%s::%s' at node '%s'", np->domain, op_type, name);
+        return nn_set_error(NN_ERR_UNSUPPORTED, "unsupported operator '%s::%s' at node '%s'", np->domain, op_type,
+                            name);
     int op = nn_op_lookup(op_type);
     if (op < 0) return nn_set_error(NN_ERR_UNSUPPORTED, "unsupported operator '%s' at node '%s'", op_type, name);
     const nn_op_desc *d = nn_op_get(op);
     /* trailing empty names are absent optional inputs/outputs: drop them */
     int n_in = (int)np->n_input, n_out = (int)np->n_output;
-    while (n_in > 0 && !np->input[n_in - 1][0]) n_in--;
-    while (n_out > 0 && !np->output[n_out - 1][0]) n_out--;
+    while (n_in > 0 && !np->input[n_in - 1][0])
+        n_in--;
+    while (n_out > 0 && !np->output[n_out - 1][0])
+        n_out--;
     if (n_in < d->min_inputs || (d->max_inputs >= 0 && n_in > d->max_inputs))
         return nn_set_error(NN_ERR_INVALID, "node '%s' (%s) has %d inputs, expected %d to %d", name, op_type, n_in,
                             d->min_inputs, d->max_inputs);
     bool too_many_out = d->max_outputs >= 0 && n_out > d->max_outputs; /* -1: variadic */
     if (n_out < d->min_outputs || too_many_out)
         return nn_set_error(too_many_out ? NN_ERR_UNSUPPORTED : NN_ERR_INVALID,
-                            "node '%s' (%s) has %d outputs, expected %d to %d", name, op_type, n_out,
-                            d->min_outputs, d->max_outputs);
+                            "node '%s' (%s) has %d outputs, expected %d to %d", name, op_type, n_out, d->min_outputs,
+                            d->max_outputs);
     int id = nn_graph_add_node(g, name, op, n_in, n_out);
     if (id < 0) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     nn_node *node = &g->nodes[id];
@@ -196,8 +203,8 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
         if (v < 0) return nn_set_error(NN_ERR_NOMEM, "out of memory");
         nn_value *val = &g->values[v];
         if (val->producer >= 0 || val->is_input || val->is_const)
-            return nn_set_error(NN_ERR_INVALID, "value '%s' is produced more than once (again by node '%s')",
-                                val->name, name);
+            return nn_set_error(NN_ERR_INVALID, "value '%s' is produced more than once (again by node '%s')", val->name,
+                                name);
         val->producer = id;
         node->out[i] = v;
     }
@@ -212,12 +219,13 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
     return NN_OK;
 }
 
-static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_onnx_file *file,
-                              const char *base_dir) {
+static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_onnx_file *file, const char *base_dir) {
     name_map map = {NULL, 64, g};
     size_t expect = gp->n_initializer + gp->n_input + gp->n_output;
-    for (size_t i = 0; i < gp->n_node; i++) expect += gp->node[i]->n_output + gp->node[i]->n_input;
-    while (map.cap < expect * 2) map.cap *= 2;
+    for (size_t i = 0; i < gp->n_node; i++)
+        expect += gp->node[i]->n_output + gp->node[i]->n_input;
+    while (map.cap < expect * 2)
+        map.cap *= 2;
     map.slots = malloc(sizeof(int) * map.cap);
     if (!map.slots) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     memset(map.slots, 0xff, sizeof(int) * map.cap);
@@ -227,8 +235,14 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
         const Onnx__TensorProto *tp = gp->initializer[i];
         const char *name = tp->name ? tp->name : "";
         int v = value_for(g, &map, name);
-        if (v < 0) { st = nn_set_error(NN_ERR_NOMEM, "out of memory"); goto out; }
-        if (g->values[v].is_const) { st = nn_set_error(NN_ERR_INVALID, "initializer '%s' is defined twice", name); goto out; }
+        if (v < 0) {
+            st = nn_set_error(NN_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        if (g->values[v].is_const) {
+            st = nn_set_error(NN_ERR_INVALID, "initializer '%s' is defined twice", name);
+            goto out;
+        }
         char what[300];
         snprintf(what, sizeof what, "initializer '%s'", name);
         const nn_payload *raw = i < file->n_payloads ? &file->payloads[i] : NULL;
@@ -239,13 +253,22 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
     }
     g->inputs = nn_arena_alloc(&g->meta, sizeof(int) * (gp->n_input + 1));
     g->outputs = nn_arena_alloc(&g->meta, sizeof(int) * (gp->n_output + 1));
-    if (!g->inputs || !g->outputs) { st = nn_set_error(NN_ERR_NOMEM, "out of memory"); goto out; }
+    if (!g->inputs || !g->outputs) {
+        st = nn_set_error(NN_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         int v = value_for(g, &map, vi->name ? vi->name : "");
-        if (v < 0) { st = nn_set_error(NN_ERR_NOMEM, "out of memory"); goto out; }
+        if (v < 0) {
+            st = nn_set_error(NN_ERR_NOMEM, "out of memory");
+            goto out;
+        }
         if (g->values[v].is_const) continue; /* an initializer listed as input (IR < 4): a constant */
-        if (g->values[v].is_input) { st = nn_set_error(NN_ERR_INVALID, "graph input '%s' is listed twice", vi->name); goto out; }
+        if (g->values[v].is_input) {
+            st = nn_set_error(NN_ERR_INVALID, "graph input '%s' is listed twice", vi->name);
+            goto out;
+        }
         if ((st = declared_type(vi, &g->values[v], "input")) != NN_OK) goto out;
         g->values[v].is_input = true;
         g->values[v].batched = g->values[v].t.ndim > 0 && g->values[v].t.dims[0] < 0;
@@ -257,12 +280,16 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
     for (size_t i = 0; i < gp->n_output; i++) {
         const Onnx__ValueInfoProto *vi = gp->output[i];
         int *slot = map_slot(&map, vi->name ? vi->name : "");
-        if (*slot < 0) { st = nn_set_error(NN_ERR_INVALID, "graph output '%s' is produced by no node", vi->name); goto out; }
+        if (*slot < 0) {
+            st = nn_set_error(NN_ERR_INVALID, "graph output '%s' is produced by no node", vi->name);
+            goto out;
+        }
         nn_value *val = &g->values[*slot];
         nn_value declared = {0};
         if ((st = declared_type(vi, &declared, "output")) != NN_OK) goto out;
         val->is_output = true;
-        val->batched = declared.t.ndim < 0 || (declared.t.ndim > 0 && declared.t.dims[0] < 0); /* refined once shapes are inferred */
+        val->batched = declared.t.ndim < 0 ||
+                       (declared.t.ndim > 0 && declared.t.dims[0] < 0); /* refined once shapes are inferred */
         g->outputs[g->n_outputs++] = *slot;
     }
     st = nn_graph_toposort(g);
@@ -280,8 +307,8 @@ nn_status nn_import_onnx(const char *path, nn_graph *g) {
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, file.slim_size, file.slim);
     if (!mp) {
         nn_onnx_file_close(&file);
-        return nn_set_error(NN_ERR_PARSE, "'%s' is not a valid ONNX protobuf (decoding failed: truncated or not protobuf)",
-                            path);
+        return nn_set_error(NN_ERR_PARSE,
+                            "'%s' is not a valid ONNX protobuf (decoding failed: truncated or not protobuf)", path);
     }
     if (!mp->graph) {
         st = nn_set_error(NN_ERR_PARSE, "'%s' holds no graph (is it an ONNX model?)", path);
@@ -297,8 +324,10 @@ nn_status nn_import_onnx(const char *path, nn_graph *g) {
     char base_dir[4096];
     snprintf(base_dir, sizeof base_dir, "%s", path);
     char *slash = strrchr(base_dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(base_dir, sizeof base_dir, ".");
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(base_dir, sizeof base_dir, ".");
     st = import_graph(g, mp->graph, &file, base_dir);
 out:
     onnx__model_proto__free_unpacked(mp, NULL);

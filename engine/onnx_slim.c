@@ -46,7 +46,8 @@ static void put(outbuf *o, const void *data, size_t len) {
     if (o->failed) return;
     if (o->len + len > o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 4096;
-        while (cap < o->len + len) cap *= 2;
+        while (cap < o->len + len)
+            cap *= 2;
         uint8_t *d = realloc(o->data, cap);
         if (!d) {
             o->failed = true;
@@ -183,8 +184,8 @@ nn_status nn_onnx_file_open(const char *path, nn_onnx_file *f) {
     }
     if (!ok) {
         nn_onnx_file_close(f);
-        return nn_set_error(NN_ERR_PARSE, "'%s' is not a valid ONNX protobuf (decoding failed: truncated or not protobuf)",
-                            path);
+        return nn_set_error(NN_ERR_PARSE,
+                            "'%s' is not a valid ONNX protobuf (decoding failed: truncated or not protobuf)", path);
     }
     return NN_OK;
 }

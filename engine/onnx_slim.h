@@ -21,9 +21,9 @@ typedef struct nn_payload {
 } nn_payload;
 
 typedef struct nn_onnx_file {
-    uint8_t *map;      /* the whole file, mapped read-only */
+    uint8_t *map; /* the whole file, mapped read-only */
     size_t size;
-    uint8_t *slim;     /* the ModelProto without initializer payloads */
+    uint8_t *slim; /* the ModelProto without initializer payloads */
     size_t slim_size;
     nn_payload *payloads; /* per graph initializer, in file order */
     size_t n_payloads;

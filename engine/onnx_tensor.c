@@ -10,10 +10,9 @@
 #include "error.h"
 
 const char *nn_onnx_dtype_name(int32_t t) {
-    static const char *const names[] = {"UNDEFINED", "FLOAT",  "UINT8",  "INT8",      "UINT16",
-                                        "INT16",     "INT32",  "INT64",  "STRING",    "BOOL",
-                                        "FLOAT16",   "DOUBLE", "UINT32", "UINT64",    "COMPLEX64",
-                                        "COMPLEX128", "BFLOAT16"};
+    static const char *const names[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+                                        "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+                                        "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
     return t >= 0 && t < (int32_t)(sizeof names / sizeof *names) ? names[t] : "UNKNOWN";
 }
 
@@ -38,7 +37,8 @@ NN_API size_t nn_dtype_size(nn_dtype d) {
 
 NN_API int64_t nn_tensor_elements(const nn_tensor *t) {
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->dims[i];
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->dims[i];
     return n;
 }
 
@@ -60,20 +60,22 @@ static nn_status open_external(const Onnx__TensorProto *tp, const char *base_dir
     for (size_t i = 0; i < tp->n_external_data; i++) {
         const Onnx__StringStringEntryProto *e = tp->external_data[i];
         if (!e->key || !e->value) continue;
-        if (!strcmp(e->key, "location")) location = e->value;
-        else if (!strcmp(e->key, "offset")) offset = strtoll(e->value, NULL, 10);
-        else if (!strcmp(e->key, "length")) length = strtoll(e->value, NULL, 10);
+        if (!strcmp(e->key, "location"))
+            location = e->value;
+        else if (!strcmp(e->key, "offset"))
+            offset = strtoll(e->value, NULL, 10);
+        else if (!strcmp(e->key, "length"))
+            length = strtoll(e->value, NULL, 10);
     }
     if (!base_dir) return nn_set_error(NN_ERR_INVALID, "%s: external data is not allowed here", what);
-    if (!location || !location[0])
-        return nn_set_error(NN_ERR_INVALID, "%s: external data without a location", what);
+    if (!location || !location[0]) return nn_set_error(NN_ERR_INVALID, "%s: external data without a location", what);
     if (location[0] == '/' || strstr(location, "..") == location || strstr(location, "/../") ||
         (strlen(location) >= 3 && !strcmp(location + strlen(location) - 3, "/..")))
         return nn_set_error(NN_ERR_INVALID, "%s: external data location '%s' leaves the model's folder", what,
                             location);
     if (offset < 0 || (length >= 0 && (size_t)length != nbytes))
-        return nn_set_error(NN_ERR_INVALID, "%s: external data length %lld does not match %zu bytes of dims",
-                            what, length, nbytes);
+        return nn_set_error(NN_ERR_INVALID, "%s: external data length %lld does not match %zu bytes of dims", what,
+                            length, nbytes);
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s", base_dir, location) >= (int)sizeof path)
         return nn_set_error(NN_ERR_INVALID, "%s: external data path too long", what);
@@ -91,10 +93,11 @@ static nn_status open_external(const Onnx__TensorProto *tp, const char *base_dir
         if (f) fclose(f);
         return nn_set_error(NN_ERR_IO, "%s: cannot open external data '%s': %s", what, path, strerror(errno));
     }
-    if ((unsigned long long)sb.st_size < (unsigned long long)offset + nbytes || fseeko(f, (off_t)offset, SEEK_SET) != 0) {
+    if ((unsigned long long)sb.st_size < (unsigned long long)offset + nbytes ||
+        fseeko(f, (off_t)offset, SEEK_SET) != 0) {
         fclose(f);
-        return nn_set_error(NN_ERR_IO, "%s: external data '%s' is shorter than offset %lld + %zu bytes", what,
-                            location, offset, nbytes);
+        return nn_set_error(NN_ERR_IO, "%s: external data '%s' is shorter than offset %lld + %zu bytes", what, location,
+                            offset, nbytes);
     }
     *out = f;
     return NN_OK;

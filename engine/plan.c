@@ -28,8 +28,10 @@ static size_t value_bytes(const nn_value *v) {
  * aliased value (views, Concat slices) lives in its root's buffer, whose
  * lifetime then covers every value inside it. */
 static void liveness(const nn_graph *g, nn_plan *p, const int *root) {
-    for (int v = 0; v < g->n_values; v++) p->first_use[v] = p->last_use[v] = -1;
-    for (int i = 0; i < g->n_inputs; i++) p->first_use[root[g->inputs[i]]] = p->last_use[root[g->inputs[i]]] = 0;
+    for (int v = 0; v < g->n_values; v++)
+        p->first_use[v] = p->last_use[v] = -1;
+    for (int i = 0; i < g->n_inputs; i++)
+        p->first_use[root[g->inputs[i]]] = p->last_use[root[g->inputs[i]]] = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_in + n->n_out; k++) {
@@ -61,7 +63,8 @@ nn_status nn_plan_memory(nn_model *m) {
         st = nn_set_error(NN_ERR_NOMEM, "out of memory planning %d values", g->n_values);
         goto done;
     }
-    for (int v = 0; v < g->n_values; v++) root[v] = nn_value_root(g, v, &delta[v]);
+    for (int v = 0; v < g->n_values; v++)
+        root[v] = nn_value_root(g, v, &delta[v]);
     liveness(g, p, root);
     int n_planned = 0;
     for (int v = 0; v < g->n_values; v++) {

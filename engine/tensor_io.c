@@ -30,7 +30,9 @@ static nn_status parse_npy_header(const char *path, const char *h, nn_tensor *t)
     for (size_t i = 0; i < sizeof npy_types / sizeof *npy_types; i++)
         if (!strncmp(p + 1, npy_types[i].descr, 3) && p[4] == '\'') t->dtype = npy_types[i].dtype;
     if (t->dtype == NN_DTYPE_UNDEFINED)
-        return nn_set_error(NN_ERR_UNSUPPORTED, "'%s': .npy dtype %.6s is not supported (float32, int64, int32, bool, uint8, int8)", path, p);
+        return nn_set_error(NN_ERR_UNSUPPORTED,
+                            "'%s': .npy dtype %.6s is not supported (float32, int64, int32, bool, uint8, int8)", path,
+                            p);
     if (strstr(h, "'fortran_order': True"))
         return nn_set_error(NN_ERR_UNSUPPORTED, "'%s': Fortran-ordered .npy arrays are not supported", path);
     p = strstr(h, "'shape':");
@@ -39,12 +41,14 @@ static nn_status parse_npy_header(const char *path, const char *h, nn_tensor *t)
     p++;
     t->ndim = 0;
     while (*p && *p != ')') {
-        while (*p == ' ' || *p == ',') p++;
+        while (*p == ' ' || *p == ',')
+            p++;
         if (*p == ')') break;
         char *end;
         long long d = strtoll(p, &end, 10);
         if (end == p || d < 0) return nn_set_error(NN_ERR_PARSE, "'%s': malformed .npy shape", path);
-        if (t->ndim == NN_MAX_DIMS) return nn_set_error(NN_ERR_UNSUPPORTED, "'%s': more than %d dimensions", path, NN_MAX_DIMS);
+        if (t->ndim == NN_MAX_DIMS)
+            return nn_set_error(NN_ERR_UNSUPPORTED, "'%s': more than %d dimensions", path, NN_MAX_DIMS);
         t->dims[t->ndim++] = d;
         p = end;
     }
@@ -149,7 +153,8 @@ NN_API nn_status nn_tensor_save_npy(const char *path, const nn_tensor *t) {
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
     size_t bytes = (size_t)nn_tensor_elements(t) * nn_dtype_size(t->dtype);
     bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, (size_t)len, f) == (size_t)len;
-    for (int i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
+    for (int i = 0; ok && i < pad; i++)
+        ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF && fwrite(t->data, 1, bytes, f) == bytes;
     ok = (fclose(f) == 0) && ok;
     return ok ? NN_OK : nn_set_error(NN_ERR_IO, "cannot write '%s': %s", path, strerror(errno));

@@ -12,9 +12,7 @@
 #include "../ops/registry.h"
 #include "pass.h"
 
-static int64_t value_bytes(const nn_value *v) {
-    return nn_tensor_elements(&v->t) * (int64_t)nn_dtype_size(v->t.dtype);
-}
+static int64_t value_bytes(const nn_value *v) { return nn_tensor_elements(&v->t) * (int64_t)nn_dtype_size(v->t.dtype); }
 
 /* An input that may move into the concat's buffer: a computed or fed value
  * that owns its memory today. */
@@ -32,8 +30,8 @@ static bool try_concat(nn_graph *g, nn_node *c) {
     int64_t axis;
     if (!o->shape_known || !p || !nn_axis_normalize(p->axis, o->t.ndim, &axis)) return false;
     if (nn_shape_elements(o->t.dims, (int)axis) != 1) return false; /* slices would be strided */
-    int64_t tail = nn_shape_elements(o->t.dims + axis + 1, o->t.ndim - (int)axis - 1) *
-                   (int64_t)nn_dtype_size(o->t.dtype);
+    int64_t tail =
+        nn_shape_elements(o->t.dims + axis + 1, o->t.ndim - (int)axis - 1) * (int64_t)nn_dtype_size(o->t.dtype);
     /* where the output lives: its own buffer, or inside the buffer an input already sits in */
     int64_t base_off;
     int base = nn_value_root(g, out, &base_off);
@@ -84,6 +82,5 @@ static nn_status eliminate_concat(nn_model *m, int *rewrites) {
     return NN_OK;
 }
 
-const nn_pass nn_pass_eliminate_concat = {"eliminate_concat",
-                                          "let Concat inputs be written straight into their slice of the output",
-                                          eliminate_concat};
+const nn_pass nn_pass_eliminate_concat = {
+    "eliminate_concat", "let Concat inputs be written straight into their slice of the output", eliminate_concat};

@@ -43,7 +43,8 @@ static nn_status eliminate_noops(nn_model *m, int *rewrites) {
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         nn_node *n = &g->nodes[i];
         bool read = false;
-        for (int k = 0; k < n->n_out; k++) read |= n->out[k] >= 0 && uses[n->out[k]] > 0;
+        for (int k = 0; k < n->n_out; k++)
+            read |= n->out[k] >= 0 && uses[n->out[k]] > 0;
         if (!read) {
             for (int k = 0; k < n->n_in; k++)
                 if (n->in[k] >= 0) uses[n->in[k]]--;
@@ -76,6 +77,6 @@ static nn_status eliminate_noops(nn_model *m, int *rewrites) {
     return NN_OK;
 }
 
-const nn_pass nn_pass_eliminate_noops = {"eliminate_noops",
-                                         "drop Identity, inference Dropout, zero Pad, shape-preserving reshapes and dead nodes",
-                                         eliminate_noops};
+const nn_pass nn_pass_eliminate_noops = {
+    "eliminate_noops", "drop Identity, inference Dropout, zero Pad, shape-preserving reshapes and dead nodes",
+    eliminate_noops};

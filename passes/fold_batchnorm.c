@@ -84,7 +84,8 @@ static bool fold_into_conv(nn_graph *g, const int *uses, nn_node *conv, nn_node 
     float *wd = shared ? malloc(sizeof(float) * (size_t)(per * a->channels)) : w->t.data;
     bool ok = wd && bd;
     for (int64_t m = 0; ok && m < a->channels; m++) {
-        for (int64_t j = 0; j < per; j++) wd[m * per + j] = (float)(((const float *)w->t.data)[m * per + j] * a->s[m]);
+        for (int64_t j = 0; j < per; j++)
+            wd[m * per + j] = (float)(((const float *)w->t.data)[m * per + j] * a->s[m]);
         bd[m] = (float)((b ? b[m] : 0.0) * a->s[m] + a->t[m]);
     }
     bt.data = bd;
@@ -99,8 +100,10 @@ static bool fold_into_conv(nn_graph *g, const int *uses, nn_node *conv, nn_node 
     free(bd);
     if (wv < 0 || bv < 0) return false;
     conv->in[1] = wv;
-    if (conv->n_in > 2) conv->in[2] = bv;
-    else if (nn_node_append_input(g, conv, bv, 2) < 0) return false;
+    if (conv->n_in > 2)
+        conv->in[2] = bv;
+    else if (nn_node_append_input(g, conv, bv, 2) < 0)
+        return false;
     retire_bn(g, conv, bn);
     return true;
 }
@@ -152,8 +155,10 @@ static bool fold_into_gemm(nn_graph *g, nn_node *host, nn_node *bn, const affine
     host->params = np;
     host->op = NN_OP_Gemm;
     host->in[1] = nb;
-    if (host->n_in > 2) host->in[2] = nc;
-    else if (nn_node_append_input(g, host, nc, 2) < 0) return false;
+    if (host->n_in > 2)
+        host->in[2] = nc;
+    else if (nn_node_append_input(g, host, nc, 2) < 0)
+        return false;
     if (is_matmul) nn_node_note_fused(g, host, "MatMul->Gemm");
     retire_bn(g, host, bn);
     return true;
@@ -165,7 +170,8 @@ static bool split_standalone(nn_graph *g, int at, const affine *a) {
     /* a copy: adding values below may move g->values */
     const nn_tensor x = g->values[bn->in[0]].t;
     nn_tensor st = {NN_DTYPE_FLOAT, x.ndim - 1, {a->channels}, NULL};
-    for (int d = 1; d < st.ndim; d++) st.dims[d] = 1;
+    for (int d = 1; d < st.ndim; d++)
+        st.dims[d] = 1;
     nn_tensor tt = st;
     float *sd = malloc(sizeof(float) * (size_t)a->channels), *td = malloc(sizeof(float) * (size_t)a->channels);
     bool ok = sd && td;
@@ -216,7 +222,8 @@ static nn_status fold_batchnorm(nn_model *m, int *rewrites) {
         int x = g->nodes[i].in[0], p = g->values[x].producer;
         nn_node *host = p >= 0 && nn_fusable(g, uses, x) ? &g->nodes[p] : NULL;
         bool done = false;
-        if (host && host->op == NN_OP_Conv) done = fold_into_conv(g, uses, host, &g->nodes[i], &a);
+        if (host && host->op == NN_OP_Conv)
+            done = fold_into_conv(g, uses, host, &g->nodes[i], &a);
         else if (host && (host->op == NN_OP_Gemm || host->op == NN_OP_MatMul))
             done = fold_into_gemm(g, host, &g->nodes[i], &a);
         if (!done && split_standalone(g, i, &a)) {
@@ -235,6 +242,5 @@ static nn_status fold_batchnorm(nn_model *m, int *rewrites) {
     return NN_OK;
 }
 
-const nn_pass nn_pass_fold_batchnorm = {"fold_batchnorm",
-                                        "fold BatchNormalization into Conv/Gemm/MatMul weights, else into Mul+Add",
-                                        fold_batchnorm};
+const nn_pass nn_pass_fold_batchnorm = {
+    "fold_batchnorm", "fold BatchNormalization into Conv/Gemm/MatMul weights, else into Mul+Add", fold_batchnorm};

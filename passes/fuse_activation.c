@@ -84,6 +84,6 @@ static nn_status fuse_activation(nn_model *m, int *rewrites) {
     return NN_OK;
 }
 
-const nn_pass nn_pass_fuse_activation = {"fuse_activation",
-                                         "fold activations (Relu, Clip, LeakyRelu, Sigmoid, HardSwish, SiLU ...) into their producer",
-                                         fuse_activation};
+const nn_pass nn_pass_fuse_activation = {
+    "fuse_activation", "fold activations (Relu, Clip, LeakyRelu, Sigmoid, HardSwish, SiLU ...) into their producer",
+    fuse_activation};

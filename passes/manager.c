@@ -13,10 +13,18 @@
  * becomes one node; the memory passes last, once no node will be rewritten:
  * Concat inputs move into the Concat's buffer before views alias
  * Reshapes, so a view sees where its input finally lives. */
+// clang-format off
 const nn_pass *const nn_default_pipeline[] = {
-    &nn_pass_fold_constants, &nn_pass_eliminate_noops, &nn_pass_fold_batchnorm, &nn_pass_fuse_residual,
-    &nn_pass_fuse_activation, &nn_pass_eliminate_concat, &nn_pass_views, NULL,
+    &nn_pass_fold_constants,
+    &nn_pass_eliminate_noops,
+    &nn_pass_fold_batchnorm,
+    &nn_pass_fuse_residual,
+    &nn_pass_fuse_activation,
+    &nn_pass_eliminate_concat,
+    &nn_pass_views,
+    NULL,
 };
+// clang-format on
 
 enum { MAX_ROUNDS = 8, MAX_SELECTED = 32 };
 
@@ -57,7 +65,8 @@ nn_status nn_optimize(nn_model *m, nn_pass_hook hook, void *hook_ctx) {
     if (m->opt.passes) {
         if ((st = parse_list(m->opt.passes, "passes", selected, &n_selected)) != NN_OK) return st;
     } else {
-        for (int i = 0; nn_default_pipeline[i]; i++) selected[n_selected++] = nn_default_pipeline[i];
+        for (int i = 0; nn_default_pipeline[i]; i++)
+            selected[n_selected++] = nn_default_pipeline[i];
     }
     if ((st = parse_list(m->opt.disable_passes, "disable-pass", disabled, &n_disabled)) != NN_OK) return st;
 #ifdef NN_DEBUG
@@ -70,7 +79,8 @@ nn_status nn_optimize(nn_model *m, nn_pass_hook hook, void *hook_ctx) {
         int changed = 0;
         for (int i = 0; i < n_selected; i++) {
             bool off = false;
-            for (int j = 0; j < n_disabled; j++) off |= disabled[j] == selected[i];
+            for (int j = 0; j < n_disabled; j++)
+                off |= disabled[j] == selected[i];
             if (off) continue;
             int rewrites = 0;
             if ((st = selected[i]->run(m, &rewrites)) != NN_OK) return st;

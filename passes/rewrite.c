@@ -11,13 +11,12 @@ int *nn_value_uses(const nn_graph *g) {
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_in; k++)
             if (g->nodes[i].in[k] >= 0) uses[g->nodes[i].in[k]]++;
-    for (int i = 0; i < g->n_outputs; i++) uses[g->outputs[i]]++;
+    for (int i = 0; i < g->n_outputs; i++)
+        uses[g->outputs[i]]++;
     return uses;
 }
 
-bool nn_fusable(const nn_graph *g, const int *uses, int v) {
-    return v >= 0 && uses[v] == 1 && !g->values[v].is_output;
-}
+bool nn_fusable(const nn_graph *g, const int *uses, int v) { return v >= 0 && uses[v] == 1 && !g->values[v].is_output; }
 
 int nn_sole_consumer(const nn_graph *g, const int *uses, int v) {
     if (!nn_fusable(g, uses, v)) return -1;
@@ -62,7 +61,8 @@ int nn_node_append_input(nn_graph *g, nn_node *n, int value, int at_least_index)
     int idx = n->n_in > at_least_index ? n->n_in : at_least_index;
     int *in = nn_arena_alloc(&g->meta, sizeof(int) * (size_t)(idx + 1));
     if (!in) return -1;
-    for (int k = 0; k <= idx; k++) in[k] = k < n->n_in ? n->in[k] : -1;
+    for (int k = 0; k <= idx; k++)
+        in[k] = k < n->n_in ? n->in[k] : -1;
     in[idx] = value;
     n->in = in;
     n->n_in = idx + 1;

@@ -13,7 +13,8 @@ nn_status nn_verify_graph(nn_model *m, const char *after) {
     int *defined = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     if (!defined) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     nn_status st = NN_OK;
-    for (int v = 0; v < g->n_values; v++) defined[v] = g->values[v].is_input || g->values[v].is_const ? -2 : -1;
+    for (int v = 0; v < g->n_values; v++)
+        defined[v] = g->values[v].is_input || g->values[v].is_const ? -2 : -1;
     nn_tensor out[64];
     for (int i = 0; i < g->n_nodes && st == NN_OK; i++) {
         const nn_node *n = &g->nodes[i];
@@ -42,7 +43,8 @@ nn_status nn_verify_graph(nn_model *m, const char *after) {
         if (st != NN_OK || m->dynamic || n->n_out > 64) continue;
         /* shapes stored on the values must be what inference gives now */
         bool known = true;
-        for (int k = 0; k < n->n_in; k++) known &= n->in[k] < 0 || g->values[n->in[k]].shape_known;
+        for (int k = 0; k < n->n_in; k++)
+            known &= n->in[k] < 0 || g->values[n->in[k]].shape_known;
         if (!known) continue;
         nn_tensor *in = calloc((size_t)n->n_in + 1, sizeof *in);
         if (!in) {
@@ -53,13 +55,19 @@ nn_status nn_verify_graph(nn_model *m, const char *after) {
             if (n->in[k] >= 0) in[k] = g->values[n->in[k]].t;
         memset(out, 0, sizeof out);
         char err[256] = "";
-        nn_call call = {.params = n->params, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = out,
-                        .threads = 1, .epilogue = n->has_epilogue ? &n->epilogue : NULL, .err = err,
+        nn_call call = {.params = n->params,
+                        .n_in = n->n_in,
+                        .n_out = n->n_out,
+                        .in = in,
+                        .out = out,
+                        .threads = 1,
+                        .epilogue = n->has_epilogue ? &n->epilogue : NULL,
+                        .err = err,
                         .err_size = sizeof err};
         nn_status ist = d->infer(&call);
         if (ist != NN_OK && ist != NN_DYNAMIC)
-            st = nn_set_error(NN_ERR_INTERNAL, "after %s: node '%s' (%s) no longer infers: %s", after, n->name,
-                              d->name, err);
+            st = nn_set_error(NN_ERR_INTERNAL, "after %s: node '%s' (%s) no longer infers: %s", after, n->name, d->name,
+                              err);
         for (int k = 0; ist == NN_OK && st == NN_OK && k < n->n_out; k++) {
             if (n->out[k] < 0) continue;
             const nn_tensor *t = &g->values[n->out[k]].t;

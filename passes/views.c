@@ -9,8 +9,8 @@ static nn_status views(nn_model *m, int *rewrites) {
     if (m->dynamic) return NN_OK; /* buffers are allocated per node there: nothing to alias */
     for (int i = 0; i < g->n_nodes; i++) {
         nn_node *n = &g->nodes[i];
-        bool reshaping = n->op == NN_OP_Reshape || n->op == NN_OP_Flatten || n->op == NN_OP_Squeeze ||
-                         n->op == NN_OP_Unsqueeze;
+        bool reshaping =
+            n->op == NN_OP_Reshape || n->op == NN_OP_Flatten || n->op == NN_OP_Squeeze || n->op == NN_OP_Unsqueeze;
         if (!reshaping || n->elided || n->n_out != 1 || n->in[0] < 0 || g->values[n->in[0]].is_const) continue;
         nn_value *out = &g->values[n->out[0]];
         out->alias = n->in[0];

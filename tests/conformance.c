@@ -57,12 +57,15 @@ static bool compare(const nn_tensor *got, const nn_tensor *want, char *msg, size
         return false;
     }
     bool same_shape = got->ndim == want->ndim;
-    for (int d = 0; same_shape && d < got->ndim; d++) same_shape = got->dims[d] == want->dims[d];
+    for (int d = 0; same_shape && d < got->ndim; d++)
+        same_shape = got->dims[d] == want->dims[d];
     if (!same_shape) {
         int len = snprintf(msg, msg_size, "shape (");
-        for (int d = 0; d < got->ndim; d++) len += snprintf(msg + len, msg_size - (size_t)len, "%lld,", (long long)got->dims[d]);
+        for (int d = 0; d < got->ndim; d++)
+            len += snprintf(msg + len, msg_size - (size_t)len, "%lld,", (long long)got->dims[d]);
         len += snprintf(msg + len, msg_size - (size_t)len, "), expected (");
-        for (int d = 0; d < want->ndim; d++) len += snprintf(msg + len, msg_size - (size_t)len, "%lld,", (long long)want->dims[d]);
+        for (int d = 0; d < want->ndim; d++)
+            len += snprintf(msg + len, msg_size - (size_t)len, "%lld,", (long long)want->dims[d]);
         snprintf(msg + len, msg_size - (size_t)len, ")");
         return false;
     }
@@ -73,8 +76,10 @@ static bool compare(const nn_tensor *got, const nn_tensor *want, char *msg, size
         bool ok;
         double excess = 0;
         if (want->dtype == NN_DTYPE_FLOAT) {
-            if (isnan(w) || isnan(g)) ok = isnan(w) && isnan(g);
-            else if (isinf(w) || isinf(g)) ok = g == w;
+            if (isnan(w) || isnan(g))
+                ok = isnan(w) && isnan(g);
+            else if (isinf(w) || isinf(g))
+                ok = g == w;
             else {
                 excess = fabs(g - w) - (ATOL + RTOL * fabs(w));
                 ok = excess <= 0;
@@ -107,7 +112,8 @@ static int load_set(const char *dir, const char *kind, nn_tensor *ts, int cap) {
         snprintf(p, sizeof p, "%s/%s_%d.pb", dir, kind, n);
         if (!file_exists(p)) break;
         if (nn_tensor_load(p, &ts[n]) != NN_OK) {
-            for (int i = 0; i < n; i++) nn_tensor_release(&ts[i]);
+            for (int i = 0; i < n; i++)
+                nn_tensor_release(&ts[i]);
             return -1;
         }
     }
@@ -184,8 +190,10 @@ static void run_test(const char *name, const char *dir, result *r) {
                 ok = false;
             }
         }
-        if (ok) r->passed++;
-        else r->failed++;
+        if (ok)
+            r->passed++;
+        else
+            r->failed++;
     next:
         for (int k = 0; k < MAX_IO; k++) {
             nn_tensor_release(&in[k]);
@@ -195,7 +203,8 @@ static void run_test(const char *name, const char *dir, result *r) {
         if (r->skipped) break;
     }
     nn_free(m);
-    for (int s = 0; s < n_sets; s++) free(sets[s]);
+    for (int s = 0; s < n_sets; s++)
+        free(sets[s]);
 }
 
 /* Run one test in a child; a crash becomes a failure. */
@@ -233,8 +242,10 @@ int main(int argc, char **argv) {
     int n_filters = 0;
     char **filters = calloc((size_t)argc, sizeof *filters);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-v")) verbose = 1;
-        else filters[n_filters++] = argv[i];
+        if (!strcmp(argv[i], "-v"))
+            verbose = 1;
+        else
+            filters[n_filters++] = argv[i];
     }
     if (!file_exists(DATA_ROOT)) {
         fprintf(stderr, "conformance: %s not found (install Debian's libonnx-testdata)\n", DATA_ROOT);
@@ -255,7 +266,8 @@ int main(int argc, char **argv) {
         qsort(names, (size_t)n, sizeof *names, cmp_str);
         for (int i = 0; i < n; i++) {
             bool want = n_filters == 0;
-            for (int f = 0; f < n_filters; f++) want |= strstr(names[i], filters[f]) != NULL;
+            for (int f = 0; f < n_filters; f++)
+                want |= strstr(names[i], filters[f]) != NULL;
             bool skip_on_purpose = false;
             for (size_t x = 0; x < sizeof excluded / sizeof *excluded; x++)
                 skip_on_purpose |= !strncmp(names[i], excluded[x], strlen(excluded[x]));

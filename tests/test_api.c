@@ -15,15 +15,15 @@
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        checks++;                                          \
-        if (!(cond)) {                                     \
-            failures++;                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);    \
-            printf(__VA_ARGS__);                           \
-            printf("\n");                                  \
-        }                                                  \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
+            printf(__VA_ARGS__);                                                                                       \
+            printf("\n");                                                                                              \
+        }                                                                                                              \
     } while (0)
 
 /* y = Relu(x * w + bias), x: [N, 4] */
@@ -168,7 +168,8 @@ static void test_invalid_graphs(void) {
     alpha.s.data = (uint8_t *)"x";
     b.nodes[2]->n_attribute = 1;
     b.nodes[2]->attribute = attrs;
-    expect_load_error(save(&b, "attr_type.onnx"), NN_ERR_INVALID, "node 'relu' (LeakyRelu): attribute 'alpha' must be of type float");
+    expect_load_error(save(&b, "attr_type.onnx"), NN_ERR_INVALID,
+                      "node 'relu' (LeakyRelu): attribute 'alpha' must be of type float");
     b.nodes[2]->n_attribute = 0;
     builder_free(&b);
 
@@ -192,7 +193,8 @@ static void test_batching(void) {
     if (!m) return;
     enum { N = 5 }; /* two full batches and one short one */
     float xs[N * 4];
-    for (int i = 0; i < N * 4; i++) xs[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < N * 4; i++)
+        xs[i] = (float)(i % 7) - 3.0f;
     nn_tensor in = {NN_DTYPE_FLOAT, 2, {N, 4}, xs}, out;
     CHECK(nn_predict(m, &in, 1, &out, 1) == NN_OK, "predict: %s", nn_last_error());
     CHECK(out.ndim == 2 && out.dims[0] == N && out.dims[1] == 4, "output shape [%lld, %lld]", (long long)out.dims[0],
@@ -241,13 +243,15 @@ static void *predict_many(void *arg) {
     worker *w = arg;
     float xs[3 * 4];
     for (int rep = 0; rep < 200; rep++) {
-        for (int i = 0; i < 12; i++) xs[i] = (float)((i + rep) % 5) - 2.0f;
+        for (int i = 0; i < 12; i++)
+            xs[i] = (float)((i + rep) % 5) - 2.0f;
         nn_tensor in = {NN_DTYPE_FLOAT, 2, {3, 4}, xs}, out;
         if (nn_predict(w->m, &in, 1, &out, 1) != NN_OK) {
             w->errors++;
             continue;
         }
-        for (int i = 0; i < 12; i++) w->errors += ((float *)out.data)[i] != reference(xs[i], i % 4);
+        for (int i = 0; i < 12; i++)
+            w->errors += ((float *)out.data)[i] != reference(xs[i], i % 4);
         nn_tensor_release(&out);
     }
     return NULL;
@@ -260,9 +264,12 @@ static void test_concurrency(void) {
     CHECK(nn_load(save(&b, "threads.onnx"), NULL, &m) == NN_OK, "load: %s", nn_last_error());
     worker w[4] = {{m, 0}, {m, 0}, {m, 0}, {m, 0}};
     pthread_t t[4];
-    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, predict_many, &w[i]);
-    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
-    for (int i = 0; i < 4; i++) CHECK(w[i].errors == 0, "thread %d saw %d wrong results", i, w[i].errors);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, predict_many, &w[i]);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 4; i++)
+        CHECK(w[i].errors == 0, "thread %d saw %d wrong results", i, w[i].errors);
     nn_free(m);
     builder_free(&b);
 }

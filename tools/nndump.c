@@ -34,9 +34,12 @@ typedef struct dump {
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; s && *s; s++) {
-        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-        else fputc(*s, f);
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
     }
     fputc('"', f);
 }
@@ -85,8 +88,10 @@ static void render_json(FILE *f, const nn_graph *g) {
         fprintf(f, ", \"op\": ");
         json_str(f, nn_op_get(n->op)->name);
         fprintf(f, ", \"fused\": ");
-        if (n->fused) json_str(f, n->fused);
-        else fprintf(f, "null");
+        if (n->fused)
+            json_str(f, n->fused);
+        else
+            fprintf(f, "null");
         fprintf(f, ", \"elided\": %s, \"inputs\": [", n->elided ? "true" : "false");
         for (int k = 0, first = 1; k < n->n_in; k++)
             if (n->in[k] >= 0) {
@@ -116,21 +121,25 @@ static void render_json(FILE *f, const nn_graph *g) {
 
 static void render_dot(FILE *f, const nn_graph *g, const char *stage_name) {
     char type[128];
-    fprintf(f, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n", stage_name);
+    fprintf(f, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n",
+            stage_name);
     for (int i = 0; i < g->n_inputs; i++)
         fprintf(f, "  v%d [shape=ellipse, label=\"%s\"];\n", g->inputs[i], g->values[g->inputs[i]].name);
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
         fprintf(f, "  n%d [label=\"%s", i, nn_op_get(n->op)->name);
         if (n->fused) fprintf(f, "\\n+ %s", n->fused);
-        fprintf(f, "\"%s];\n", n->fused ? ", style=filled, fillcolor=\"#d8e8ff\"" : (n->elided ? ", style=dashed" : ""));
+        fprintf(f, "\"%s];\n",
+                n->fused ? ", style=filled, fillcolor=\"#d8e8ff\"" : (n->elided ? ", style=dashed" : ""));
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k];
             if (v < 0 || g->values[v].is_const) continue;
             int p = g->values[v].producer;
             type_str(&g->values[v], type, sizeof type);
-            if (p >= 0) fprintf(f, "  n%d -> n%d [label=\"%s\", fontsize=8];\n", p, i, type);
-            else fprintf(f, "  v%d -> n%d;\n", v, i);
+            if (p >= 0)
+                fprintf(f, "  n%d -> n%d [label=\"%s\", fontsize=8];\n", p, i, type);
+            else
+                fprintf(f, "  v%d -> n%d;\n", v, i);
         }
     }
     for (int i = 0; i < g->n_outputs; i++) {
@@ -159,9 +168,12 @@ static void record(dump *d, const nn_model *m, const char *name, int rewrites) {
     size_t size;
     FILE *f = open_memstream(&s->body, &size);
     if (!f) return;
-    if (d->fmt == FMT_TEXT) render_text(f, &m->g);
-    else if (d->fmt == FMT_JSON) render_json(f, &m->g);
-    else render_dot(f, &m->g, name);
+    if (d->fmt == FMT_TEXT)
+        render_text(f, &m->g);
+    else if (d->fmt == FMT_JSON)
+        render_json(f, &m->g);
+    else
+        render_dot(f, &m->g, name);
     fclose(f);
 }
 
@@ -169,7 +181,8 @@ static void on_stage(void *ctx, const nn_model *m, const char *pass, int rewrite
     dump *d = ctx;
     /* a later round of the pipeline is only worth a stage when it changed something */
     bool seen = false;
-    for (int i = 0; i < d->n_stages; i++) seen |= !strcmp(d->stages[i].name, pass);
+    for (int i = 0; i < d->n_stages; i++)
+        seen |= !strcmp(d->stages[i].name, pass);
     if (seen && rewrites == 0) return;
     record(d, m, pass, rewrites);
 }
@@ -213,8 +226,10 @@ static void print_memory_json(const nn_model *m) {
 
 /* per pass: how often it fired and how the node count moved */
 static void print_pass_summary(const dump *d, bool json) {
-    if (json) printf(",\n  \"passes\": [");
-    else printf("passes (nodes before -> after, rewrites):\n");
+    if (json)
+        printf(",\n  \"passes\": [");
+    else
+        printf("passes (nodes before -> after, rewrites):\n");
     for (int i = 0, first = 1; i < d->n_stages; i++) {
         const stage *s = &d->stages[i];
         if (!strcmp(s->name, "parsed") || !strcmp(s->name, "final")) continue;
@@ -255,9 +270,12 @@ int main(int argc, char **argv) {
             d.want = v;
             i++;
         } else if (!strcmp(a, "--format") && v) {
-            if (!strcmp(v, "text")) d.fmt = FMT_TEXT;
-            else if (!strcmp(v, "dot")) d.fmt = FMT_DOT;
-            else if (!strcmp(v, "json")) d.fmt = FMT_JSON;
+            if (!strcmp(v, "text"))
+                d.fmt = FMT_TEXT;
+            else if (!strcmp(v, "dot"))
+                d.fmt = FMT_DOT;
+            else if (!strcmp(v, "json"))
+                d.fmt = FMT_JSON;
             else {
                 fprintf(stderr, "nndump: unknown format '%s' (text, dot or json)\n", v);
                 return 2;
@@ -293,7 +311,8 @@ int main(int argc, char **argv) {
     }
     record(&d, m, "final", 0);
     bool known = false;
-    for (int i = 0; i < d.n_stages; i++) known |= !strcmp(d.stages[i].name, d.want);
+    for (int i = 0; i < d.n_stages; i++)
+        known |= !strcmp(d.stages[i].name, d.want);
     if (strcmp(d.want, "all") && !known) {
         fprintf(stderr, "nndump: no stage '%s' (parsed, final, or a pass that ran: see --help)\n", d.want);
         nn_free(m);
@@ -323,11 +342,13 @@ int main(int argc, char **argv) {
         printf("%s: %d nodes parsed, opset %d, batch %d%s\n", path, m->g.nodes_parsed, m->g.opset, m->batch,
                m->dynamic ? " (shapes depend on run-time values: planned per run)" : "");
         for (int i = 0; i < d.n_stages; i++)
-            if (d.stages[i].body) printf("stage %s: %d nodes\n%s", d.stages[i].name, d.stages[i].nodes_after, d.stages[i].body);
+            if (d.stages[i].body)
+                printf("stage %s: %d nodes\n%s", d.stages[i].name, d.stages[i].nodes_after, d.stages[i].body);
         print_pass_summary(&d, false);
         if (!m->dynamic) print_memory_text(m);
     }
-    for (int i = 0; i < d.n_stages; i++) free(d.stages[i].body);
+    for (int i = 0; i < d.n_stages; i++)
+        free(d.stages[i].body);
     free(d.stages);
     nn_free(m);
     return 0;

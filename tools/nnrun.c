@@ -38,29 +38,28 @@ typedef struct report {
 } report;
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: nnrun MODEL.onnx [options]\n"
-            "  --batch N            batch size bound to the symbolic batch dimension (default 1;\n"
-            "                       with --input, taken from the data)\n"
-            "  --device DEV         cpu or gpuN (default cpu)\n"
-            "  --threads N          worker threads, 0 = all cores (default 0)\n"
-            "  --warmup N           untimed runs before measuring (default 3)\n"
-            "  --iters N            timed runs (default 20)\n"
-            "  --duration SEC       time runs for SEC seconds instead of --iters\n"
-            "  --input NAME=FILE    feed input NAME from a .npy or ONNX TensorProto .pb file\n"
-            "                       (default: seeded random data of the model's input shapes)\n"
-            "  --save-outputs DIR   write each output as DIR/<output name>.npy\n"
-            "  --no-opt             run the graph as parsed, without the optimizer\n"
-            "  --passes LIST        run only these optimizer passes, in this order (comma-separated)\n"
-            "  --disable-pass NAME  leave a pass out (comma-separated for several)\n"
-            "  --verify             check the IR after every pass\n"
-            "  --profile            print time per operator type after the run\n"
-            "  --scan-batch LIST    measure each batch size (e.g. 1,2,4,8,16,32,64,128), each in a fresh\n"
-            "                       process, and report the best throughput\n"
-            "  --latency-budget MS  with --scan-batch: also report the largest batch whose p99 latency fits\n"
-            "  --json               print the report as one JSON object\n"
-            "  --version            print the engine version\n"
-            "  --help               this text\n");
+    fprintf(f, "usage: nnrun MODEL.onnx [options]\n"
+               "  --batch N            batch size bound to the symbolic batch dimension (default 1;\n"
+               "                       with --input, taken from the data)\n"
+               "  --device DEV         cpu or gpuN (default cpu)\n"
+               "  --threads N          worker threads, 0 = all cores (default 0)\n"
+               "  --warmup N           untimed runs before measuring (default 3)\n"
+               "  --iters N            timed runs (default 20)\n"
+               "  --duration SEC       time runs for SEC seconds instead of --iters\n"
+               "  --input NAME=FILE    feed input NAME from a .npy or ONNX TensorProto .pb file\n"
+               "                       (default: seeded random data of the model's input shapes)\n"
+               "  --save-outputs DIR   write each output as DIR/<output name>.npy\n"
+               "  --no-opt             run the graph as parsed, without the optimizer\n"
+               "  --passes LIST        run only these optimizer passes, in this order (comma-separated)\n"
+               "  --disable-pass NAME  leave a pass out (comma-separated for several)\n"
+               "  --verify             check the IR after every pass\n"
+               "  --profile            print time per operator type after the run\n"
+               "  --scan-batch LIST    measure each batch size (e.g. 1,2,4,8,16,32,64,128), each in a fresh\n"
+               "                       process, and report the best throughput\n"
+               "  --latency-budget MS  with --scan-batch: also report the largest batch whose p99 latency fits\n"
+               "  --json               print the report as one JSON object\n"
+               "  --version            print the engine version\n"
+               "  --help               this text\n");
 }
 
 static int parse_int(const char *opt, const char *s, int min, int *out) {
@@ -124,8 +123,10 @@ static int parse_args(int argc, char **argv, args *a) {
             a->opt.optimize = 0;
         } else if (!strcmp(s, "--passes") || !strcmp(s, "--disable-pass")) {
             if (!v) return fprintf(stderr, "nnrun: %s needs a list of pass names\n", s), -1;
-            if (s[2] == 'p') a->opt.passes = v;
-            else a->opt.disable_passes = v;
+            if (s[2] == 'p')
+                a->opt.passes = v;
+            else
+                a->opt.disable_passes = v;
             i++;
         } else if (!strcmp(s, "--verify")) {
             a->opt.verify = 1;
@@ -221,9 +222,12 @@ static void shape_str(const nn_tensor *t, char *buf, size_t size) {
 static void json_str(const char *s) {
     putchar('"');
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
-        else putchar(*s);
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
     }
     putchar('"');
 }
@@ -280,8 +284,9 @@ static int session(args *ap, report *rep) {
         }
         for (int d = 0; d < in[i].ndim; d++)
             if (in[i].dims[d] < 0) {
-                fprintf(stderr, "nnrun: input '%s' has a symbolic dimension %d besides the batch; give it with --input\n",
-                        name, d);
+                fprintf(stderr,
+                        "nnrun: input '%s' has a symbolic dimension %d besides the batch; give it with --input\n", name,
+                        d);
                 return EXIT_USAGE;
             }
         if (fill_random(&in[i])) return fail("out of memory");
@@ -290,7 +295,8 @@ static int session(args *ap, report *rep) {
 
     for (int w = 0; w < a.warmup; w++) {
         if (nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
-        for (int k = 0; k < n_out; k++) nn_tensor_release(&out[k]);
+        for (int k = 0; k < n_out; k++)
+            nn_tensor_release(&out[k]);
     }
     int cap = a.iters, n_runs = 0;
     double *lat = malloc(sizeof(double) * (size_t)cap);
@@ -306,7 +312,8 @@ static int session(args *ap, report *rep) {
         if (nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
         lat[n_runs++] = now_ms() - r0;
         if (n_runs < a.iters || a.duration > 0)
-            for (int k = 0; k < n_out; k++) nn_tensor_release(&out[k]);
+            for (int k = 0; k < n_out; k++)
+                nn_tensor_release(&out[k]);
     }
     double total_ms = now_ms() - start;
     if (a.duration > 0 && nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
@@ -363,7 +370,8 @@ static int session(args *ap, report *rep) {
         }
         printf("nodes       %d parsed, %d executed\n", stats.nodes_parsed, stats.nodes);
         printf("parameters  %lld\n", (long long)stats.parameters);
-        printf("device      %s, %d threads, batch %d\n", a.opt.device ? a.opt.device : "cpu", stats.threads, stats.batch);
+        printf("device      %s, %d threads, batch %d\n", a.opt.device ? a.opt.device : "cpu", stats.threads,
+               stats.batch);
         printf("load        %.1f ms\n", load_ms);
         printf("latency     median %.3f ms  p90 %.3f ms  p99 %.3f ms  (%d runs)\n", med, p90, p99, n_runs);
         printf("throughput  %.2f samples/s\n", throughput);
@@ -371,8 +379,10 @@ static int session(args *ap, report *rep) {
     }
     *rep = (report){1, stats.batch, load_ms, med, p90, p99, throughput, rss_mb};
     if (a.opt.profile) nn_profile_print(m, a.json ? stderr : stdout);
-    for (int k = 0; k < n_out; k++) nn_tensor_release(&out[k]);
-    for (int i = 0; i < n_in; i++) nn_tensor_release(&in[i]);
+    for (int k = 0; k < n_out; k++)
+        nn_tensor_release(&out[k]);
+    for (int i = 0; i < n_in; i++)
+        nn_tensor_release(&in[i]);
     free(in);
     free(out);
     free(lat);
@@ -435,15 +445,18 @@ static int scan(args *a) {
         printf("%-6s %12s %12s %12s %14s %10s\n", "batch", "median ms", "p90 ms", "p99 ms", "samples/s", "peak MB");
         for (int i = 0; i < a->n_scan; i++) {
             const report *r = &reps[i];
-            if (!r->ok) printf("%-6d failed (see the error above)\n", r->batch);
+            if (!r->ok)
+                printf("%-6d failed (see the error above)\n", r->batch);
             else
                 printf("%-6d %12.3f %12.3f %12.3f %14.2f %10.1f\n", r->batch, r->median, r->p90, r->p99, r->throughput,
                        r->rss_mb);
         }
         if (best >= 0) printf("best throughput: batch %d (%.2f samples/s)\n", reps[best].batch, reps[best].throughput);
         if (a->latency_budget > 0) {
-            if (fits >= 0) printf("largest batch within %.1f ms p99: %d\n", a->latency_budget, reps[fits].batch);
-            else printf("no batch size meets a p99 latency of %.1f ms\n", a->latency_budget);
+            if (fits >= 0)
+                printf("largest batch within %.1f ms p99: %d\n", a->latency_budget, reps[fits].batch);
+            else
+                printf("no batch size meets a p99 latency of %.1f ms\n", a->latency_budget);
         }
     }
     return best >= 0 ? 0 : EXIT_ERROR;
@@ -457,7 +470,8 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     if (a.n_scan && (a.n_input_files || a.save_dir)) {
-        fprintf(stderr, "nnrun: --scan-batch feeds random inputs; it does not combine with --input or --save-outputs\n");
+        fprintf(stderr,
+                "nnrun: --scan-batch feeds random inputs; it does not combine with --input or --save-outputs\n");
         return EXIT_USAGE;
     }
     int rc;
@@ -467,6 +481,7 @@ int main(int argc, char **argv) {
         report r;
         rc = session(&a, &r);
     }
-    for (int i = 0; i < a.n_input_files; i++) free((char *)a.input_name[i]);
+    for (int i = 0; i < a.n_input_files; i++)
+        free((char *)a.input_name[i]);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../engine/model.h"
+#include "../ops/fused_elementwise.h"
 #include "../ops/registry.h"
 #include "../passes/pass.h"
 #include "nn.h"
@@ -82,7 +83,7 @@ static void expect_ops(const nn_model *m, const char *want, int line) {
 }
 #define EXPECT_OPS(m, want) expect_ops(m, want, __LINE__)
 
-static nn_node *find_op(nn_model *m, int op) {
+static nn_node *find_op(const nn_model *m, int op) {
     for (int i = 0; i < m->g.n_nodes; i++)
         if (m->g.nodes[i].op == op) return &m->g.nodes[i];
     return NULL;
@@ -229,10 +230,11 @@ static bool same_shape(const nn_tensor *a, const nn_tensor *b) {
 
 enum { MAX_IO = 4 };
 
-/* Predict with `opt` and with the unoptimized model on the same random input:
- * every output agrees within REL_TOL. */
-static void expect_same_outputs(const char *path, nn_model *opt, int line) {
-    nn_model *ref = load_opts(path, 0, NULL, NULL);
+/* Predict with `opt` and with a reference on the same random input: every
+ * output agrees within `tol`.  The reference is the unoptimized model, or,
+ * with `ref_disable`, the optimized one without those passes. */
+static void expect_outputs_close(const char *path, nn_model *opt, const char *ref_disable, double tol, int line) {
+    nn_model *ref = ref_disable ? load_opts(path, 1, NULL, ref_disable) : load_opts(path, 0, NULL, NULL);
     if (!opt || !ref) {
         nn_free(ref);
         return;
@@ -240,28 +242,30 @@ static void expect_same_outputs(const char *path, nn_model *opt, int line) {
     nn_tensor in[MAX_IO], a[MAX_IO], b[MAX_IO];
     int n_in = random_inputs(opt, 7, in, MAX_IO), n_out = nn_output_count(opt);
     nn_status sa = nn_predict(opt, in, n_in, a, n_out), sb = NN_ERR_INTERNAL;
+    char ref_name[128] = "unoptimized";
+    if (ref_disable) snprintf(ref_name, sizeof ref_name, "optimized without %s", ref_disable);
     expect(sa == NN_OK, line, "predict (optimized): expected OK, got %s: %s", nn_strerror(sa), nn_last_error());
     if (sa == NN_OK) {
         sb = nn_predict(ref, in, n_in, b, n_out);
-        expect(sb == NN_OK, line, "predict (unoptimized): expected OK, got %s: %s", nn_strerror(sb),
-               nn_last_error());
+        expect(sb == NN_OK, line, "predict (%s): expected OK, got %s: %s", ref_name, nn_strerror(sb), nn_last_error());
     }
     for (int k = 0; sa == NN_OK && sb == NN_OK && k < n_out; k++) {
         const char *name;
         nn_tensor info;
         nn_output_info(opt, k, &name, &info);
-        if (!expect(same_shape(&a[k], &b[k]), line, "output '%s': shapes differ between optimized and not", name))
+        if (!expect(same_shape(&a[k], &b[k]), line, "output '%s': shapes differ between optimized and %s", name,
+                    ref_name))
             continue;
         double err = rel_l2(&a[k], &b[k]);
-        expect(err <= REL_TOL, line, "output '%s' optimized vs unoptimized: expected rel L2 <= %g, got %.3g", name,
-               REL_TOL, err);
+        expect(err <= tol, line, "output '%s' optimized vs %s: expected rel L2 <= %g, got %.3g", name, ref_name, tol,
+               err);
     }
     if (sa == NN_OK) free_tensors(a, n_out, true);
     if (sa == NN_OK && sb == NN_OK) free_tensors(b, n_out, true);
     free_tensors(in, n_in, false);
     nn_free(ref);
 }
-#define EXPECT_SAME_OUTPUTS(path, m) expect_same_outputs(path, m, __LINE__)
+#define EXPECT_SAME_OUTPUTS(path, m) expect_outputs_close(path, m, NULL, REL_TOL, __LINE__)
 
 /* ---- model pieces */
 static const int64_t D1[1] = {1};
@@ -443,6 +447,33 @@ static void conv_bn_model(builder *b, bool conv_bias, float eps, bn_stats *s) {
     add_bn(b, "bn", "c", "y", 4, eps, 31, s);
 }
 
+/* The folded weights, read right after the pass: once the model is ready,
+ * Conv's prepare may have packed them and dropped the plain copy. */
+typedef struct folded_weights {
+    const float *w;   /* the original weights */
+    const bn_stats *s;
+    float eps;
+    int checked;
+    double worst; /* relative error of W_bn against W * scale / sqrt(var + eps) */
+    char name[64];
+} folded_weights;
+
+static void check_folded_weights(void *ctx, const nn_model *m, const char *pass, int rewrites) {
+    folded_weights *f = ctx;
+    if (strcmp(pass, "fold_batchnorm") != 0 || rewrites == 0) return; /* the round that folded */
+    nn_node *conv = find_op(m, NN_OP_Conv);
+    if (!conv) return;
+    const nn_value *wv = &m->g.values[conv->in[1]];
+    snprintf(f->name, sizeof f->name, "%s", wv->name);
+    int per = 27;
+    for (int i = 0; wv->is_const && wv->t.data && i < 4 * per; i++) {
+        int c = i / per;
+        double want = f->w[i] * f->s->scale[c] / sqrt((double)f->s->var[c] + f->eps);
+        f->worst = fmax(f->worst, fabs(((const float *)wv->t.data)[i] - want) / (fabs(want) + 1e-6));
+        f->checked++;
+    }
+}
+
 static void test_fold_batchnorm_conv(bool conv_bias) {
     test_case = conv_bias ? "fold_batchnorm: Conv(bias)+BN, epsilon 0.1" : "fold_batchnorm: Conv(no bias)+BN";
     builder b;
@@ -456,8 +487,9 @@ static void test_fold_batchnorm_conv(bool conv_bias) {
         EXPECT_OPS(m, "Conv");
         nn_node *conv = find_op(m, NN_OP_Conv);
         if (conv) {
-            EXPECT(!strcmp(input_name(m, conv, 1), "conv/W_bn"), "Conv weight: expected 'conv/W_bn', got '%s'",
-                   input_name(m, conv, 1));
+            /* the conv is its weights' only reader: they are scaled in place */
+            EXPECT(!strcmp(input_name(m, conv, 1), w->name), "Conv weight: expected '%s' scaled in place, got '%s'",
+                   w->name, input_name(m, conv, 1));
             EXPECT(!strcmp(input_name(m, conv, 2), "conv/B_bn"), "Conv bias: expected 'conv/B_bn', got '%s'",
                    input_name(m, conv, 2));
             EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
@@ -465,16 +497,16 @@ static void test_fold_batchnorm_conv(bool conv_bias) {
             EXPECT(conv->fused && strstr(conv->fused, "BatchNormalization"),
                    "fused label: expected 'BatchNormalization', got '%s'", conv->fused ? conv->fused : "(null)");
             /* W_bn = W * scale / sqrt(var + eps) with the node's epsilon */
-            const nn_value *wv = &m->g.values[conv->in[1]];
-            double worst = 0;
-            int per = 27;
-            for (int i = 0; wv->is_const && i < 4 * per; i++) {
-                int c = i / per;
-                double want = w->float_data[i] * s.scale[c] / sqrt((double)s.var[c] + eps);
-                worst = fmax(worst, fabs(((const float *)wv->t.data)[i] - want) / (fabs(want) + 1e-6));
-            }
-            EXPECT(wv->is_const && worst < 1e-5,
-                   "W_bn vs W * scale / sqrt(var + 0.1): expected rel error < 1e-5, got %.3g", worst);
+            folded_weights f = {.w = w->float_data, .s = &s, .eps = eps};
+            nn_options opt = nn_options_default();
+            opt.passes = "fold_batchnorm";
+            nn_model *again = NULL;
+            EXPECT(nn_load_hooked(path, &opt, check_folded_weights, &f, &again) == NN_OK, "reload: %s",
+                   nn_last_error());
+            nn_free(again);
+            EXPECT(f.checked == 4 * 27 && f.worst < 1e-5,
+                   "W_bn vs W * scale / sqrt(var + 0.1): expected 108 values within 1e-5, got %d with %.3g",
+                   f.checked, f.worst);
         }
         EXPECT_SAME_OUTPUTS(path, m);
     }
@@ -882,6 +914,236 @@ static void test_plan_branches(void) {
     builder_free(&b);
 }
 
+/* ---- fuse_elementwise */
+/* rel L2 between the fused graph and the same pipeline without the fusion */
+static const double FUSED_TOL = 1e-6;
+#define EXPECT_SAME_AS_UNFUSED(path, m) expect_outputs_close(path, m, "fuse_elementwise", FUSED_TOL, __LINE__)
+
+/* The FusedElementwise node: its label and its inputs, by value name. */
+static void expect_fused_chain(nn_model *m, const char *label, int n_in, const char *const *inputs, int line) {
+    nn_node *f = find_op(m, NN_OP_FusedElementwise);
+    if (!expect(f != NULL, line, "FusedElementwise node: expected one, got none (nodes [%s])", ops_string(m))) return;
+    expect(f->fused && !strcmp(f->fused, label), line, "fused label: expected '%s', got '%s'", label,
+           f->fused ? f->fused : "(null)");
+    if (!expect(f->n_in == n_in, line, "FusedElementwise inputs: expected %d, got %d", n_in, f->n_in)) return;
+    for (int k = 0; k < n_in; k++)
+        expect(!strcmp(input_name(m, f, k), inputs[k]), line, "FusedElementwise input %d: expected '%s', got '%s'", k,
+               inputs[k], input_name(m, f, k));
+}
+#define EXPECT_FUSED_CHAIN(m, label, ...)                                                                              \
+    expect_fused_chain(m, label, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)),                  \
+                       (const char *[]){__VA_ARGS__}, __LINE__)
+
+static void test_fuse_elementwise_bn(void) {
+    test_case = "fuse_elementwise: BN after a non-conv, then Relu, becomes one node (DenseNet)";
+    builder b;
+    bn_stats s;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 3, 20, 25});
+    graph_output(&b, "y", 4, (int64_t[]){-1, 3, 20, 25});
+    add_bn(&b, "bn", "x", "t", 3, 1e-5f, 131, &s);
+    node(&b, "Relu", "relu", "t", NULL, "y");
+    const char *path = save(&b, "bn_relu.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "FusedElementwise");
+        EXPECT_FUSED_CHAIN(m, "Mul+Add+Relu", "x", "bn/scale", "bn/shift");
+        nn_node *f = find_op(m, NN_OP_FusedElementwise);
+        if (f) {
+            EXPECT(!strcmp(f->name, "bn"), "FusedElementwise name: expected the first node's 'bn', got '%s'", f->name);
+            /* scale, shift and Relu in one loop */
+            const nn_ew_program *p = f->params;
+            EXPECT(p->n_steps == 1 && p->steps[0].op == NN_EW_MulAdd && p->steps[0].act == NN_ACT_RELU,
+                   "program: expected one MulAdd step with Relu, got %d steps, the first opcode %d act %s", p->n_steps,
+                   p->steps[0].op, act_name(p->steps[0].act));
+        }
+        EXPECT_SAME_AS_UNFUSED(path, m);
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    m = load_opts(path, 1, NULL, "fuse_elementwise");
+    if (m) EXPECT_OPS(m, "Mul Add");
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* Every kind of operand in one chain: per channel (both sides), a
+ * same-shape graph input (twice), a trailing vector, scalars, a computed
+ * [N,C,1,1] and activations left standalone or in an epilogue. */
+static void test_fuse_elementwise_long(void) {
+    test_case = "fuse_elementwise: 13 ops, every operand kind, one node";
+    builder b;
+    builder_init(&b);
+    const int64_t shape[4] = {-1, 3, 20, 25};
+    graph_input(&b, "x", 4, shape);
+    graph_input(&b, "z", 4, shape);
+    graph_output(&b, "y", 4, shape);
+    float scale[3], shift[3], row[25], two = 2.0f, p15 = 1.5f, lo = 0.05f, hi = 0.9f;
+    float_init(&b, "scale", 3, (int64_t[]){3, 1, 1}, 3, fill(scale, 3, 0.5f, 1.5f, 141));
+    float_init(&b, "shift", 3, (int64_t[]){3, 1, 1}, 3, fill(shift, 3, -0.5f, 0.5f, 142));
+    float_init(&b, "row", 1, (int64_t[]){25}, 25, fill(row, 25, -1.0f, 1.0f, 143));
+    float_init(&b, "two", 0, NULL, 1, &two);
+    float_init(&b, "p15", 1, D1, 1, &p15);
+    float_init(&b, "lo", 0, NULL, 1, &lo);
+    float_init(&b, "hi", 0, NULL, 1, &hi);
+    node(&b, "GlobalAveragePool", "gap", "x", NULL, "g");
+    node(&b, "Neg", "neg", "x", NULL, "a");
+    node(&b, "Mul", "mul_scale", "a", "scale", "b");
+    node(&b, "Sub", "sub_shift", "shift", "b", "c"); /* the running value on the right */
+    node(&b, "Sigmoid", "sigmoid", "c", NULL, "d");  /* goes into the Sub's epilogue first */
+    node(&b, "Mul", "mul_z", "d", "z", "e");
+    node(&b, "Add", "add_row", "e", "row", "f");
+    node(&b, "Div", "div_two", "f", "two", "g2");
+    node(&b, "Max", "max_z", "z", "g2", "h");
+    node(&b, "Tanh", "tanh", "h", NULL, "i");
+    node(&b, "Abs", "abs", "i", NULL, "j");
+    node(&b, "Pow", "pow", "j", "p15", "k");
+    node_io(&b, "Clip", "clip", 3, (const char *[]){"k", "lo", "hi"}, 1, (const char *[]){"l"});
+    node(&b, "Mul", "mul_gap", "l", "g", "y");
+    const char *path = save(&b, "ew_long.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "GlobalAveragePool FusedElementwise");
+        EXPECT_FUSED_CHAIN(m, "Neg+Mul+Sub+Sigmoid+Mul+Add+Div+Max+Tanh+Abs+Pow+Clip+Mul", "x", "scale", "shift", "z",
+                           "row", "two", "p15", "g");
+        EXPECT_SAME_AS_UNFUSED(path, m);
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fuse_elementwise_muladd(void) {
+    test_case = "fuse_elementwise: Mul+Add pairs by same-shape and per-channel operands, with and without Tanh";
+    builder b;
+    builder_init(&b);
+    const int64_t shape[4] = {-1, 3, 20, 25};
+    graph_input(&b, "x", 4, shape);
+    graph_input(&b, "z", 4, shape);
+    graph_input(&b, "w", 4, shape);
+    graph_output(&b, "y", 4, shape);
+    float scale[3], shift[3];
+    float_init(&b, "scale", 3, (int64_t[]){3, 1, 1}, 3, fill(scale, 3, 0.5f, 1.5f, 171));
+    float_init(&b, "shift", 3, (int64_t[]){3, 1, 1}, 3, fill(shift, 3, -0.5f, 0.5f, 172));
+    node(&b, "Neg", "neg", "x", NULL, "a");
+    node(&b, "Mul", "mul_z", "a", "z", "p");
+    node(&b, "Add", "add_w", "w", "p", "q"); /* fuse_residual puts it into the Mul first */
+    node(&b, "Tanh", "tanh", "q", NULL, "t");
+    node(&b, "Mul", "mul_scale", "t", "scale", "u");
+    node(&b, "Add", "add_shift", "u", "shift", "y");
+    const char *path = save(&b, "ew_muladd.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "FusedElementwise");
+        EXPECT_FUSED_CHAIN(m, "Neg+Mul+Add+Tanh+Mul+Add", "x", "z", "w", "scale", "shift");
+        nn_node *f = find_op(m, NN_OP_FusedElementwise);
+        const nn_ew_program *p = f ? f->params : NULL;
+        if (p)
+            EXPECT(p->n_steps == 3 && p->steps[1].op == NN_EW_MulAdd && p->steps[1].act == NN_ACT_TANH &&
+                       p->steps[2].op == NN_EW_MulAdd && p->steps[2].act == NN_ACT_NONE,
+                   "program: expected Neg, MulAdd+Tanh, MulAdd, got %d steps", p->n_steps);
+        EXPECT_SAME_AS_UNFUSED(path, m);
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fuse_elementwise_epilogue(void) {
+    test_case = "fuse_elementwise: a Mul holding a residual Add and a Relu joins the chain";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 4, 6, 6});
+    graph_input(&b, "r", 4, (int64_t[]){-1, 4, 6, 6});
+    graph_output(&b, "y", 4, (int64_t[]){-1, 4, 6, 6});
+    float k[4];
+    float_init(&b, "k", 3, (int64_t[]){4, 1, 1}, 4, fill(k, 4, -1.0f, 1.0f, 151));
+    node(&b, "Exp", "exp", "x", NULL, "a");
+    node(&b, "Mul", "mul", "a", "k", "p");
+    node(&b, "Add", "add", "p", "r", "s");    /* fuse_residual: into the Mul */
+    node(&b, "Relu", "relu", "s", NULL, "y"); /* fuse_activation: into the Mul */
+    const char *path = save(&b, "ew_epilogue.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "FusedElementwise");
+        EXPECT_FUSED_CHAIN(m, "Exp+Mul+Add+Relu", "x", "k", "r");
+        EXPECT_SAME_AS_UNFUSED(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fuse_elementwise_stops(void) {
+    test_case = "fuse_elementwise: an intermediate with a second reader ends the chain";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 4, 6, 6});
+    graph_output(&b, "y", 4, (int64_t[]){-1, 4, 6, 6});
+    graph_output(&b, "z", 4, (int64_t[]){-1, 4, 6, 6});
+    node(&b, "Neg", "neg", "x", NULL, "a");
+    node(&b, "Abs", "abs", "a", NULL, "b");
+    node(&b, "Exp", "exp", "b", NULL, "y");
+    node(&b, "Sigmoid", "sigmoid", "a", NULL, "z");
+    const char *path = save(&b, "ew_shared.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "Neg FusedElementwise Sigmoid");
+        EXPECT_FUSED_CHAIN(m, "Abs+Exp", "a");
+        EXPECT_SAME_AS_UNFUSED(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+
+    test_case = "fuse_elementwise: an intermediate that is a graph output ends the chain";
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 4, 6, 6});
+    graph_output(&b, "a", 4, (int64_t[]){-1, 4, 6, 6});
+    graph_output(&b, "y", 4, (int64_t[]){-1, 4, 6, 6});
+    node(&b, "Neg", "neg", "x", NULL, "a");
+    node(&b, "Abs", "abs", "a", NULL, "y");
+    path = save(&b, "ew_output.onnx");
+    m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "Neg Abs");
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+
+    test_case = "fuse_elementwise: an operand broadcast across a gap in the dims stays out";
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 4, 6, 6});
+    graph_output(&b, "y", 4, (int64_t[]){-1, 4, 6, 6});
+    float w[24];
+    float_init(&b, "w", 3, (int64_t[]){4, 1, 6}, 24, fill(w, 24, -1.0f, 1.0f, 161)); /* varies along C and W */
+    node(&b, "Neg", "neg", "x", NULL, "a");
+    node(&b, "Mul", "mul", "a", "w", "b");
+    node(&b, "Abs", "abs", "b", NULL, "y");
+    path = save(&b, "ew_gap.onnx");
+    m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "Neg Mul Abs");
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+
+    test_case = "fuse_elementwise: FusedElementwise in a model file is refused";
+    builder_init(&b);
+    graph_input(&b, "x", 2, (int64_t[]){-1, 4});
+    graph_output(&b, "y", 2, (int64_t[]){-1, 4});
+    node(&b, "FusedElementwise", "smuggled", "x", NULL, "y");
+    path = save(&b, "ew_in_file.onnx");
+    nn_options o = nn_options_default();
+    m = NULL;
+    nn_status st = nn_load(path, &o, &m);
+    EXPECT(st == NN_ERR_UNSUPPORTED && !m, "load: expected %s, got %s", nn_strerror(NN_ERR_UNSUPPORTED),
+           nn_strerror(st));
+    EXPECT(strstr(nn_last_error(), "optimizer") != NULL, "message: expected to say it is the optimizer's, got '%s'",
+           nn_last_error());
+    nn_free(m);
+    builder_free(&b);
+}
 /* ---- verifier and manager */
 static void expect_verify(nn_model *m, nn_status want, const char *needle, const char *what) {
     nn_status st = nn_verify_graph(m, "test");
@@ -965,6 +1227,11 @@ int main(void) {
     test_fuse_silu();
     test_fuse_leaky_gemm();
     test_fuse_residual();
+    test_fuse_elementwise_bn();
+    test_fuse_elementwise_long();
+    test_fuse_elementwise_muladd();
+    test_fuse_elementwise_epilogue();
+    test_fuse_elementwise_stops();
     test_views();
     test_plan_chain();
     test_plan_branches();

@@ -96,6 +96,9 @@ nn_status nn_runtime_init(nn_model *m) {
         if (n->elided || (!d->workspace && !d->prepare)) continue;
         nn_call call;
         gather_call(m, n, &call, err, sizeof err);
+        /* only constants have values yet: the rest point into an arena not filled */
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !g->values[n->in[k]].is_const) m->call_in[k].data = NULL;
         size_t need = d->workspace ? d->workspace(&call) : 0;
         if (need > ws) ws = need;
         void *prepared = NULL;

@@ -1,19 +1,24 @@
 /* Conv and ConvTranspose over any number of spatial dims (fp32).
  *
- * Conv lowers each (image, group) to one GEMM: W[g] (M/g x C/g*K) times the
- * im2col matrix (C/g*K x out positions).  ConvTranspose is the adjoint: the
- * GEMM W[g]^T x X[g] gives per-tap contributions that col2im scatter-adds into
- * the output.  Depthwise 2-D convolutions (one input channel per group, the
- * MobileNet case) skip the GEMM: per-group products would be tiny.
- * Bias and a fused epilogue (residual, activation) are applied per output
- * block right after it is computed. */
+ * Conv is one GEMM per (image, group): W[g] (M/g x C/g*K) times the im2col
+ * matrix (C/g*K x out positions), run by ops/gemm.c, which packs the im2col
+ * panels straight from the input (nothing is materialized) and applies bias
+ * and the fused epilogue (residual, activation) to each output tile while it
+ * is in cache.  The weights are packed for the kernel once, in prepare.
+ * Depthwise 2-D convolutions (one input channel per group, the MobileNet
+ * case) skip the GEMM: per-group products would be tiny.  ConvTranspose is
+ * the adjoint: the GEMM W[g]^T x X[g] (OpenBLAS) gives per-tap contributions
+ * that col2im scatter-adds into the output. */
 #include <cblas.h>
+#include <immintrin.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../engine/arena.h"
 #include "epilogue.h"
+#include "gemm.h"
 #include "op.h"
 
 #define NSP_MAX (NN_MAX_DIMS - 2)
@@ -39,7 +44,7 @@ typedef struct conv_geom {
     int nsp; /* spatial dims */
     int64_t batch, in_ch, out_ch, group;
     int64_t in[NSP_MAX], out[NSP_MAX], kernel[NSP_MAX], stride[NSP_MAX], dilation[NSP_MAX];
-    int64_t pad[NSP_MAX]; /* leading pad; negative for ConvTranspose when output_shape crops less */
+    int64_t pad[NSP_MAX];                   /* leading pad; negative for ConvTranspose when output_shape crops less */
     int64_t in_size, out_size, kernel_size; /* products over the spatial dims */
 } conv_geom;
 
@@ -48,8 +53,7 @@ static nn_status parse_conv(nn_parse_ctx *ctx) {
     if (!p) return NN_ERR_NOMEM;
     const char *ap;
     nn_status st;
-    if ((st = nn_attr_string(ctx, "auto_pad", "NOTSET", &ap)) ||
-        (st = nn_attr_int(ctx, "group", 1, &p->group)) ||
+    if ((st = nn_attr_string(ctx, "auto_pad", "NOTSET", &ap)) || (st = nn_attr_int(ctx, "group", 1, &p->group)) ||
         (st = nn_attr_ints(ctx, "kernel_shape", p->kernel, NSP_MAX, &p->n_kernel)) ||
         (st = nn_attr_ints(ctx, "strides", p->strides, NSP_MAX, &p->n_strides)) ||
         (st = nn_attr_ints(ctx, "dilations", p->dilations, NSP_MAX, &p->n_dilations)) ||
@@ -58,19 +62,23 @@ static nn_status parse_conv(nn_parse_ctx *ctx) {
         (st = nn_attr_ints(ctx, "output_shape", p->out_shape, NN_MAX_DIMS, &p->n_out_shape)))
         return st;
     /* "" appears in some exporters' output for the default */
-    if (!strcmp(ap, "NOTSET") || !*ap) p->auto_pad = AUTO_PAD_NOTSET;
-    else if (!strcmp(ap, "SAME_UPPER")) p->auto_pad = AUTO_PAD_SAME_UPPER;
-    else if (!strcmp(ap, "SAME_LOWER")) p->auto_pad = AUTO_PAD_SAME_LOWER;
-    else if (!strcmp(ap, "VALID")) p->auto_pad = AUTO_PAD_VALID;
-    else return nn_parse_error(ctx, NN_ERR_INVALID, "unknown auto_pad '%s'", ap);
+    if (!strcmp(ap, "NOTSET") || !*ap)
+        p->auto_pad = AUTO_PAD_NOTSET;
+    else if (!strcmp(ap, "SAME_UPPER"))
+        p->auto_pad = AUTO_PAD_SAME_UPPER;
+    else if (!strcmp(ap, "SAME_LOWER"))
+        p->auto_pad = AUTO_PAD_SAME_LOWER;
+    else if (!strcmp(ap, "VALID"))
+        p->auto_pad = AUTO_PAD_VALID;
+    else
+        return nn_parse_error(ctx, NN_ERR_INVALID, "unknown auto_pad '%s'", ap);
     if (p->group < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "group must be >= 1, got %lld", (long long)p->group);
     ctx->params = p;
     return NN_OK;
 }
 
 /* nn_call_error for the const call the workspace hook gets (err is still writable). */
-static nn_status geom_error(const nn_call *c, nn_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static nn_status geom_error(const nn_call *c, nn_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static nn_status geom_error(const nn_call *c, nn_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -101,8 +109,8 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
             return geom_error(c, NN_ERR_UNSUPPORTED, "input %d: dtype %s not supported (float only)", i,
                               nn_dtype_name(c->in[i].dtype));
     if (x->ndim < 3 || w->ndim != x->ndim)
-        return geom_error(c, NN_ERR_SHAPE, "X must have rank >= 3 and W the same rank (X rank %d, W rank %d)",
-                          x->ndim, w->ndim);
+        return geom_error(c, NN_ERR_SHAPE, "X must have rank >= 3 and W the same rank (X rank %d, W rank %d)", x->ndim,
+                          w->ndim);
     int nsp = g->nsp = x->ndim - 2;
     g->batch = x->dims[0];
     g->in_ch = x->dims[1];
@@ -173,8 +181,10 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
         g->out_size *= out;
         g->kernel_size *= k;
     }
-    if (g->in_size > INT_MAX || g->out_size > INT_MAX || g->kernel_size * (g->in_ch + g->out_ch) > INT_MAX)
-        return geom_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit BLAS sizes");
+    /* plane offsets are 32-bit in the GEMM's im2col tables, all sizes in BLAS */
+    if (g->in_size > INT_MAX ||
+        (transpose && (g->out_size > INT_MAX || g->kernel_size * (g->in_ch + g->out_ch) > INT_MAX)))
+        return geom_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit sizes");
     return NN_OK;
 }
 
@@ -183,7 +193,8 @@ static nn_status infer_common(nn_call *c, bool transpose) {
     nn_status st = conv_resolve(c, transpose, &g);
     if (st != NN_OK) return st;
     int64_t dims[NN_MAX_DIMS] = {g.batch, g.out_ch};
-    for (int d = 0; d < g.nsp; d++) dims[2 + d] = g.out[d];
+    for (int d = 0; d < g.nsp; d++)
+        dims[2 + d] = g.out[d];
     nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, g.nsp + 2, dims);
     return NN_OK;
 }
@@ -227,32 +238,6 @@ static bool is_pointwise(const conv_geom *g) {
 
 static bool is_depthwise_2d(const conv_geom *g) { return g->nsp == 2 && g->in_ch == g->group; }
 
-/* col (channels*K x out positions) from x (channels x in positions). */
-static void im2col(const conv_geom *g, int64_t channels, const float *x, float *col, int threads) {
-    int last = g->nsp - 1;
-    int64_t rows = channels * g->kernel_size, inner = g->out[last], outer = g->out_size / inner;
-#pragma omp parallel for num_threads(threads) if (rows * g->out_size > 32768)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t off[NSP_MAX], pos[NSP_MAX] = {0}, lo, hi;
-        tap_offsets(g, r % g->kernel_size, off);
-        valid_range(off[last], g->stride[last], g->in[last], inner, &lo, &hi);
-        const float *src = x + (r / g->kernel_size) * g->in_size;
-        float *dst = col + r * g->out_size;
-        for (int64_t o = 0; o < outer; o++, dst += inner) {
-            int64_t base = outer_offset(g, pos, off, g->in);
-            odometer_next(pos, g->out, last);
-            if (base < 0) {
-                memset(dst, 0, sizeof(float) * (size_t)inner);
-                continue;
-            }
-            const float *row = src + base * g->in[last];
-            memset(dst, 0, sizeof(float) * (size_t)lo);
-            for (int64_t j = lo; j < hi; j++) dst[j] = row[j * g->stride[last] + off[last]];
-            memset(dst + hi, 0, sizeof(float) * (size_t)(inner - hi));
-        }
-    }
-}
-
 /* y (channels x out positions) = bias + scatter-add of col (channels*K x in
  * positions), then the epilogue (res: the residual planes matching y, or NULL). */
 static void col2im(const conv_geom *g, int64_t channels, const float *col, const float *bias, float *y,
@@ -263,7 +248,8 @@ static void col2im(const conv_geom *g, int64_t channels, const float *col, const
     for (int64_t m = 0; m < channels; m++) {
         float *dst = y + m * g->out_size;
         float b0 = bias ? bias[m] : 0.0f;
-        for (int64_t i = 0; i < g->out_size; i++) dst[i] = b0;
+        for (int64_t i = 0; i < g->out_size; i++)
+            dst[i] = b0;
         for (int64_t tap = 0; tap < g->kernel_size; tap++) {
             int64_t off[NSP_MAX], pos[NSP_MAX] = {0}, lo, hi;
             tap_offsets(g, tap, off);
@@ -274,7 +260,8 @@ static void col2im(const conv_geom *g, int64_t channels, const float *col, const
                 odometer_next(pos, g->in, last);
                 if (base < 0) continue;
                 float *row = dst + base * g->out[last];
-                for (int64_t j = lo; j < hi; j++) row[j * g->stride[last] + off[last]] += src[j];
+                for (int64_t j = lo; j < hi; j++)
+                    row[j * g->stride[last] + off[last]] += src[j];
             }
         }
         nn_epilogue_apply(e, dst, res ? res + m * g->out_size : NULL, g->out_size);
@@ -289,18 +276,24 @@ static inline __attribute__((always_inline)) void dw_span(float *restrict y, con
                                                           int64_t a, int64_t b, int64_t off) {
     for (int64_t ow = a; ow < b; ow++) {
         float acc = y[ow];
-        for (int64_t kw = 0; kw < k; kw++) acc += w[kw] * x[ow * s + kw * d + off];
+        for (int64_t kw = 0; kw < k; kw++)
+            acc += w[kw] * x[ow * s + kw * d + off];
         y[ow] = acc;
     }
 }
 
-static void dw_row(float *restrict y, const float *restrict x, const float *restrict w, int64_t k, int64_t s,
-                   int64_t d, int64_t a, int64_t b, int64_t off) {
-    if (d == 1 && k == 3 && s == 1) dw_span(y, x, w, 3, 1, 1, a, b, off);
-    else if (d == 1 && k == 3 && s == 2) dw_span(y, x, w, 3, 2, 1, a, b, off);
-    else if (d == 1 && k == 5 && s == 1) dw_span(y, x, w, 5, 1, 1, a, b, off);
-    else if (d == 1 && k == 5 && s == 2) dw_span(y, x, w, 5, 2, 1, a, b, off);
-    else dw_span(y, x, w, k, s, d, a, b, off);
+static void dw_row(float *restrict y, const float *restrict x, const float *restrict w, int64_t k, int64_t s, int64_t d,
+                   int64_t a, int64_t b, int64_t off) {
+    if (d == 1 && k == 3 && s == 1)
+        dw_span(y, x, w, 3, 1, 1, a, b, off);
+    else if (d == 1 && k == 3 && s == 2)
+        dw_span(y, x, w, 3, 2, 1, a, b, off);
+    else if (d == 1 && k == 5 && s == 1)
+        dw_span(y, x, w, 5, 1, 1, a, b, off);
+    else if (d == 1 && k == 5 && s == 2)
+        dw_span(y, x, w, 5, 2, 1, a, b, off);
+    else
+        dw_span(y, x, w, k, s, d, a, b, off);
 }
 
 /* dw_span for columns [from, to) whose kernel row crosses the input's edge. */
@@ -312,11 +305,117 @@ static void dw_border(float *y, const float *x, const float *w, const conv_geom 
         }
 }
 
+/* y[oh][ow] = b + sum over the window of w * x, for a zero-padded plane xp
+ * (row length pw_n) that holds every tap: the whole window per output, so
+ * each output is written once.  Inlined with constant kernel, strides and
+ * dilations for the common shapes so that the taps unroll and the ow loop
+ * vectorizes. */
+static inline __attribute__((always_inline)) void dw_window(const float *restrict xp, int64_t pw_n,
+                                                            const float *restrict w, float *restrict y, int64_t oh_n,
+                                                            int64_t ow_n, int64_t kh_n, int64_t kw_n, int64_t sh,
+                                                            int64_t sw, int64_t dh, int64_t dw, float b) {
+    for (int64_t oh = 0; oh < oh_n; oh++) {
+        const float *xr = xp + oh * sh * pw_n;
+        float *yr = y + oh * ow_n;
+        for (int64_t ow = 0; ow < ow_n; ow++) {
+            float acc = b;
+            for (int64_t kh = 0; kh < kh_n; kh++)
+                for (int64_t kw = 0; kw < kw_n; kw++)
+                    acc += w[kh * kw_n + kw] * xr[kh * dh * pw_n + ow * sw + kw * dw];
+            yr[ow] = acc;
+        }
+    }
+}
+
+typedef struct dw_plane {
+    const float *xp, *w;
+    float *y, bias;
+    int64_t pw_n;
+} dw_plane;
+
+static inline __attribute__((always_inline)) void dw_plane_body(const conv_geom *g, const dw_plane *p) {
+    int64_t kh = g->kernel[0], kw = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
+    bool unit = g->dilation[0] == 1 && g->dilation[1] == 1;
+    if (unit && kh == 3 && kw == 3 && sh == 1 && sw == 1)
+        dw_window(p->xp, p->pw_n, p->w, p->y, g->out[0], g->out[1], 3, 3, 1, 1, 1, 1, p->bias);
+    else if (unit && kh == 3 && kw == 3 && sh == 2 && sw == 2)
+        dw_window(p->xp, p->pw_n, p->w, p->y, g->out[0], g->out[1], 3, 3, 2, 2, 1, 1, p->bias);
+    else if (unit && kh == 5 && kw == 5 && sh == 1 && sw == 1)
+        dw_window(p->xp, p->pw_n, p->w, p->y, g->out[0], g->out[1], 5, 5, 1, 1, 1, 1, p->bias);
+    else if (unit && kh == 5 && kw == 5 && sh == 2 && sw == 2)
+        dw_window(p->xp, p->pw_n, p->w, p->y, g->out[0], g->out[1], 5, 5, 2, 2, 1, 1, p->bias);
+    else
+        dw_window(p->xp, p->pw_n, p->w, p->y, g->out[0], g->out[1], kh, kw, sh, sw, g->dilation[0], g->dilation[1],
+                  p->bias);
+}
+
+/* compiled once per instruction set; the GEMM kernel in use picks one */
+#define T512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define DW_PLANE_FOR(SUFFIX, ATTR)                                                                                     \
+    ATTR static void dw_plane_##SUFFIX(const conv_geom *g, const dw_plane *p) { dw_plane_body(g, p); }
+DW_PLANE_FOR(avx2, __attribute__((target("avx2,fma"))))
+DW_PLANE_FOR(scalar, )
+
+/* AVX-512, square K x K kernels with stride S (1 or 2), dilation 1: 16
+ * outputs per vector, the weights held in registers.  Stride 2 reads 32
+ * consecutive inputs and keeps the even ones.  Loads may run up to 32
+ * floats past a row (into the next row or the buffer's slack); those lanes
+ * are never stored. */
+static inline __attribute__((always_inline)) T512 void dw_vec512(const int K, const int S, const conv_geom *g,
+                                                                 const dw_plane *p) {
+    __m512 wv[25];
+    for (int i = 0; i < K * K; i++)
+        wv[i] = _mm512_set1_ps(p->w[i]);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    int64_t oh_n = g->out[0], ow_n = g->out[1];
+    for (int64_t oh = 0; oh < oh_n; oh++) {
+        const float *xr = p->xp + oh * S * p->pw_n;
+        float *yr = p->y + oh * ow_n;
+        for (int64_t ow = 0; ow < ow_n; ow += 16) {
+            __m512 acc = _mm512_set1_ps(p->bias);
+            for (int kh = 0; kh < K; kh++)
+                for (int kw = 0; kw < K; kw++) {
+                    const float *src = xr + kh * p->pw_n + ow * S + kw;
+                    __m512 v = _mm512_loadu_ps(src);
+                    if (S == 2) v = _mm512_permutex2var_ps(v, even, _mm512_loadu_ps(src + 16));
+                    acc = _mm512_fmadd_ps(wv[kh * K + kw], v, acc);
+                }
+            int64_t left = ow_n - ow;
+            _mm512_mask_storeu_ps(yr + ow, left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1), acc);
+        }
+    }
+}
+
+T512 static void dw_plane_avx512(const conv_geom *g, const dw_plane *p) {
+    bool unit = g->dilation[0] == 1 && g->dilation[1] == 1 && g->stride[0] == g->stride[1];
+    int64_t k = g->kernel[0], s = g->stride[1];
+    if (unit && k == g->kernel[1] && k == 3 && s == 1)
+        dw_vec512(3, 1, g, p);
+    else if (unit && k == g->kernel[1] && k == 3 && s == 2)
+        dw_vec512(3, 2, g, p);
+    else if (unit && k == g->kernel[1] && k == 5 && s == 1)
+        dw_vec512(5, 1, g, p);
+    else if (unit && k == g->kernel[1] && k == 5 && s == 2)
+        dw_vec512(5, 2, g, p);
+    else
+        dw_plane_body(g, p);
+}
+
+/* y += residual, then the activation, over n outputs. */
+static void dw_epilogue(const nn_epilogue *e, float *y, const float *res, int64_t n) {
+    if (!e) return;
+    if (res)
+        for (int64_t i = 0; i < n; i++)
+            y[i] += res[i];
+    nn_gemm_act(y, n, e->act, e->alpha, e->beta);
+}
+
 /* Planes up to this many floats are copied into a zero-padded stack buffer
  * first, so that every tap is in bounds; larger ones check at the edges. */
 #define DW_PADDED_MAX 16384
+#define DW_SLACK      64 /* vector reads past the last row */
 
-/* One output plane per task, one output row at a time, one kernel row per pass. */
+/* One output plane per task. */
 static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                          const nn_epilogue *e, const float *res, int threads) {
     int64_t per_group = g->out_ch / g->group, planes = g->batch * g->out_ch;
@@ -330,93 +429,128 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     bool padded = ph_n * pw_n <= DW_PADDED_MAX;
     int64_t a = 0, b = ow_n; /* interior columns */
     if (!padded) valid_range(-pl, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
+    const char *isa = nn_gemm_kernel_name();
+    void (*plane_fn)(const conv_geom *, const dw_plane *) = !strcmp(isa, "avx512") ? dw_plane_avx512
+                                                            : !strcmp(isa, "avx2") ? dw_plane_avx2
+                                                                                   : dw_plane_scalar;
 #pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
     for (int64_t p = 0; p < planes; p++) {
-        float buf[DW_PADDED_MAX];
+        float buf[DW_PADDED_MAX + DW_SLACK];
         int64_t n = p / g->out_ch, oc = p % g->out_ch;
         const float *xp = x + (n * g->in_ch + oc / per_group) * g->in_size, *wp = w + oc * g->kernel_size;
         float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
-        int64_t top = -pt, left = -pl, row_len = iw_n, rows = ih_n;
         if (padded) {
-            memset(buf, 0, sizeof(float) * (size_t)(ph_n * pw_n));
-            for (int64_t ih = 0; ih < ih_n; ih++)
-                memcpy(buf + (pt + ih) * pw_n + pl, xp + ih * iw_n, sizeof(float) * (size_t)iw_n);
-            xp = buf;
-            top = left = 0;
-            row_len = pw_n;
-            rows = ph_n;
-        }
-        for (int64_t oh = 0; oh < oh_n; oh++) {
-            float *yrow = yp + oh * ow_n;
-            int64_t kh_lo, kh_hi, ih0 = oh * sh + top;
-            valid_range(ih0, dh, rows, kh_n, &kh_lo, &kh_hi);
-            for (int64_t ow = 0; ow < ow_n; ow++) yrow[ow] = b0;
-            for (int64_t kh = kh_lo; kh < kh_hi; kh++) {
-                const float *xrow = xp + (ih0 + kh * dh) * row_len, *wrow = wp + kh * kw_n;
-                dw_row(yrow, xrow, wrow, kw_n, sw, dw, a, b, left);
-                if (!padded) {
+            /* zero only the border: the interior is overwritten */
+            memset(buf, 0, sizeof(float) * (size_t)(pt * pw_n));
+            for (int64_t ih = 0; ih < ih_n; ih++) {
+                float *row = buf + (pt + ih) * pw_n;
+                memset(row, 0, sizeof(float) * (size_t)pl);
+                memcpy(row + pl, xp + ih * iw_n, sizeof(float) * (size_t)iw_n);
+                memset(row + pl + iw_n, 0, sizeof(float) * (size_t)(pw_n - pl - iw_n));
+            }
+            memset(buf + (pt + ih_n) * pw_n, 0, sizeof(float) * (size_t)((ph_n - pt - ih_n) * pw_n + DW_SLACK));
+            plane_fn(g, &(dw_plane){.xp = buf, .w = wp, .y = yp, .bias = b0, .pw_n = pw_n});
+        } else {
+            for (int64_t oh = 0; oh < oh_n; oh++) {
+                float *yrow = yp + oh * ow_n;
+                int64_t kh_lo, kh_hi, ih0 = oh * sh - pt;
+                valid_range(ih0, dh, ih_n, kh_n, &kh_lo, &kh_hi);
+                for (int64_t ow = 0; ow < ow_n; ow++)
+                    yrow[ow] = b0;
+                for (int64_t kh = kh_lo; kh < kh_hi; kh++) {
+                    const float *xrow = xp + (ih0 + kh * dh) * iw_n, *wrow = wp + kh * kw_n;
+                    dw_row(yrow, xrow, wrow, kw_n, sw, dw, a, b, -pl);
                     dw_border(yrow, xrow, wrow, g, 0, a);
                     dw_border(yrow, xrow, wrow, g, b, ow_n);
                 }
             }
         }
-        nn_epilogue_apply(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
+        dw_epilogue(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
     }
 }
 
-/* Bias and epilogue for output planes [first, first + count) (plane = image * out_ch + channel). */
-static void finish_planes(const nn_call *c, const conv_geom *g, int64_t first, int64_t count) {
-    const float *bias = nn_present(c, 2) ? c->in[2].data : NULL, *res = nn_epilogue_residual(c);
-    float *y = c->out[0].data;
-    if (!bias && !c->epilogue) return;
-#pragma omp parallel for num_threads(c->threads) if (count * g->out_size > 65536)
-    for (int64_t p = first; p < first + count; p++) {
-        float *yp = y + p * g->out_size;
-        if (bias) {
-            float b0 = bias[p % g->out_ch];
-            for (int64_t i = 0; i < g->out_size; i++) yp[i] += b0;
-        }
-        nn_epilogue_apply(c->epilogue, yp, res ? res + p * g->out_size : NULL, g->out_size);
+/* The GEMM for all (image, group) products of a Conv; `packed` is the
+ * weights packed in prepare, or NULL. */
+static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv, const nn_gemm_packed *packed) {
+    int64_t cg = g->in_ch / g->group, mg = g->out_ch / g->group, kdim = cg * g->kernel_size;
+    const nn_epilogue *e = c->epilogue;
+    bool pointwise = is_pointwise(g);
+    *cv = (nn_gemm_conv){.nsp = g->nsp, .channels = cg};
+    for (int d = 0; d < g->nsp; d++) {
+        cv->in[d] = g->in[d];
+        cv->out[d] = g->out[d];
+        cv->kernel[d] = g->kernel[d];
+        cv->stride[d] = g->stride[d];
+        cv->dilation[d] = g->dilation[d];
+        cv->pad[d] = g->pad[d];
     }
+    return (nn_gemm){
+        .m = mg,
+        .n = g->out_size,
+        .k = kdim,
+        .a = c->in[1].data,
+        .lda = kdim,
+        .a_packed = packed,
+        .b = c->in[0].data,
+        .ldb = g->in_size,
+        /* a pointwise conv with one output position is a matrix-vector product */
+        .b_conv = pointwise && g->out_size == 1 ? NULL : cv,
+        .c = c->out[0].data,
+        .ldc = g->out_size,
+        .alpha = 1.0f,
+        .bias_kind = nn_present(c, 2) ? NN_GEMM_BIAS_ROW : NN_GEMM_BIAS_NONE,
+        .bias = nn_present(c, 2) ? c->in[2].data : NULL,
+        .residual = nn_epilogue_residual(c),
+        .ldr = g->out_size,
+        .act = e ? e->act : NN_ACT_NONE,
+        .act_alpha = e ? e->alpha : 0.0f,
+        .act_beta = e ? e->beta : 0.0f,
+        .batch = {g->batch, g->group},
+        .stride_a = {0, mg * kdim},
+        .stride_b = {g->in_ch * g->in_size, cg * g->in_size},
+        .stride_c = {g->out_ch * g->out_size, mg * g->out_size},
+        .stride_bias = {0, mg},
+    };
 }
 
 static size_t workspace_conv(const nn_call *c) {
     conv_geom g;
-    if (conv_resolve(c, false, &g) != NN_OK || is_depthwise_2d(&g) || is_pointwise(&g)) return 0;
-    return sizeof(float) * (size_t)(g.in_ch / g.group * g.kernel_size * g.out_size);
+    nn_gemm_conv cv;
+    if (conv_resolve(c, false, &g) != NN_OK || is_depthwise_2d(&g)) return 0;
+    nn_gemm gm = conv_gemm(c, &g, &cv, c->prepared);
+    return nn_gemm_workspace(&gm, c->threads);
+}
+
+/* Pack constant weights for the GEMM kernel once. */
+static nn_status prepare_conv(const nn_call *c, nn_arena *arena, void **prepared) {
+    conv_geom g;
+    nn_gemm_conv cv;
+    nn_status st = conv_resolve(c, false, &g);
+    if (st != NN_OK) return st;
+    /* depthwise convs and matrix-vector products read the weights as they are */
+    if (is_depthwise_2d(&g) || !c->in[1].data || (is_pointwise(&g) && g.out_size == 1)) return NN_OK;
+    nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
+    nn_gemm_packed *p = nn_arena_alloc(arena, sizeof *p);
+    float *mem = nn_arena_alloc(arena, sizeof(float) * nn_gemm_pack_a_floats(&gm));
+    if (!p || !mem) return NN_ERR_NOMEM;
+    nn_gemm_pack_a(&gm, mem, p);
+    *prepared = p;
+    return NN_OK;
 }
 
 static nn_status run_conv(nn_call *c) {
     conv_geom g;
     nn_status st = conv_resolve(c, false, &g);
     if (st != NN_OK) return st;
-    const float *x = c->in[0].data, *w = c->in[1].data;
-    const float *bias = nn_present(c, 2) ? c->in[2].data : NULL;
-    float *y = c->out[0].data;
     if (is_depthwise_2d(&g)) {
-        depthwise_2d(&g, x, w, bias, y, c->epilogue, nn_epilogue_residual(c), c->threads);
+        depthwise_2d(&g, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL, c->out[0].data,
+                     c->epilogue, nn_epilogue_residual(c), c->threads);
         return NN_OK;
     }
-    bool pointwise = is_pointwise(&g);
-    int64_t cg = g.in_ch / g.group, mg = g.out_ch / g.group, kdim = cg * g.kernel_size;
-    if (!pointwise && c->workspace_size < sizeof(float) * (size_t)(kdim * g.out_size))
-        return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small");
-    for (int64_t n = 0; n < g.batch; n++)
-        for (int64_t grp = 0; grp < g.group; grp++) {
-            const float *xg = x + (n * g.in_ch + grp * cg) * g.in_size, *cols = xg;
-            if (!pointwise) {
-                im2col(&g, cg, xg, c->workspace, c->threads);
-                cols = c->workspace;
-            }
-            float *yg = y + (n * g.out_ch + grp * mg) * g.out_size;
-            if (g.out_size == 1) /* one output position (squeeze-excite convs): sgemv skips sgemm's packing */
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)mg, (int)kdim, 1.0f, w + grp * mg * kdim, (int)kdim,
-                            cols, 1, 0.0f, yg, 1);
-            else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)g.out_size, (int)kdim, 1.0f,
-                            w + grp * mg * kdim, (int)kdim, cols, (int)g.out_size, 0.0f, yg, (int)g.out_size);
-            finish_planes(c, &g, n * g.out_ch + grp * mg, mg);
-        }
+    nn_gemm_conv cv;
+    nn_gemm gm = conv_gemm(c, &g, &cv, c->prepared);
+    if (!nn_gemm_run(&gm, c->workspace, c->workspace_size, c->threads))
+        return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small or weights packed for another kernel");
     return NN_OK;
 }
 
@@ -440,8 +574,8 @@ static nn_status run_conv_transpose(nn_call *c) {
         for (int64_t grp = 0; grp < g.group; grp++) {
             /* W is (C, M/group, k...): group grp's rows are its input channels */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)g.in_size, (int)cg, 1.0f,
-                        w + grp * cg * rows, (int)rows, x + (n * g.in_ch + grp * cg) * g.in_size, (int)g.in_size,
-                        0.0f, col, (int)g.in_size);
+                        w + grp * cg * rows, (int)rows, x + (n * g.in_ch + grp * cg) * g.in_size, (int)g.in_size, 0.0f,
+                        col, (int)g.in_size);
             int64_t first = (n * g.out_ch + grp * mg) * g.out_size;
             col2im(&g, mg, col, bias ? bias + grp * mg : NULL, y + first, c->epilogue, res ? res + first : NULL,
                    c->threads);
@@ -449,10 +583,25 @@ static nn_status run_conv_transpose(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Conv = {.name = "Conv", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-                               .flags = NN_OPF_EPILOGUE, .parse = parse_conv, .infer = infer_conv,
-                               .workspace = workspace_conv, .run = run_conv};
-const nn_op_desc nn_op_ConvTranspose = {.name = "ConvTranspose", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
-                                        .max_outputs = 1, .flags = NN_OPF_EPILOGUE, .parse = parse_conv,
-                                        .infer = infer_conv_transpose, .workspace = workspace_conv_transpose,
+const nn_op_desc nn_op_Conv = {.name = "Conv",
+                               .min_inputs = 2,
+                               .max_inputs = 3,
+                               .min_outputs = 1,
+                               .max_outputs = 1,
+                               .flags = NN_OPF_EPILOGUE,
+                               .parse = parse_conv,
+                               .infer = infer_conv,
+                               .workspace = workspace_conv,
+                               .run = run_conv,
+                               .prepare = prepare_conv,
+                               .prepared_inputs = 1u << 1};
+const nn_op_desc nn_op_ConvTranspose = {.name = "ConvTranspose",
+                                        .min_inputs = 2,
+                                        .max_inputs = 3,
+                                        .min_outputs = 1,
+                                        .max_outputs = 1,
+                                        .flags = NN_OPF_EPILOGUE,
+                                        .parse = parse_conv,
+                                        .infer = infer_conv_transpose,
+                                        .workspace = workspace_conv_transpose,
                                         .run = run_conv_transpose};

@@ -1,29 +1,17 @@
-/* Matrix products through OpenBLAS (fp32): MatMul (numpy semantics) and Gemm. */
-#include <cblas.h>
-#include <limits.h>
-
+/* Matrix products (fp32): MatMul (numpy semantics) and Gemm, through
+ * ops/gemm.c, which also applies the fused epilogue and Gemm's C when it is a
+ * bias vector.  A constant B (the weights) is packed once in prepare. */
+#include "../engine/arena.h"
 #include "epilogue.h"
+#include "gemm.h"
 #include "op.h"
 #include "params.h"
 
-static int blas_ld(int64_t n) { return n > 1 ? (int)n : 1; }
+/* B packed ahead is worth its memory only when several rows of A reuse it;
+ * a product with fewer rows streams B once anyway (matrix-vector). */
+#define PACK_B_MIN_ROWS 2
 
-/* C (m x n, row-major) = alpha * op(A) op(B) + beta * C.  A single-row
- * product goes through sgemv, which skips the panel packing of sgemm (for a
- * classifier layer at batch 1 that is most of the time). */
-static void product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                    const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-    if (m == 1 && k > 0) {
-        /* op(A) is one row; its k values are contiguous either way */
-        cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? n : k), (int)(tb ? k : n), alpha, b,
-                    blas_ld(ldb), a, 1, beta, c, 1);
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                alpha, a, blas_ld(lda), b, blas_ld(ldb), beta, c, blas_ld(ldc));
-}
-
-static nn_status check_float(nn_call *c) {
+static nn_status check_float(const nn_call *c) {
     for (int i = 0; i < c->n_in; i++)
         if (nn_present(c, i) && c->in[i].dtype != NN_DTYPE_FLOAT)
             return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d: dtype %s not supported (float only)", i,
@@ -31,13 +19,26 @@ static nn_status check_float(nn_call *c) {
     return NN_OK;
 }
 
-/* The fused epilogue over an output of `rows` rows of `cols` values. */
-static void apply_epilogue(const nn_call *c, int64_t rows, int64_t cols) {
-    if (!c->epilogue) return;
-    const float *res = nn_epilogue_residual(c);
-    float *y = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (rows * cols > 65536)
-    for (int64_t r = 0; r < rows; r++) nn_epilogue_apply(c->epilogue, y + r * cols, res ? res + r * cols : NULL, cols);
+/* The epilogue part of a product on this call's output (residual: C's layout). */
+static void set_epilogue(const nn_call *c, nn_gemm *g) {
+    const nn_epilogue *e = c->epilogue;
+    g->residual = nn_epilogue_residual(c);
+    g->ldr = g->ldc;
+    if (!e) return;
+    g->act = e->act;
+    g->act_alpha = e->alpha;
+    g->act_beta = e->beta;
+}
+
+/* Pack B = in[1] for `g` into arena memory when it is constant. */
+static nn_status pack_b(const nn_call *c, const nn_gemm *g, nn_arena *arena, void **prepared) {
+    if (!c->in[1].data || g->m < PACK_B_MIN_ROWS || g->n <= 0) return NN_OK;
+    nn_gemm_packed *p = nn_arena_alloc(arena, sizeof *p);
+    float *mem = nn_arena_alloc(arena, sizeof(float) * nn_gemm_pack_b_floats(g));
+    if (!p || !mem) return NN_ERR_NOMEM;
+    nn_gemm_pack_b(g, mem, p);
+    *prepared = p;
+    return NN_OK;
 }
 
 /* ---- MatMul: 1-D operands are promoted to a row (A) / column (B) and the
@@ -64,7 +65,7 @@ static void batch_strides(const nn_tensor *t, const matmul_geom *g, int64_t matr
     }
 }
 
-static nn_status matmul_resolve(nn_call *c, matmul_geom *g) {
+static nn_status matmul_resolve(const nn_call *c, matmul_geom *g) {
     const nn_tensor *a = &c->in[0], *b = &c->in[1];
     nn_status st = check_float(c);
     if (st != NN_OK) return st;
@@ -88,8 +89,6 @@ static nn_status matmul_resolve(nn_call *c, matmul_geom *g) {
         g->batch[d] = da == 1 ? db : da;
         g->batches *= g->batch[d];
     }
-    if (g->m * g->batches > INT_MAX || g->n > INT_MAX || g->k > INT_MAX)
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "matrices too large for 32-bit BLAS sizes");
     batch_strides(a, g, g->m * g->k, g->a_stride);
     batch_strides(b, g, g->k * g->n, g->b_stride);
     return NN_OK;
@@ -101,44 +100,82 @@ static nn_status infer_matmul(nn_call *c) {
     if (st != NN_OK) return st;
     int64_t dims[NN_MAX_DIMS];
     int nd = g.batch_rank;
-    for (int d = 0; d < nd; d++) dims[d] = g.batch[d];
+    for (int d = 0; d < nd; d++)
+        dims[d] = g.batch[d];
     if (c->in[0].ndim > 1) dims[nd++] = g.m;
     if (c->in[1].ndim > 1) dims[nd++] = g.n;
     nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, nd, dims);
     return NN_OK;
 }
 
+/* B shared by all batches and A's batches contiguous: one tall product. */
+static bool matmul_tall(const matmul_geom *g) {
+    bool b_shared = true, a_dense = true;
+    for (int d = 0; d < g->batch_rank; d++) {
+        b_shared = b_shared && g->b_stride[d] == 0;
+        a_dense = a_dense && (g->a_stride[d] != 0 || g->batch[d] == 1);
+    }
+    return b_shared && a_dense;
+}
+
+/* The product of the first batch entry (or the tall product). */
+static nn_gemm matmul_gemm(const nn_call *c, const matmul_geom *g, const nn_gemm_packed *packed) {
+    bool tall = matmul_tall(g);
+    nn_gemm gm = {.m = tall ? g->batches * g->m : g->m,
+                  .n = g->n,
+                  .k = g->k,
+                  .a = c->in[0].data,
+                  .lda = g->k,
+                  .b = c->in[1].data,
+                  .ldb = g->n,
+                  .b_packed = tall ? packed : NULL,
+                  .c = c->out[0].data,
+                  .ldc = g->n,
+                  .alpha = 1.0f};
+    set_epilogue(c, &gm);
+    return gm;
+}
+
+static size_t workspace_matmul(const nn_call *c) {
+    matmul_geom g;
+    if (matmul_resolve(c, &g) != NN_OK) return 0;
+    nn_gemm gm = matmul_gemm(c, &g, c->prepared);
+    return nn_gemm_workspace(&gm, c->threads);
+}
+
+static nn_status prepare_matmul(const nn_call *c, nn_arena *arena, void **prepared) {
+    matmul_geom g;
+    nn_status st = matmul_resolve(c, &g);
+    if (st != NN_OK) return st;
+    if (!matmul_tall(&g)) return NN_OK;
+    nn_gemm gm = matmul_gemm(c, &g, NULL);
+    return pack_b(c, &gm, arena, prepared);
+}
+
 static nn_status run_matmul(nn_call *c) {
     matmul_geom g;
     nn_status st = matmul_resolve(c, &g);
     if (st != NN_OK) return st;
-    const float *a = c->in[0].data, *b = c->in[1].data;
-    float *y = c->out[0].data;
-    bool b_shared = true, a_dense = true;
-    for (int d = 0; d < g.batch_rank; d++) {
-        b_shared = b_shared && g.b_stride[d] == 0;
-        a_dense = a_dense && (g.a_stride[d] != 0 || g.batch[d] == 1);
-    }
-    if (b_shared && a_dense) {
-        /* A's batches are contiguous rows against one B: a single tall GEMM */
-        product(false, false, g.batches * g.m, g.n, g.k, 1.0f, a, g.k, b, g.n, 0.0f, y, g.n);
-        apply_epilogue(c, g.batches * g.m, g.n);
-        return NN_OK;
-    }
-    int64_t pos[NN_MAX_DIMS] = {0};
-    for (int64_t i = 0; i < g.batches; i++) {
+    nn_gemm gm = matmul_gemm(c, &g, c->prepared);
+    const float *a = gm.a, *b = gm.b, *res = gm.residual;
+    int64_t pos[NN_MAX_DIMS] = {0}, entries = matmul_tall(&g) ? 1 : g.batches;
+    for (int64_t i = 0; i < entries; i++) {
         int64_t ao = 0, bo = 0;
-        for (int d = 0; d < g.batch_rank; d++) {
+        for (int d = 0; d < g.batch_rank && entries > 1; d++) {
             ao += pos[d] * g.a_stride[d];
             bo += pos[d] * g.b_stride[d];
         }
-        product(false, false, g.m, g.n, g.k, 1.0f, a + ao, g.k, b + bo, g.n, 0.0f, y + i * g.m * g.n, g.n);
+        gm.a = a + ao;
+        gm.b = b + bo;
+        gm.c = (float *)c->out[0].data + i * g.m * g.n;
+        gm.residual = res ? res + i * g.m * g.n : NULL;
+        if (!nn_gemm_run(&gm, c->workspace, c->workspace_size, c->threads))
+            return nn_call_error(c, NN_ERR_INTERNAL, "matmul workspace too small or B packed for another kernel");
         for (int d = g.batch_rank - 1; d >= 0; d--) {
             if (++pos[d] < g.batch[d]) break;
             pos[d] = 0;
         }
     }
-    apply_epilogue(c, g.batches * g.m, g.n);
     return NN_OK;
 }
 
@@ -161,7 +198,7 @@ typedef struct gemm_geom {
     int64_t c_row, c_col; /* element strides of C over Y's rows / columns; 0 where broadcast */
 } gemm_geom;
 
-static nn_status gemm_resolve(nn_call *c, gemm_geom *g) {
+static nn_status gemm_resolve(const nn_call *c, gemm_geom *g) {
     const nn_gemm_params *p = c->params;
     const nn_tensor *a = &c->in[0], *b = &c->in[1];
     nn_status st = check_float(c);
@@ -175,8 +212,6 @@ static nn_status gemm_resolve(nn_call *c, gemm_geom *g) {
     if (g->k != kb)
         return nn_call_error(c, NN_ERR_SHAPE, "inner dims differ: A' has %lld, B' has %lld", (long long)g->k,
                              (long long)kb);
-    if (a->dims[0] > INT_MAX || a->dims[1] > INT_MAX || b->dims[0] > INT_MAX || b->dims[1] > INT_MAX)
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "matrices too large for 32-bit BLAS sizes");
     g->c_row = g->c_col = 0;
     if (nn_present(c, 2)) {
         const nn_tensor *t = &c->in[2];
@@ -199,28 +234,96 @@ static nn_status infer_gemm(nn_call *c) {
     return NN_OK;
 }
 
+/* Y = alpha A' B' + beta C: a C that is a plain bias vector (beta 1, one
+ * row or one column) rides in the epilogue; any other C is written into Y
+ * first (prefill) and the product added to it. */
+static nn_gemm gemm_gemm(const nn_call *c, const gemm_geom *g, const nn_gemm_packed *packed, bool *prefill) {
+    const nn_gemm_params *p = c->params;
+    const nn_tensor *a = &c->in[0], *b = &c->in[1];
+    nn_gemm gm = {.m = g->m,
+                  .n = g->n,
+                  .k = g->k,
+                  .a = a->data,
+                  .lda = a->dims[1],
+                  .trans_a = p->trans_a,
+                  .b = b->data,
+                  .ldb = b->dims[1],
+                  .trans_b = p->trans_b,
+                  .b_packed = packed,
+                  .c = c->out[0].data,
+                  .ldc = g->n,
+                  .alpha = p->alpha};
+    *prefill = false;
+    if (nn_present(c, 2) && p->beta != 0.0f) {
+        if (p->beta == 1.0f && g->c_row == 0 && g->c_col == 1)
+            gm.bias_kind = NN_GEMM_BIAS_COL;
+        else if (p->beta == 1.0f && g->c_row == 1 && g->c_col == 0)
+            gm.bias_kind = NN_GEMM_BIAS_ROW;
+        else
+            *prefill = gm.accumulate = true;
+        if (!*prefill) gm.bias = c->in[2].data;
+    }
+    set_epilogue(c, &gm);
+    return gm;
+}
+
+static size_t workspace_gemm(const nn_call *c) {
+    gemm_geom g;
+    bool prefill;
+    if (gemm_resolve(c, &g) != NN_OK) return 0;
+    nn_gemm gm = gemm_gemm(c, &g, c->prepared, &prefill);
+    return nn_gemm_workspace(&gm, c->threads);
+}
+
+static nn_status prepare_gemm(const nn_call *c, nn_arena *arena, void **prepared) {
+    gemm_geom g;
+    bool prefill;
+    nn_status st = gemm_resolve(c, &g);
+    if (st != NN_OK) return st;
+    nn_gemm gm = gemm_gemm(c, &g, NULL, &prefill);
+    return pack_b(c, &gm, arena, prepared);
+}
+
 static nn_status run_gemm(nn_call *c) {
     const nn_gemm_params *p = c->params;
     gemm_geom g;
+    bool prefill;
     nn_status st = gemm_resolve(c, &g);
     if (st != NN_OK) return st;
-    float *y = c->out[0].data, beta = 0.0f;
-    if (nn_present(c, 2) && p->beta != 0.0f) {
+    nn_gemm gm = gemm_gemm(c, &g, c->prepared, &prefill);
+    if (prefill) {
         const float *cv = c->in[2].data;
+        float *y = c->out[0].data;
 #pragma omp parallel for num_threads(c->threads) if (g.m * g.n > 65536)
         for (int64_t i = 0; i < g.m; i++)
-            for (int64_t j = 0; j < g.n; j++) y[i * g.n + j] = p->beta * cv[i * g.c_row + j * g.c_col];
-        beta = 1.0f;
+            for (int64_t j = 0; j < g.n; j++)
+                y[i * g.n + j] = p->beta * cv[i * g.c_row + j * g.c_col];
     }
-    if (g.m == 0 || g.n == 0) return NN_OK;
-    product(p->trans_a, p->trans_b, g.m, g.n, g.k, p->alpha, c->in[0].data, c->in[0].dims[1], c->in[1].data,
-            c->in[1].dims[1], beta, y, g.n);
-    apply_epilogue(c, g.m, g.n);
+    if (!nn_gemm_run(&gm, c->workspace, c->workspace_size, c->threads))
+        return nn_call_error(c, NN_ERR_INTERNAL, "gemm workspace too small or B packed for another kernel");
     return NN_OK;
 }
 
-const nn_op_desc nn_op_MatMul = {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
-                                 .max_outputs = 1, .flags = NN_OPF_EPILOGUE, .infer = infer_matmul,
-                                 .run = run_matmul};
-const nn_op_desc nn_op_Gemm = {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-                               .flags = NN_OPF_EPILOGUE, .parse = parse_gemm, .infer = infer_gemm, .run = run_gemm};
+const nn_op_desc nn_op_MatMul = {.name = "MatMul",
+                                 .min_inputs = 2,
+                                 .max_inputs = 2,
+                                 .min_outputs = 1,
+                                 .max_outputs = 1,
+                                 .flags = NN_OPF_EPILOGUE,
+                                 .infer = infer_matmul,
+                                 .workspace = workspace_matmul,
+                                 .run = run_matmul,
+                                 .prepare = prepare_matmul,
+                                 .prepared_inputs = 1u << 1};
+const nn_op_desc nn_op_Gemm = {.name = "Gemm",
+                               .min_inputs = 2,
+                               .max_inputs = 3,
+                               .min_outputs = 1,
+                               .max_outputs = 1,
+                               .flags = NN_OPF_EPILOGUE,
+                               .parse = parse_gemm,
+                               .infer = infer_gemm,
+                               .workspace = workspace_gemm,
+                               .run = run_gemm,
+                               .prepare = prepare_gemm,
+                               .prepared_inputs = 1u << 1};

@@ -1,0 +1,992 @@
+/* Single-precision GEMM with packed panels and per-ISA microkernels (see gemm.h).
+ *
+ * Blocking follows the usual recipe: K is cut into blocks of at most KC; for
+ * each block a KC x NC slab of B is packed into NR-column panels (it lives in
+ * L2) and each MR x NR tile of C is computed by the microkernel from an MR-row
+ * panel of A and one NR-column panel of B, the A panel (MR x KC, broadcast)
+ * staying in L1 while the B panels of the slab stream past it.  The first K
+ * block writes C, later ones add to it, the last applies the epilogue while
+ * the tile is in cache.
+ *
+ * Kernels (picked once with __builtin_cpu_supports; each compiled for its ISA
+ * with a target attribute, so the build needs no -m flags):
+ *   avx512  14 x 32: 28 zmm accumulators, B read as 2 vectors, A broadcast
+ *   avx2     6 x 16: 12 ymm accumulators
+ *   scalar   4 x 16: plain C, the reference the others must agree with */
+#include "gemm.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "epilogue.h"
+
+#define KC_MAX 384
+
+typedef struct tile_args {
+    int64_t kc;
+    const float *a, *b; /* packed panels: a[p*mr_stride + i], b[p*NR + j] */
+    float *c;
+    int64_t ldc;
+    int mr, nr; /* valid rows / columns of this tile */
+    bool load_c, last;
+    const float *bias_row, *bias_col, *res; /* already offset to the tile; NULL when absent */
+    int64_t ldr;
+    nn_act act; /* only the activations act_in_tile accepts reach kernels */
+    float alpha, beta;
+} tile_args;
+
+typedef struct conv_table conv_table;
+
+typedef struct gemm_kernel {
+    const char *name;
+    int mr, nr;
+    int mc, nc; /* cache blocks (multiples of mr, nr) */
+    bool (*available)(void);
+    void (*tile)(const tile_args *t);
+    void (*act)(float *y, int64_t n, nn_act act, float alpha, float beta);
+    float (*dot)(const float *x, const float *y, int64_t n);
+    void (*axpy)(float *y, float a, const float *x, int64_t n);
+    /* rows [p0, p0 + kc) of an implicit im2col matrix, or kc rows of a plain B, into NR panels */
+    void (*pack_conv)(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst);
+    void (*pack_plain)(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst);
+} gemm_kernel;
+
+/* Activations applied to the accumulators in registers; tanh runs over the
+ * stored tile with the kernel's act(). */
+static bool act_in_tile(nn_act act) { return act != NN_ACT_TANH; }
+
+/* ---- element-wise helpers, compiled once per ISA through the wrappers below */
+
+/* exp(x) by Cody-Waite range reduction and a degree-6 polynomial (Cephes'
+ * expf coefficients, a couple of ulp); written branch-free so that loops
+ * over it vectorize.  x is clamped to where exp is a normal float. */
+static inline float exp_poly(float x) {
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float r = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
+    float f = x - r * 0.693359375f + r * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * f + 1.3981999507e-3f;
+    p = p * f + 8.3334519073e-3f;
+    p = p * f + 4.1665795894e-2f;
+    p = p * f + 1.6666665459e-1f;
+    p = p * f + 5.0000001201e-1f;
+    p = p * f * f + f + 1.0f;
+    int32_t bits = ((int32_t)r + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+static inline __attribute__((always_inline)) void act_body(float *y, int64_t n, nn_act act, float a, float b) {
+    switch (act) {
+    case NN_ACT_NONE: break;
+    case NN_ACT_RELU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+        break;
+    case NN_ACT_CLIP:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = y[i] < a ? a : (y[i] > b ? b : y[i]);
+        break;
+    case NN_ACT_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = y[i] < 0.0f ? a * y[i] : y[i];
+        break;
+    case NN_ACT_SIGMOID:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = 1.0f / (1.0f + exp_poly(-y[i]));
+        break;
+    case NN_ACT_HARD_SIGMOID:
+        for (int64_t i = 0; i < n; i++) {
+            float v = a * y[i] + b;
+            y[i] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+        }
+        break;
+    case NN_ACT_HARD_SWISH:
+        for (int64_t i = 0; i < n; i++) {
+            float v = y[i] / 6.0f + 0.5f;
+            y[i] *= v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+        }
+        break;
+    case NN_ACT_SILU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = y[i] / (1.0f + exp_poly(-y[i]));
+        break;
+    case NN_ACT_TANH: /* 2 sigmoid(2x) - 1 loses relative precision near 0 */
+        for (int64_t i = 0; i < n; i++)
+            y[i] = tanhf(y[i]);
+        break;
+    }
+}
+
+static inline __attribute__((always_inline)) float dot_body(const float *x, const float *y, int64_t n) {
+#pragma clang fp reassociate(on)
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        s += x[i] * y[i];
+    return s;
+}
+
+static inline __attribute__((always_inline)) void axpy_body(float *restrict y, float a, const float *restrict x,
+                                                            int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+#define ELEMENTWISE_FOR(SUFFIX, TARGET)                                                                                \
+    TARGET static void act_##SUFFIX(float *y, int64_t n, nn_act act, float a, float b) { act_body(y, n, act, a, b); }  \
+    TARGET static float dot_##SUFFIX(const float *x, const float *y, int64_t n) { return dot_body(x, y, n); }          \
+    TARGET static void axpy_##SUFFIX(float *y, float a, const float *x, int64_t n) { axpy_body(y, a, x, n); }
+
+#define T512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define T256 __attribute__((target("avx2,fma")))
+ELEMENTWISE_FOR(avx512, T512)
+ELEMENTWISE_FOR(avx2, T256)
+ELEMENTWISE_FOR(scalar, )
+
+/* ---- the epilogue of a tile, one element at a time: the scalar kernel's,
+ *      and the vector kernels' for ragged tiles. */
+static void merge_tile(const tile_args *t, const float *acc, int ld) {
+    for (int i = 0; i < t->mr; i++) {
+        float *c = t->c + i * t->ldc;
+        for (int j = 0; j < t->nr; j++) {
+            float v = acc[i * ld + j];
+            if (t->load_c) v += c[j];
+            if (t->last) {
+                if (t->bias_row) v += t->bias_row[i];
+                if (t->bias_col) v += t->bias_col[j];
+                if (t->res) v += t->res[i * t->ldr + j];
+                v = nn_act_apply(t->act, t->alpha, t->beta, v);
+            }
+            c[j] = v;
+        }
+    }
+}
+
+/* ---- scalar kernel */
+#define SC_MR 4
+#define SC_NR 16
+static void tile_scalar(const tile_args *t) {
+    float acc[SC_MR][SC_NR] = {{0}};
+    const float *a = t->a, *b = t->b;
+    for (int64_t p = 0; p < t->kc; p++, a += SC_MR, b += SC_NR)
+        for (int i = 0; i < SC_MR; i++)
+            for (int j = 0; j < SC_NR; j++)
+                acc[i][j] += a[i] * b[j];
+    merge_tile(t, &acc[0][0], SC_NR);
+}
+
+/* ---- activations on vectors, for the kernels' epilogues: exp as in
+ *      exp_poly, 2^r put in by scalef (AVX-512) or the exponent bits (AVX2) */
+static inline __attribute__((always_inline)) T512 __m512 exp512(__m512 x) {
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
+    __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_fnmadd_ps(r, _mm512_set1_ps(0.693359375f), x);
+    f = _mm512_fnmadd_ps(r, _mm512_set1_ps(-2.12194440e-4f), f);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, f), f, _mm512_add_ps(f, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, r);
+}
+static inline __attribute__((always_inline)) T256 __m256 exp256(__m256 x) {
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
+    __m256 r = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 f = _mm256_fnmadd_ps(r, _mm256_set1_ps(0.693359375f), x);
+    f = _mm256_fnmadd_ps(r, _mm256_set1_ps(-2.12194440e-4f), f);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, f), f, _mm256_add_ps(f, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(r), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* One body for both widths: V(op) names the intrinsic of the width. */
+#define ACT_VEC_BODY(V, EXP)                                                                                           \
+    switch (act) {                                                                                                     \
+    case NN_ACT_RELU: return V(max_ps)(v, V(setzero_ps)());                                                            \
+    case NN_ACT_CLIP: return V(min_ps)(V(max_ps)(v, V(set1_ps)(a)), V(set1_ps)(b));                                    \
+    case NN_ACT_LEAKY_RELU: return V(max_ps)(v, V(setzero_ps)()) + V(min_ps)(v, V(setzero_ps)()) * V(set1_ps)(a);      \
+    case NN_ACT_SIGMOID: return V(div_ps)(V(set1_ps)(1.0f), V(set1_ps)(1.0f) + EXP(-v));                               \
+    case NN_ACT_HARD_SIGMOID:                                                                                          \
+        return V(min_ps)(V(max_ps)(v * V(set1_ps)(a) + V(set1_ps)(b), V(setzero_ps)()), V(set1_ps)(1.0f));             \
+    case NN_ACT_HARD_SWISH:                                                                                            \
+        return v * V(min_ps)(V(max_ps)(v / V(set1_ps)(6.0f) + V(set1_ps)(0.5f), V(setzero_ps)()), V(set1_ps)(1.0f));   \
+    case NN_ACT_SILU: return V(div_ps)(v, V(set1_ps)(1.0f) + EXP(-v));                                                 \
+    default: return v;                                                                                                 \
+    }
+#define V512(op) _mm512_##op
+#define V256(op) _mm256_##op
+static inline __attribute__((always_inline)) T512 __m512 act512(__m512 v, nn_act act, float a, float b) {
+    ACT_VEC_BODY(V512, exp512)
+}
+static inline __attribute__((always_inline)) T256 __m256 act256(__m256 v, nn_act act, float a, float b) {
+    ACT_VEC_BODY(V256, exp256)
+}
+
+/* ---- AVX2 kernel: 6 x 16 */
+#define V8_MR 6
+static inline __attribute__((always_inline)) T256 __m256 epi256(__m256 v, const tile_args *t, int i, int j) {
+    const float *c = t->c + i * t->ldc + j;
+    if (t->load_c) v = _mm256_add_ps(v, _mm256_loadu_ps(c));
+    if (!t->last) return v;
+    if (t->bias_row) v = _mm256_add_ps(v, _mm256_set1_ps(t->bias_row[i]));
+    if (t->bias_col) v = _mm256_add_ps(v, _mm256_loadu_ps(t->bias_col + j));
+    if (t->res) v = _mm256_add_ps(v, _mm256_loadu_ps(t->res + i * t->ldr + j));
+    return act256(v, t->act, t->alpha, t->beta);
+}
+
+static inline __attribute__((always_inline)) T256 void tile256_rows(const int R, const tile_args *t) {
+    __m256 c0[V8_MR], c1[V8_MR];
+#pragma clang loop unroll(full)
+    for (int i = 0; i < R; i++)
+        c0[i] = c1[i] = _mm256_setzero_ps();
+    const float *a = t->a, *b = t->b;
+    for (int64_t p = 0; p < t->kc; p++, a += V8_MR, b += 16) {
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma clang loop unroll(full)
+        for (int i = 0; i < R; i++) {
+            __m256 ai = _mm256_broadcast_ss(a + i);
+            c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
+            c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+        }
+    }
+    if (t->nr < 16) { /* ragged right edge: through a buffer */
+        float acc[V8_MR * 16];
+#pragma clang loop unroll(full)
+        for (int i = 0; i < R; i++) {
+            _mm256_storeu_ps(acc + i * 16, c0[i]);
+            _mm256_storeu_ps(acc + i * 16 + 8, c1[i]);
+        }
+        merge_tile(t, acc, 16);
+        return;
+    }
+#pragma clang loop unroll(full)
+    for (int i = 0; i < R && i < t->mr; i++) {
+        float *c = t->c + i * t->ldc;
+        _mm256_storeu_ps(c, epi256(c0[i], t, i, 0));
+        _mm256_storeu_ps(c + 8, epi256(c1[i], t, i, 8));
+    }
+}
+
+T256 static void tile_avx2(const tile_args *t) {
+    if (t->mr > 4)
+        tile256_rows(6, t);
+    else if (t->mr > 2)
+        tile256_rows(4, t);
+    else if (t->mr > 1)
+        tile256_rows(2, t);
+    else
+        tile256_rows(1, t);
+}
+
+/* ---- AVX-512 kernel: 14 x 32; ragged edges through masks */
+#define V16_MR 14
+static inline __attribute__((always_inline)) T512 __m512 epi512(__m512 v, const tile_args *t, int i, int j,
+                                                                __mmask16 m) {
+    const float *c = t->c + i * t->ldc + j;
+    if (t->load_c) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
+    if (!t->last) return v;
+    if (t->bias_row) v = _mm512_add_ps(v, _mm512_set1_ps(t->bias_row[i]));
+    if (t->bias_col) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, t->bias_col + j));
+    if (t->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, t->res + i * t->ldr + j));
+    return act512(v, t->act, t->alpha, t->beta);
+}
+
+static inline __attribute__((always_inline)) T512 void tile512_rows(const int R, const tile_args *t) {
+    __m512 c0[V16_MR], c1[V16_MR];
+#pragma clang loop unroll(full)
+    for (int i = 0; i < R; i++)
+        c0[i] = c1[i] = _mm512_setzero_ps();
+    const float *a = t->a, *b = t->b;
+    for (int64_t p = 0; p < t->kc; p++, a += V16_MR, b += 32) {
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma clang loop unroll(full)
+        for (int i = 0; i < R; i++) {
+            __m512 ai = _mm512_set1_ps(a[i]);
+            c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+        }
+    }
+    __mmask16 m0 = t->nr >= 16 ? 0xffff : (__mmask16)((1u << t->nr) - 1);
+    __mmask16 m1 = t->nr >= 32 ? 0xffff : t->nr <= 16 ? 0 : (__mmask16)((1u << (t->nr - 16)) - 1);
+#pragma clang loop unroll(full)
+    for (int i = 0; i < R && i < t->mr; i++) {
+        float *c = t->c + i * t->ldc;
+        _mm512_mask_storeu_ps(c, m0, epi512(c0[i], t, i, 0, m0));
+        _mm512_mask_storeu_ps(c + 16, m1, epi512(c1[i], t, i, 16, m1));
+    }
+}
+
+T512 static void tile_avx512(const tile_args *t) {
+    if (t->mr > 8)
+        tile512_rows(14, t);
+    else if (t->mr > 4)
+        tile512_rows(8, t);
+    else if (t->mr > 2)
+        tile512_rows(4, t);
+    else if (t->mr > 1)
+        tile512_rows(2, t);
+    else
+        tile512_rows(1, t);
+}
+
+/* ---- K blocking: ceil(K / KC_MAX) blocks of equal size (the last smaller) */
+typedef struct kblocks {
+    int64_t count, size;
+} kblocks;
+
+static kblocks k_blocks(int64_t k) {
+    kblocks b = {.count = k > 0 ? (k + KC_MAX - 1) / KC_MAX : 1};
+    b.size = k > 0 ? (k + b.count - 1) / b.count : 0;
+    return b;
+}
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t batch_count(const nn_gemm *g, int i) { return g->batch[i] > 0 ? g->batch[i] : 1; }
+
+/* ---- implicit im2col.  For one block of output positions (columns), a
+ * table gives, per kernel tap and column, the source offset inside a
+ * channel plane (-1: padding, a zero).  Every channel shares it, so the
+ * packing of a row is a few masked loads per 16 columns: each 16-column
+ * vector is classified once as up to two contiguous runs (zeros: none), or
+ * (rows shorter than a vector, strides) a gather. */
+#define VEC 16
+typedef enum vec_kind { VEC_RUNS, VEC_GATHER } vec_kind;
+typedef struct vec_desc {
+    int32_t off[2];   /* lane j of run r reads plane[off[r] + j] */
+    uint16_t mask[2]; /* lanes of each run */
+    int32_t kind;
+} vec_desc;
+
+struct conv_table {
+    int64_t taps, in_size, nvec; /* nvec: 16-column vectors covering the padded block */
+    int32_t *idx;                /* [taps][nvec * VEC] */
+    vec_desc *desc;              /* [taps][nvec] */
+};
+
+static int64_t conv_taps(const nn_gemm_conv *cv) {
+    int64_t t = 1;
+    for (int d = 0; d < cv->nsp; d++)
+        t *= cv->kernel[d];
+    return t;
+}
+
+/* Scratch floats for a table over `ncp` columns. */
+static size_t conv_table_floats(const nn_gemm_conv *cv, int64_t ncp) {
+    int64_t taps = conv_taps(cv), nvec = ncp / VEC;
+    return (size_t)(taps * ncp + taps * nvec * (int64_t)(sizeof(vec_desc) / sizeof(float)) + (cv->nsp + 1) * ncp);
+}
+
+static void classify(const int32_t *idx, vec_desc *d) {
+    int runs = 0;
+    *d = (vec_desc){.kind = VEC_RUNS}; /* unused runs: empty masks, offset 0 */
+    for (int j = 0; j < VEC;) {
+        if (idx[j] < 0) {
+            j++;
+            continue;
+        }
+        if (runs == 2) {
+            d->kind = VEC_GATHER;
+            return;
+        }
+        int start = j;
+        while (j + 1 < VEC && idx[j + 1] == idx[j] + 1)
+            j++;
+        j++;
+        d->off[runs] = idx[start] - start;
+        d->mask[runs] = (uint16_t)(((1u << j) - 1) & ~((1u << start) - 1));
+        runs++;
+    }
+}
+
+/* The table for columns [n0, n0 + nc), padded with zero columns to ncp (a
+ * multiple of VEC); `mem` holds conv_table_floats(cv, ncp) floats.  Plane
+ * offsets fit int32 (conv checks the plane size). */
+static void conv_table_build(const nn_gemm_conv *cv, int64_t n0, int64_t nc, int64_t ncp, float *mem, conv_table *t) {
+    int nsp = cv->nsp;
+    t->taps = conv_taps(cv);
+    t->nvec = ncp / VEC;
+    t->in_size = 1;
+    for (int d = 0; d < nsp; d++)
+        t->in_size *= cv->in[d];
+    t->idx = (int32_t *)mem;
+    t->desc = (vec_desc *)(t->idx + t->taps * ncp);
+    /* per column: the input index of tap 0 along each dim, and its plane offset */
+    int32_t *first = (int32_t *)(t->desc + t->taps * t->nvec), *base = first + nsp * ncp;
+    int64_t pos[NN_GEMM_CONV_DIMS], rest = n0;
+    for (int d = nsp - 1; d >= 0; d--) {
+        pos[d] = rest % cv->out[d];
+        rest /= cv->out[d];
+    }
+    for (int64_t j = 0; j < ncp; j++) {
+        int64_t at = 0;
+        for (int d = 0; d < nsp; d++) {
+            int64_t i = pos[d] * cv->stride[d] - cv->pad[d];
+            first[d * ncp + j] = j < nc ? (int32_t)i : INT32_MIN / 2; /* padding columns: far outside */
+            at = at * cv->in[d] + i;
+        }
+        base[j] = j < nc ? (int32_t)at : 0;
+        for (int d = nsp - 1; d >= 0 && j < nc; d--) {
+            if (++pos[d] < cv->out[d]) break;
+            pos[d] = 0;
+        }
+    }
+    /* strided rows never form runs: every vector gathers */
+    bool gather = cv->stride[nsp - 1] > 1;
+    for (int64_t tap = 0; tap < t->taps; tap++) {
+        int32_t k[NN_GEMM_CONV_DIMS], shift = 0;
+        int64_t r = tap;
+        for (int d = nsp - 1; d >= 0; d--) {
+            k[d] = (int32_t)(r % cv->kernel[d] * cv->dilation[d]);
+            r /= cv->kernel[d];
+        }
+        for (int d = 0; d < nsp; d++)
+            shift = shift * (int32_t)cv->in[d] + k[d];
+        int32_t *restrict idx = t->idx + tap * ncp;
+        for (int64_t j = 0; j < ncp; j++)
+            idx[j] = base[j] + shift;
+        for (int d = 0; d < nsp; d++) { /* outside along d: all bits set, -1 */
+            const int32_t *restrict f = first + d * ncp;
+            uint32_t kd = (uint32_t)k[d], in = (uint32_t)cv->in[d];
+            for (int64_t j = 0; j < ncp; j++)
+                idx[j] |= -(int32_t)((uint32_t)f[j] + kd >= in);
+        }
+        vec_desc *desc = t->desc + tap * t->nvec;
+        for (int64_t v = 0; v < t->nvec; v++) {
+            if (gather)
+                desc[v] = (vec_desc){.kind = VEC_GATHER};
+            else
+                classify(idx + v * VEC, &desc[v]);
+        }
+    }
+}
+
+/* Rows [p0, p0 + kc) of the im2col matrix of image x into NR panels. */
+static inline __attribute__((always_inline)) void pack_conv_body(const conv_table *t, const float *x, int64_t p0,
+                                                                 int64_t kc, int nr, float *dst) {
+    for (int64_t p = p0; p < p0 + kc; p++) {
+        int64_t ch = p / t->taps, tap = p - ch * t->taps;
+        const float *plane = x + ch * t->in_size;
+        const int32_t *idx = t->idx + tap * t->nvec * VEC;
+        float *row = dst + (p - p0) * nr;
+        for (int64_t v = 0; v < t->nvec; v++) {
+            float *d = row + v * VEC / nr * (kc * nr) + v * VEC % nr;
+            for (int j = 0; j < VEC; j++) {
+                int32_t i = idx[v * VEC + j];
+                d[j] = i >= 0 ? plane[i] : 0.0f;
+            }
+        }
+    }
+}
+
+/* Rows [0, kc) x columns [0, nc) of a plain row-major B (row stride ld)
+ * into NR panels, zero-padded to whole panels. */
+static inline __attribute__((always_inline)) void pack_plain_body(const float *src, int64_t ld, int64_t kc, int64_t nc,
+                                                                  int nr, float *dst) {
+    for (int64_t p = 0; p < kc; p++) {
+        const float *s = src + p * ld;
+        float *row = dst + p * nr;
+        for (int64_t j0 = 0; j0 < nc; j0 += nr, row += kc * nr) {
+            int64_t n = min64(nr, nc - j0);
+            for (int64_t j = 0; j < n; j++)
+                row[j] = s[j0 + j];
+            for (int64_t j = n; j < nr; j++)
+                row[j] = 0.0f;
+        }
+    }
+}
+
+T512 static void pack_plain_avx512(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst) {
+    for (int64_t p = 0; p < kc; p++) {
+        const float *s = src + p * ld;
+        float *row = dst + p * nr;
+        for (int64_t j = 0; j < round_up(nc, nr); j += VEC) {
+            int64_t left = nc - j;
+            __mmask16 m = left >= VEC ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+            _mm512_store_ps(row + j / nr * (kc * nr) + j % nr, _mm512_maskz_loadu_ps(m, s + j));
+        }
+    }
+}
+
+T256 static void pack_plain_avx2(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst) {
+    pack_plain_body(src, ld, kc, nc, nr, dst);
+}
+
+static void pack_plain_scalar(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst) {
+    pack_plain_body(src, ld, kc, nc, nr, dst);
+}
+
+T256 static void pack_conv_avx2(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst) {
+    pack_conv_body(t, x, p0, kc, nr, dst);
+}
+
+static void pack_conv_scalar(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst) {
+    pack_conv_body(t, x, p0, kc, nr, dst);
+}
+
+T512 static void pack_conv_avx512(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst) {
+    for (int64_t p = p0; p < p0 + kc; p++) {
+        int64_t ch = p / t->taps, tap = p - ch * t->taps;
+        const float *plane = x + ch * t->in_size;
+        const vec_desc *desc = t->desc + tap * t->nvec;
+        const int32_t *idx = t->idx + tap * t->nvec * VEC;
+        float *row = dst + (p - p0) * nr;
+        for (int64_t v = 0; v < t->nvec; v++) {
+            const vec_desc *dv = &desc[v];
+            __m512 val;
+            if (dv->kind == VEC_GATHER) {
+                __m512i vi = _mm512_loadu_si512(idx + v * VEC);
+                __mmask16 ok = _mm512_cmpge_epi32_mask(vi, _mm512_setzero_si512());
+                val = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, vi, plane, 4);
+            } else { /* zeros and one run are two runs with empty masks: no branch to mispredict */
+                val = _mm512_maskz_loadu_ps(dv->mask[0], plane + dv->off[0]);
+                val = _mm512_mask_loadu_ps(val, dv->mask[1], plane + dv->off[1]);
+            }
+            _mm512_store_ps(row + v * VEC / nr * (kc * nr) + v * VEC % nr, val);
+        }
+    }
+}
+
+static bool has_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"); }
+static bool has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+static bool has_scalar(void) { return true; }
+
+static const gemm_kernel kernels[] = {
+    {.name = "avx512",
+     .mr = V16_MR,
+     .nr = 32,
+     .mc = 14 * 24,
+     .nc = 512,
+     .available = has_avx512,
+     .tile = tile_avx512,
+     .act = act_avx512,
+     .dot = dot_avx512,
+     .axpy = axpy_avx512,
+     .pack_conv = pack_conv_avx512,
+     .pack_plain = pack_plain_avx512},
+    {.name = "avx2",
+     .mr = V8_MR,
+     .nr = 16,
+     .mc = 6 * 24,
+     .nc = 256,
+     .available = has_avx2,
+     .tile = tile_avx2,
+     .act = act_avx2,
+     .dot = dot_avx2,
+     .axpy = axpy_avx2,
+     .pack_conv = pack_conv_avx2,
+     .pack_plain = pack_plain_avx2},
+    {.name = "scalar",
+     .mr = SC_MR,
+     .nr = SC_NR,
+     .mc = 64,
+     .nc = 256,
+     .available = has_scalar,
+     .tile = tile_scalar,
+     .act = act_scalar,
+     .dot = dot_scalar,
+     .axpy = axpy_scalar,
+     .pack_conv = pack_conv_scalar,
+     .pack_plain = pack_plain_scalar},
+};
+#define N_KERNELS ((int)(sizeof kernels / sizeof kernels[0]))
+
+static int active_kernel = -1; /* accessed atomically: the first callers may race to set it */
+
+static int kernel_index(void) {
+    int k = __atomic_load_n(&active_kernel, __ATOMIC_RELAXED);
+    if (k >= 0) return k;
+    for (k = 0; k < N_KERNELS - 1 && !kernels[k].available(); k++) {
+    }
+    __atomic_store_n(&active_kernel, k, __ATOMIC_RELAXED);
+    return k;
+}
+
+const char *nn_gemm_kernel_name(void) { return kernels[kernel_index()].name; }
+
+bool nn_gemm_use_kernel(const char *name) {
+    for (int k = 0; k < N_KERNELS; k++)
+        if (!strcmp(kernels[k].name, name) && kernels[k].available()) {
+            __atomic_store_n(&active_kernel, k, __ATOMIC_RELAXED);
+            return true;
+        }
+    return false;
+}
+
+void nn_gemm_act(float *y, int64_t n, nn_act act, float alpha, float beta) {
+    kernels[kernel_index()].act(y, n, act, alpha, beta);
+}
+
+/* ---- packing */
+
+/* B rows [p0, p0 + kc) x columns [n0, n0 + nc) into NR panels at dst (the
+ * last panel zero-padded).  A conv B needs the block's table. */
+static void pack_b_block(const gemm_kernel *kd, const nn_gemm *g, const float *b, const conv_table *table, int64_t p0,
+                         int64_t kc, int64_t n0, int64_t nc, float *dst) {
+    int nr = kd->nr;
+    int64_t panel = kc * nr, ncp = round_up(nc, nr);
+    if (table) {
+        kd->pack_conv(table, b, p0, kc, nr, dst);
+    } else if (g->trans_b) {
+        for (int64_t j = 0; j < ncp; j++) {
+            float *d = dst + j / nr * panel + j % nr;
+            const float *src = b + (n0 + j) * g->ldb + p0;
+            if (j < nc)
+                for (int64_t p = 0; p < kc; p++)
+                    d[p * nr] = src[p];
+            else
+                for (int64_t p = 0; p < kc; p++)
+                    d[p * nr] = 0.0f;
+        }
+    } else {
+        kd->pack_plain(b + p0 * g->ldb + n0, g->ldb, kc, nc, nr, dst);
+    }
+}
+
+/* A rows [m0, m0 + mc) x K [p0, p0 + kc), scaled by alpha, into MR panels. */
+static void pack_a_block(const nn_gemm *g, const float *a, int mr, int64_t p0, int64_t kc, int64_t m0, int64_t mc,
+                         float *dst) {
+    int64_t mcp = round_up(mc, mr);
+    for (int64_t i = 0; i < mcp; i++) {
+        float *d = dst + i / mr * mr * kc + i % mr;
+        if (i >= mc) {
+            for (int64_t p = 0; p < kc; p++)
+                d[p * mr] = 0.0f;
+        } else if (g->trans_a) {
+            const float *src = a + p0 * g->lda + m0 + i;
+            for (int64_t p = 0; p < kc; p++)
+                d[p * mr] = g->alpha * src[p * g->lda];
+        } else {
+            const float *src = a + (m0 + i) * g->lda + p0;
+            for (int64_t p = 0; p < kc; p++)
+                d[p * mr] = g->alpha * src[p];
+        }
+    }
+}
+
+size_t nn_gemm_pack_a_floats(const nn_gemm *g) {
+    const gemm_kernel *kd = &kernels[kernel_index()];
+    return (size_t)(batch_count(g, 1) * round_up(g->m, kd->mr) * g->k);
+}
+
+size_t nn_gemm_pack_b_floats(const nn_gemm *g) {
+    const gemm_kernel *kd = &kernels[kernel_index()];
+    return (size_t)(round_up(g->n, kd->nr) * g->k);
+}
+
+/* Packed layouts: K block kb starts at kb * kcs * (rows rounded to the panel
+ * height); inside it panel q starts at q * panel height * kc.  So a block of
+ * panels starting at row r0 is contiguous: r0 * kc floats into the K block. */
+void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
+    int ki = kernel_index();
+    const gemm_kernel *kd = &kernels[ki];
+    int64_t mp = round_up(g->m, kd->mr);
+    kblocks kb = k_blocks(g->k);
+    *out = (nn_gemm_packed){
+        .kernel = ki, .rows = g->m, .k = g->k, .count = batch_count(g, 1), .stride = (size_t)(mp * g->k), .data = mem};
+    for (int64_t bi = 0; bi < out->count; bi++)
+        for (int64_t p0 = 0; p0 < g->k; p0 += kb.size)
+            pack_a_block(g, g->a + bi * g->stride_a[1], kd->mr, p0, min64(kb.size, g->k - p0), 0, g->m,
+                         mem + bi * out->stride + p0 * mp);
+}
+
+void nn_gemm_pack_b(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
+    int ki = kernel_index();
+    const gemm_kernel *kd = &kernels[ki];
+    int64_t np = round_up(g->n, kd->nr);
+    kblocks kb = k_blocks(g->k);
+    *out =
+        (nn_gemm_packed){.kernel = ki, .rows = g->n, .k = g->k, .count = 1, .stride = (size_t)(np * g->k), .data = mem};
+    for (int64_t p0 = 0; p0 < g->k; p0 += kb.size)
+        pack_b_block(kd, g, g->b, NULL, p0, min64(kb.size, g->k - p0), 0, g->n, mem + p0 * np);
+}
+
+/* ---- partition into tasks: (batch) x (M ranges) x (N ranges) */
+typedef struct plan {
+    const gemm_kernel *kd;
+    bool a_packed, b_packed;
+    /* few batch entries and one column block: the threads pack B together
+     * into a shared buffer, then split M, instead of each packing it again */
+    bool shared_b;
+    int64_t mparts, nparts, mrange, nrange; /* ranges: multiples of mr / nr */
+    int64_t tasks;
+} plan;
+
+static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) {
+    return p && p->kernel == ki && p->rows == rows && p->k == k;
+}
+
+/* Choose the split that minimizes the estimated makespan, in multiply-adds:
+ * rounds of `threads` tasks, a task costing its padded multiply-adds, a
+ * fixed overhead, and per float of A and B it reads: streaming it through
+ * the caches, or packing it where it is not pre-packed (so an M split
+ * repacks B, an N split an A).  Tasks are handed out dynamically; a third
+ * of a task is added for a thread that finishes late (the OS took its core
+ * for a while), which favours more, smaller tasks while they are cheap. */
+static plan make_plan(const nn_gemm *g, int threads) {
+    int ki = kernel_index();
+    plan pl = {.kd = &kernels[ki]};
+    pl.a_packed = packed_ok(g->a_packed, ki, g->m, g->k) && g->a_packed->count >= batch_count(g, 1);
+    pl.b_packed = packed_ok(g->b_packed, ki, g->n, g->k);
+    int64_t mr = pl.kd->mr, nr = pl.kd->nr, bt = batch_count(g, 0) * batch_count(g, 1);
+    int64_t mt = (g->m + mr - 1) / mr, nt = (g->n + nr - 1) / nr, k = g->k > 0 ? g->k : 1;
+    pl.shared_b = !g->b_packed && threads > 1 && bt < threads && nt * nr <= pl.kd->nc && g->k > 0;
+    bool b_ready = pl.b_packed || pl.shared_b;
+    double best = -1;
+    for (int64_t sm = 1; sm <= mt && sm <= 16; sm++)
+        for (int64_t sn = 1; sn <= nt && sn <= 64; sn++) {
+            int64_t mrange = (mt + sm - 1) / sm * mr, nrange = (nt + sn - 1) / sn * nr;
+            int64_t msplit = (g->m + mrange - 1) / mrange, nsplit = (g->n + nrange - 1) / nrange;
+            if (msplit != sm || nsplit != sn) continue; /* same as a smaller split */
+            int64_t tasks = bt * sm * sn;
+            double task = (double)mrange * (double)nrange * (double)k + (b_ready ? 4.0 : 16.0) * nrange * k +
+                          (pl.a_packed ? 4.0 : 16.0) * mrange * k + 8000.0;
+            double rounds = (double)((tasks + threads - 1) / threads) + (threads > 1 ? 0.3 : 0.0);
+            double cost = rounds * task;
+            if (best < 0 || cost < best * 0.97) {
+                best = cost;
+                pl.mparts = sm;
+                pl.nparts = sn;
+                pl.mrange = mrange;
+                pl.nrange = nrange;
+                pl.tasks = tasks;
+            }
+        }
+    return pl;
+}
+
+/* Per-thread packing buffers: a KC x NC slab of B and a KC x MC block of A,
+ * where these are not pre-packed, and a conv B's table.  Independent of the
+ * split, so that a workspace sized before A was packed still fits. */
+static int64_t block_cols(const nn_gemm *g, const gemm_kernel *kd) { return min64(round_up(g->n, kd->nr), kd->nc); }
+static int64_t block_rows(const nn_gemm *g, const gemm_kernel *kd) { return min64(round_up(g->m, kd->mr), kd->mc); }
+
+static size_t thread_scratch_floats(const nn_gemm *g, const plan *pl) {
+    kblocks kb = k_blocks(g->k);
+    const gemm_kernel *kd = pl->kd;
+    size_t f = pl->b_packed ? 0 : (size_t)(kb.size * block_cols(g, kd));
+    if (!pl->a_packed) f += (size_t)(kb.size * block_rows(g, kd));
+    f = (f + 15) / 16 * 16;
+    if (g->b_conv) f += (conv_table_floats(g->b_conv, block_cols(g, kd)) + 15) / 16 * 16;
+    return f; /* each thread's share stays 64-byte aligned */
+}
+
+/* The shared B of plan->shared_b: packed like nn_gemm_pack_b. */
+static size_t shared_b_floats(const nn_gemm *g, const plan *pl) {
+    return pl->shared_b ? (size_t)(g->k * round_up(g->n, pl->kd->nr)) : 0;
+}
+
+size_t nn_gemm_workspace(const nn_gemm *g, int threads) {
+    if (threads < 1) threads = 1;
+    plan pl = make_plan(g, threads);
+    return sizeof(float) * (thread_scratch_floats(g, &pl) * (size_t)threads + shared_b_floats(g, &pl)) + 64;
+}
+
+/* Where a thread's scratch keeps a conv table (after its B and A buffers). */
+static float *table_scratch(const nn_gemm *g, const plan *pl, float *scratch) {
+    kblocks kb = k_blocks(g->k);
+    float *t = scratch + (pl->b_packed ? 0 : kb.size * block_cols(g, pl->kd)) +
+               (pl->a_packed ? 0 : kb.size * block_rows(g, pl->kd));
+    return (float *)(((uintptr_t)t + 63) & ~(uintptr_t)63);
+}
+
+/* ---- running */
+
+/* One task: C rows [m0, m1) x columns [n0, n1) of batch entry (bo, bi). */
+static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
+                     int64_t n1, float *scratch) {
+    const gemm_kernel *kd = pl->kd;
+    int mr = kd->mr, nr = kd->nr;
+    kblocks kb = k_blocks(g->k);
+    const float *a = g->a + bo * g->stride_a[0] + bi * g->stride_a[1];
+    const float *b = g->b + bo * g->stride_b[0] + bi * g->stride_b[1];
+    int64_t coff = bo * g->stride_c[0] + bi * g->stride_c[1];
+    float *c = g->c + coff;
+    const float *res = g->residual ? g->residual + coff : NULL;
+    const float *bias =
+        g->bias_kind != NN_GEMM_BIAS_NONE && g->bias ? g->bias + bo * g->stride_bias[0] + bi * g->stride_bias[1] : NULL;
+    bool post_act = !act_in_tile(g->act);
+    float *bbuf = scratch, *abuf = bbuf + (pl->b_packed ? 0 : kb.size * block_cols(g, kd));
+    float *tbuf = table_scratch(g, pl, scratch);
+    conv_table table;
+    tile_args t = {.ldc = g->ldc,
+                   .ldr = g->ldr,
+                   .act = post_act ? NN_ACT_NONE : g->act,
+                   .alpha = g->act_alpha,
+                   .beta = g->act_beta};
+    for (int64_t nb = n0; nb < n1; nb += kd->nc) {
+        int64_t nc = min64(kd->nc, n1 - nb);
+        if (g->b_conv) conv_table_build(g->b_conv, nb, nc, round_up(nc, nr), tbuf, &table);
+        int64_t p0 = 0;
+        do {
+            int64_t kc = min64(kb.size, g->k - p0);
+            const float *bblk = bbuf;
+            if (pl->b_packed)
+                bblk = g->b_packed->data + p0 * round_up(g->n, nr) + nb * kc;
+            else
+                pack_b_block(kd, g, b, g->b_conv ? &table : NULL, p0, kc, nb, nc, bbuf);
+            t.kc = kc;
+            t.load_c = g->accumulate || p0 > 0;
+            t.last = p0 + kc >= g->k;
+            for (int64_t mb = m0; mb < m1; mb += kd->mc) {
+                int64_t mc = min64(kd->mc, m1 - mb);
+                const float *ablk = abuf;
+                if (pl->a_packed)
+                    ablk = g->a_packed->data + (size_t)bi * g->a_packed->stride + p0 * round_up(g->m, mr) + mb * kc;
+                else
+                    pack_a_block(g, a, mr, p0, kc, mb, mc, abuf);
+                for (int64_t ir = 0; ir < mc; ir += mr)
+                    for (int64_t jr = 0; jr < nc; jr += nr) {
+                        int64_t row = mb + ir, col = nb + jr;
+                        t.a = ablk + ir * kc;
+                        t.b = bblk + jr * kc;
+                        t.c = c + row * g->ldc + col;
+                        t.mr = (int)min64(mr, mc - ir);
+                        t.nr = (int)min64(nr, nc - jr);
+                        t.bias_row = bias && g->bias_kind == NN_GEMM_BIAS_ROW ? bias + row : NULL;
+                        t.bias_col = bias && g->bias_kind == NN_GEMM_BIAS_COL ? bias + col : NULL;
+                        t.res = res ? res + row * g->ldr + col : NULL;
+                        kd->tile(&t);
+                        for (int i = 0; t.last && post_act && i < t.mr; i++)
+                            kd->act(t.c + i * g->ldc, t.nr, g->act, g->act_alpha, g->act_beta);
+                    }
+            }
+            p0 += kc;
+        } while (p0 < g->k);
+    }
+}
+
+/* Matrix-vector products (one output row or column): no packing, the
+ * operand is streamed once with the kernel's dot / axpy.  Output element e
+ * of batch entry (bo, bi) sits at C offset e * step. */
+static bool gemv_shape(const nn_gemm *g) {
+    if (g->b_conv || g->trans_a || !g->a || !g->b) return false; /* an operand only packed: the panel path */
+    if (g->n == 1) return g->trans_b || g->ldb == 1 || g->k <= 1;
+    return g->m == 1;
+}
+
+static void gemv(const nn_gemm *g, int threads) {
+    const gemm_kernel *kd = &kernels[kernel_index()];
+    bool cols = g->n == 1; /* one column: C[i] = A[i,:] . b */
+    int64_t len = cols ? g->m : g->n, step = cols ? g->ldc : 1, bt = batch_count(g, 0) * batch_count(g, 1);
+    for (int64_t e = 0; e < bt; e++) {
+        int64_t bo = e / batch_count(g, 1), bi = e % batch_count(g, 1);
+        const float *a = g->a + bo * g->stride_a[0] + bi * g->stride_a[1];
+        const float *b = g->b + bo * g->stride_b[0] + bi * g->stride_b[1];
+        int64_t coff = bo * g->stride_c[0] + bi * g->stride_c[1];
+        float *c = g->c + coff;
+        const float *res = g->residual ? g->residual + coff : NULL;
+        const float *bias = g->bias_kind != NN_GEMM_BIAS_NONE && g->bias
+                                ? g->bias + bo * g->stride_bias[0] + bi * g->stride_bias[1]
+                                : NULL;
+        bool axpy = !cols && !g->trans_b;
+#pragma omp parallel num_threads(threads) if (threads > 1 && len * g->k > 32768)
+        {
+            int nt = omp_get_num_threads(), id = omp_get_thread_num();
+            int64_t lo = len * id / nt, hi = len * (id + 1) / nt;
+            if (axpy) { /* C[0, j] = sum_p a[p] B[p, j]: rows of B, contiguous */
+                for (int64_t j = lo; j < hi; j++)
+                    c[j] = g->accumulate ? c[j] : 0.0f;
+                for (int64_t p = 0; p < g->k && hi > lo; p++)
+                    kd->axpy(c + lo, g->alpha * a[p], b + p * g->ldb + lo, hi - lo);
+            }
+            for (int64_t e2 = lo; e2 < hi; e2++) {
+                float *y = c + e2 * step, v;
+                if (axpy)
+                    v = *y;
+                else {
+                    v = g->alpha * (cols ? kd->dot(a + e2 * g->lda, b, g->k) : kd->dot(a, b + e2 * g->ldb, g->k));
+                    if (g->accumulate) v += *y;
+                }
+                if (bias) v += bias[g->bias_kind == NN_GEMM_BIAS_ROW ? (cols ? e2 : 0) : (cols ? 0 : e2)];
+                if (res) v += res[cols ? e2 * g->ldr : e2];
+                *y = v;
+            }
+            if (step == 1)
+                kd->act(c + lo, hi - lo, g->act, g->act_alpha, g->act_beta);
+            else
+                for (int64_t e2 = lo; e2 < hi; e2++)
+                    kd->act(c + e2 * step, 1, g->act, g->act_alpha, g->act_beta);
+        }
+    }
+}
+
+/* plan->shared_b: for each batch entry, the threads pack B's K blocks into
+ * `shared`, then share the (M, N) tasks, reading it as a pre-packed B. */
+static void run_shared_b(const nn_gemm *g, const plan *pl, float *shared, float *scratch) {
+    const gemm_kernel *kd = pl->kd;
+    kblocks kb = k_blocks(g->k);
+    int64_t ncp = round_up(g->n, kd->nr), bin = batch_count(g, 1), per_batch = pl->mparts * pl->nparts;
+    nn_gemm_packed sp = {.kernel = (int)(kd - kernels),
+                         .rows = g->n,
+                         .k = g->k,
+                         .count = 1,
+                         .stride = (size_t)(ncp * g->k),
+                         .data = shared};
+    nn_gemm gs = *g;
+    gs.b_packed = &sp;
+    plan ps = *pl;
+    ps.b_packed = true;
+    for (int64_t e = 0; e < batch_count(g, 0) * bin; e++) {
+        int64_t bo = e / bin, bi = e % bin;
+        const float *b = g->b + bo * g->stride_b[0] + bi * g->stride_b[1];
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t blk = 0; blk < kb.count; blk++) {
+            int64_t p0 = blk * kb.size;
+            conv_table table;
+            if (g->b_conv) conv_table_build(g->b_conv, 0, g->n, ncp, table_scratch(g, pl, scratch), &table);
+            pack_b_block(kd, g, b, g->b_conv ? &table : NULL, p0, min64(kb.size, g->k - p0), 0, g->n,
+                         shared + p0 * ncp);
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t r = 0; r < per_batch; r++) {
+            int64_t m0 = r % pl->mparts * pl->mrange, n0 = r / pl->mparts * pl->nrange;
+            run_task(&gs, &ps, bo, bi, m0, min64(g->m, m0 + pl->mrange), n0, min64(g->n, n0 + pl->nrange), scratch);
+        }
+    }
+}
+
+bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int threads) {
+    if (threads < 1) threads = 1;
+    if (g->m <= 0 || g->n <= 0) return true;
+    if (gemv_shape(g)) {
+        gemv(g, threads);
+        return true;
+    }
+    plan pl = make_plan(g, threads);
+    if ((!pl.a_packed && !g->a) || (!pl.b_packed && !g->b)) return false; /* packed for another kernel */
+    size_t per_thread = thread_scratch_floats(g, &pl);
+    if (workspace_size < sizeof(float) * (per_thread * (size_t)threads + shared_b_floats(g, &pl)) + 64) return false;
+    float *base = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63), *shared = base + per_thread * threads;
+    int64_t bin = batch_count(g, 1), per_batch = pl.mparts * pl.nparts;
+    double flops = (double)g->m * (double)g->n * (double)g->k * (double)(batch_count(g, 0) * bin);
+#pragma omp parallel num_threads(threads) if (threads > 1 && pl.tasks > 1 && flops > 1e5)
+    {
+        float *scratch = base + per_thread * (size_t)omp_get_thread_num();
+        if (pl.shared_b) {
+            run_shared_b(g, &pl, shared, scratch);
+        } else {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t task = 0; task < pl.tasks; task++) {
+                int64_t e = task / per_batch, r = task % per_batch;
+                int64_t m0 = r % pl.mparts * pl.mrange, n0 = r / pl.mparts * pl.nrange;
+                run_task(g, &pl, e / bin, e % bin, m0, min64(g->m, m0 + pl.mrange), n0, min64(g->n, n0 + pl.nrange),
+                         scratch);
+            }
+        }
+    }
+    return true;
+}

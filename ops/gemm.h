@@ -1,0 +1,117 @@
+/* nn's own single-precision GEMM:  C[M,N] = alpha * A[M,K] B[K,N]  (+ C),
+ * then a fused epilogue per element: bias (per row or per column), a residual
+ * of C's layout, an activation.
+ *
+ * Operands are packed into panels (A: MR rows, B: NR columns, both blocked
+ * along K) and multiplied by a register-blocked microkernel chosen once at
+ * run time: AVX-512, AVX2+FMA or plain C.  A constant operand can be packed
+ * once (nn_gemm_pack_a / nn_gemm_pack_b, e.g. in an op's prepare hook); B can
+ * also be read straight from an NCHW conv input (implicit im2col), so no
+ * im2col matrix is ever materialized.
+ *
+ * One call can run a batch of independent products, indexed (outer, inner):
+ * conv uses (image, group); Winograd's 36 products of transformed weights
+ * U[t] (M x K) and inputs V[t] (K x N) into M[t] would be
+ *     batch = {1, 36}, stride_a = {0, M*K}, stride_b = {0, K*N}, stride_c = {0, M*N}
+ * with U packed once by nn_gemm_pack_a (same batch and strides, a = U).
+ * Operand pointers advance by the given element strides per step.
+ *
+ * Threading: nn_gemm_run opens one OpenMP team of `threads` and splits
+ * (batch x M blocks x N blocks) tasks over it; with threads == 1 it runs on
+ * the calling thread, so a caller that parallelizes by itself can call it
+ * from inside its own parallel region (each thread with its own workspace).
+ * Scratch is the caller's: nn_gemm_workspace bytes; nothing is allocated. */
+#ifndef NN_GEMM_H
+#define NN_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "op.h"
+
+#define NN_GEMM_CONV_DIMS (NN_MAX_DIMS - 2)
+
+/* B as the im2col matrix of one image (and group) of a convolution:
+ * K = channels * prod(kernel) rows (channel-major, then kernel taps in
+ * row-major order: the layout of W[M, C/group, k...]); N = prod(out) columns.
+ * B's pointer is the first input channel's plane (in[] positions, dense). */
+typedef struct nn_gemm_conv {
+    int nsp; /* spatial dims, 1 .. NN_GEMM_CONV_DIMS */
+    int64_t channels;
+    int64_t in[NN_GEMM_CONV_DIMS], out[NN_GEMM_CONV_DIMS], kernel[NN_GEMM_CONV_DIMS];
+    int64_t stride[NN_GEMM_CONV_DIMS], dilation[NN_GEMM_CONV_DIMS], pad[NN_GEMM_CONV_DIMS]; /* pad: leading */
+} nn_gemm_conv;
+
+/* An operand packed ahead of time for the kernel that was active then;
+ * one packed matrix per inner batch index (the outer batch shares it). */
+typedef struct nn_gemm_packed {
+    int kernel;      /* internal: which kernel's layout */
+    int64_t rows, k; /* A: M x K;  B: N columns x K */
+    int64_t count;   /* matrices */
+    size_t stride;   /* floats from one matrix to the next */
+    float *data;
+} nn_gemm_packed;
+
+typedef enum nn_gemm_bias {
+    NN_GEMM_BIAS_NONE,
+    NN_GEMM_BIAS_ROW, /* bias[m]: conv's per output channel */
+    NN_GEMM_BIAS_COL, /* bias[n]: Gemm's C of shape [N] */
+} nn_gemm_bias;
+
+typedef struct nn_gemm {
+    int64_t m, n, k;
+    /* A(i, p) = a[i*lda + p], or a[p*lda + i] when trans_a */
+    const float *a;
+    int64_t lda;
+    bool trans_a;
+    const nn_gemm_packed *a_packed; /* NULL: packed on the fly from a */
+    /* B(p, j) = b[p*ldb + j], or b[j*ldb + p] when trans_b, or the conv's im2col */
+    const float *b;
+    int64_t ldb;
+    bool trans_b;
+    const nn_gemm_packed *b_packed;
+    const nn_gemm_conv *b_conv;
+    float *c;
+    int64_t ldc;
+    float alpha;     /* scales the product (set it: 1 for a plain one); applied while A is
+                      * packed, so a pre-packed A carries the alpha it was packed with */
+    bool accumulate; /* C += product instead of C = product */
+    /* epilogue: C = act(C + bias + residual); residual has C's layout (ldr, C's strides) */
+    nn_gemm_bias bias_kind;
+    const float *bias;
+    const float *residual;
+    int64_t ldr;
+    nn_act act;
+    float act_alpha, act_beta;
+    /* batch: (outer, inner) counts, 0 taken as 1; strides in floats per step */
+    int64_t batch[2];
+    int64_t stride_a[2], stride_b[2], stride_c[2], stride_bias[2];
+} nn_gemm;
+
+/* Pack A (every inner batch matrix; stride_a[0] must be 0) or B (a plain or
+ * transposed matrix; batch must be 1) for the current kernel.  `mem` holds
+ * nn_gemm_pack_*_floats(g) floats, 64-byte aligned. */
+size_t nn_gemm_pack_a_floats(const nn_gemm *g);
+void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out);
+size_t nn_gemm_pack_b_floats(const nn_gemm *g);
+void nn_gemm_pack_b(const nn_gemm *g, float *mem, nn_gemm_packed *out);
+
+/* Scratch bytes nn_gemm_run needs for this problem with `threads` threads. */
+size_t nn_gemm_workspace(const nn_gemm *g, int threads);
+/* Run the product.  false when the workspace is too small, or when an
+ * operand's data is NULL (freed once packed) and its packed form was made
+ * for another kernel. */
+bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int threads);
+
+/* y[i] = act(y[i]) with the active kernel's vector code (exp-based
+ * activations use a polynomial exp accurate to a few ulp). */
+void nn_gemm_act(float *y, int64_t n, nn_act act, float alpha, float beta);
+
+/* The kernel in use ("avx512", "avx2", "scalar"); tests and benchmarks may
+ * switch to any that this CPU runs (false otherwise).  Operands packed for
+ * another kernel are repacked on the fly. */
+const char *nn_gemm_kernel_name(void);
+bool nn_gemm_use_kernel(const char *name);
+
+#endif

@@ -20,6 +20,7 @@
 #include "epilogue.h"
 #include "gemm.h"
 #include "op.h"
+#include "winograd.h"
 
 #define NSP_MAX (NN_MAX_DIMS - 2)
 
@@ -513,27 +514,75 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
     };
 }
 
+/* What prepare made: the weights transformed for Winograd, or packed for the GEMM. */
+typedef struct conv_prepared {
+    const void *winograd;
+    const nn_gemm_packed *gemm;
+} conv_prepared;
+
+/* The Winograd view of a 2-D conv; false when Winograd does not apply or
+ * would not win (nn_winograd_applicable says when). */
+static bool winograd_shape(const conv_geom *g, nn_winograd_shape *s) {
+    if (g->nsp != 2) return false;
+    *s = (nn_winograd_shape){.batch = g->batch,
+                             .in_ch = g->in_ch,
+                             .out_ch = g->out_ch,
+                             .group = g->group,
+                             .in_h = g->in[0],
+                             .in_w = g->in[1],
+                             .out_h = g->out[0],
+                             .out_w = g->out[1],
+                             .pad_top = g->pad[0],
+                             .pad_left = g->pad[1],
+                             .kernel_h = g->kernel[0],
+                             .kernel_w = g->kernel[1],
+                             .stride_h = g->stride[0],
+                             .stride_w = g->stride[1],
+                             .dilation_h = g->dilation[0],
+                             .dilation_w = g->dilation[1]};
+    return nn_winograd_applicable(s);
+}
+
+/* workspace is sized before prepare runs: room for whichever path it picks */
 static size_t workspace_conv(const nn_call *c) {
     conv_geom g;
     nn_gemm_conv cv;
+    nn_winograd_shape ws;
     if (conv_resolve(c, false, &g) != NN_OK || is_depthwise_2d(&g)) return 0;
-    nn_gemm gm = conv_gemm(c, &g, &cv, c->prepared);
-    return nn_gemm_workspace(&gm, c->threads);
+    nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
+    size_t need = nn_gemm_workspace(&gm, c->threads);
+    if (c->in[1].data && winograd_shape(&g, &ws)) {
+        size_t w = nn_winograd_workspace(&ws, c->threads);
+        need = w > need ? w : need;
+    }
+    return need;
 }
 
-/* Pack constant weights for the GEMM kernel once. */
+/* Transform (Winograd) or pack (GEMM) constant weights once; the engine then
+ * frees the originals (prepared_inputs), so run must use what is made here. */
 static nn_status prepare_conv(const nn_call *c, nn_arena *arena, void **prepared) {
     conv_geom g;
     nn_gemm_conv cv;
+    nn_winograd_shape ws;
     nn_status st = conv_resolve(c, false, &g);
     if (st != NN_OK) return st;
     /* depthwise convs and matrix-vector products read the weights as they are */
     if (is_depthwise_2d(&g) || !c->in[1].data || (is_pointwise(&g) && g.out_size == 1)) return NN_OK;
-    nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
-    nn_gemm_packed *p = nn_arena_alloc(arena, sizeof *p);
-    float *mem = nn_arena_alloc(arena, sizeof(float) * nn_gemm_pack_a_floats(&gm));
-    if (!p || !mem) return NN_ERR_NOMEM;
-    nn_gemm_pack_a(&gm, mem, p);
+    conv_prepared *p = nn_arena_alloc(arena, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    if (winograd_shape(&g, &ws)) {
+        void *u = nn_arena_alloc(arena, nn_winograd_prepared_size(&ws));
+        if (!u) return NN_ERR_NOMEM;
+        if ((st = nn_winograd_prepare(&ws, c->in[1].data, u, c->threads)) != NN_OK) return st;
+        p->winograd = u;
+    } else {
+        nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
+        nn_gemm_packed *pk = nn_arena_alloc(arena, sizeof *pk);
+        float *mem = nn_arena_alloc(arena, sizeof(float) * nn_gemm_pack_a_floats(&gm));
+        if (!pk || !mem) return NN_ERR_NOMEM;
+        nn_gemm_pack_a(&gm, mem, pk);
+        p->gemm = pk;
+    }
     *prepared = p;
     return NN_OK;
 }
@@ -547,8 +596,18 @@ static nn_status run_conv(nn_call *c) {
                      c->epilogue, nn_epilogue_residual(c), c->threads);
         return NN_OK;
     }
+    const conv_prepared *p = c->prepared;
+    nn_winograd_shape ws;
+    if (p && p->winograd) {
+        if (!winograd_shape(&g, &ws))
+            return nn_call_error(c, NN_ERR_INTERNAL, "weights were prepared for Winograd, shapes no longer fit it");
+        st = nn_winograd_run(&ws, c->in[0].data, p->winograd, nn_present(c, 2) ? c->in[2].data : NULL, c->epilogue,
+                             nn_epilogue_residual(c), c->out[0].data, c->workspace, c->workspace_size, c->threads);
+        return st == NN_OK ? NN_OK
+                           : nn_call_error(c, st, "Winograd conv failed (workspace of %zu bytes)", c->workspace_size);
+    }
     nn_gemm_conv cv;
-    nn_gemm gm = conv_gemm(c, &g, &cv, c->prepared);
+    nn_gemm gm = conv_gemm(c, &g, &cv, p ? p->gemm : NULL);
     if (!nn_gemm_run(&gm, c->workspace, c->workspace_size, c->threads))
         return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small or weights packed for another kernel");
     return NN_OK;

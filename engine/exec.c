@@ -86,8 +86,9 @@ nn_status nn_runtime_init(nn_model *m) {
     if (!m->arena) return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
     for (int v = 0; v < g->n_values; v++)
         if (m->plan.offset[v] >= 0) m->rt[v].data = (char *)m->arena + m->plan.offset[v];
-    /* one scratch workspace, sized to the hungriest kernel; per-node
-     * precomputation (packed weights) */
+    /* per-node precomputation (packed weights), then one scratch workspace
+     * sized to the hungriest kernel, knowing what each has prepared (a
+     * pre-packed operand needs no packing room) */
     size_t ws = 0;
     char err[256];
     for (int i = 0; i < g->n_nodes; i++) {
@@ -99,13 +100,13 @@ nn_status nn_runtime_init(nn_model *m) {
         /* only constants have values yet: the rest point into an arena not filled */
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0 && !g->values[n->in[k]].is_const) m->call_in[k].data = NULL;
-        size_t need = d->workspace ? d->workspace(&call) : 0;
-        if (need > ws) ws = need;
         void *prepared = NULL;
         if (d->prepare && (st = d->prepare(&call, &g->weights, &prepared)) != NN_OK)
             return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
-        n->prepared = prepared;
+        n->prepared = call.prepared = prepared;
         if (prepared) release_prepared_inputs(m, i, d->prepared_inputs);
+        size_t need = d->workspace ? d->workspace(&call) : 0;
+        if (need > ws) ws = need;
     }
     m->plan.workspace_bytes = ws;
     m->workspace = ws ? aligned_alloc(64, (ws + 63) / 64 * 64) : NULL;

@@ -543,19 +543,16 @@ static bool winograd_shape(const conv_geom *g, nn_winograd_shape *s) {
     return nn_winograd_applicable(s);
 }
 
-/* workspace is sized before prepare runs: room for whichever path it picks */
+/* the engine asks after prepare: room for the path prepare picked */
 static size_t workspace_conv(const nn_call *c) {
     conv_geom g;
     nn_gemm_conv cv;
     nn_winograd_shape ws;
+    const conv_prepared *p = c->prepared;
     if (conv_resolve(c, false, &g) != NN_OK || is_depthwise_2d(&g)) return 0;
-    nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
-    size_t need = nn_gemm_workspace(&gm, c->threads);
-    if (c->in[1].data && winograd_shape(&g, &ws)) {
-        size_t w = nn_winograd_workspace(&ws, c->threads);
-        need = w > need ? w : need;
-    }
-    return need;
+    if (p && p->winograd && winograd_shape(&g, &ws)) return nn_winograd_workspace(&ws, c->threads);
+    nn_gemm gm = conv_gemm(c, &g, &cv, p ? p->gemm : NULL);
+    return nn_gemm_workspace(&gm, c->threads);
 }
 
 /* Transform (Winograd) or pack (GEMM) constant weights once; the engine then

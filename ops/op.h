@@ -9,7 +9,8 @@
  *             `data` is non-NULL when its value is known (an initializer, a
  *             folded constant, or at run time); an op whose output shape needs
  *             a value that is not known returns NN_DYNAMIC.
- *   workspace optional: scratch bytes `run` needs for these shapes.
+ *   workspace optional: scratch bytes `run` needs for these shapes (asked
+ *             after prepare, with call->prepared set).
  *   prepare   optional: once at load, precompute from constant inputs (packed
  *             weights); the result reaches run as call->prepared.
  *   run       compute.  Kernels see plain tensors and their params, never the

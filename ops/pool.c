@@ -46,11 +46,16 @@ static nn_status parse_pool(nn_parse_ctx *ctx) {
         (st = nn_attr_ints(ctx, "dilations", p->dilations, NSP_MAX, &p->n_dilations)) ||
         (st = nn_attr_ints(ctx, "pads", p->pads, 2 * NSP_MAX, &p->n_pads)))
         return st;
-    if (!strcmp(ap, "NOTSET") || !*ap) p->auto_pad = AUTO_PAD_NOTSET;
-    else if (!strcmp(ap, "SAME_UPPER")) p->auto_pad = AUTO_PAD_SAME_UPPER;
-    else if (!strcmp(ap, "SAME_LOWER")) p->auto_pad = AUTO_PAD_SAME_LOWER;
-    else if (!strcmp(ap, "VALID")) p->auto_pad = AUTO_PAD_VALID;
-    else return nn_parse_error(ctx, NN_ERR_INVALID, "unknown auto_pad '%s'", ap);
+    if (!strcmp(ap, "NOTSET") || !*ap)
+        p->auto_pad = AUTO_PAD_NOTSET;
+    else if (!strcmp(ap, "SAME_UPPER"))
+        p->auto_pad = AUTO_PAD_SAME_UPPER;
+    else if (!strcmp(ap, "SAME_LOWER"))
+        p->auto_pad = AUTO_PAD_SAME_LOWER;
+    else if (!strcmp(ap, "VALID"))
+        p->auto_pad = AUTO_PAD_VALID;
+    else
+        return nn_parse_error(ctx, NN_ERR_INVALID, "unknown auto_pad '%s'", ap);
     if (p->n_kernel < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "kernel_shape is required");
     ctx->params = p;
     return NN_OK;
@@ -98,11 +103,13 @@ static nn_status pool_resolve(nn_call *c, pool_geom *g) {
         } else {
             if (p->auto_pad == AUTO_PAD_VALID) pb = pe = 0;
             int64_t span = in + pb + pe - ext;
-            if (span < 0) out = 0;
+            if (span < 0)
+                out = 0;
             else if (p->ceil_mode && p->auto_pad == AUTO_PAD_NOTSET) {
                 out = (span + s - 1) / s + 1;
                 if ((out - 1) * s >= in + pb) out--;
-            } else out = span / s + 1;
+            } else
+                out = span / s + 1;
         }
         if (out < 1)
             return nn_call_error(c, NN_ERR_SHAPE, "spatial dim %d: window %lld does not fit input %lld", d,
@@ -141,46 +148,53 @@ typedef struct axis_pass {
  * d[0..n) of single-element rows whose windows lie wholly inside.  Those
  * (the pass along the contiguous axis) loop over taps outermost, so that the
  * loop over outputs vectorizes. */
-#define AXIS_POOL(name, T, empty, op, finish, finish_full)                                                \
-    static void name(const axis_pass *a, const void *src_v, void *dst_v, int threads) {                   \
-        const T *src = src_v;                                                                              \
-        T *dst = dst_v;                                                                                    \
-        bool runs = a->inner == 1 && a->full_lo < a->full_hi;                                             \
-        _Pragma("omp parallel for num_threads(threads) if (a->outer * a->out_len * a->inner > 16384)")     \
-        for (int64_t q = 0; q < a->outer; q++) {                                                           \
-            const T *s = src + q * a->in_len * a->inner;                                                   \
-            T *d = dst + q * a->out_len * a->inner;                                                        \
-            if (runs) {                                                                                    \
-                T *dr = d + a->full_lo;                                                                    \
-                const T *sr = s + a->full_lo * a->stride - a->pad;                                         \
-                int64_t n = a->full_hi - a->full_lo;                                                       \
-                for (int64_t o = 0; o < n; o++) dr[o] = sr[o * a->stride];                                 \
-                for (int64_t k = 1; k < a->kernel; k++)                                                    \
-                    for (int64_t o = 0; o < n; o++) dr[o] = op(dr[o], sr[o * a->stride + k * a->dilation]); \
-                finish_full;                                                                               \
-            }                                                                                              \
-            for (int64_t o = 0; o < a->out_len; o++) {                                                     \
-                if (runs && o == a->full_lo) { /* done above */                                           \
-                    o = a->full_hi - 1;                                                                    \
-                    continue;                                                                              \
-                }                                                                                          \
-                T *dd = d + o * a->inner;                                                                  \
-                int64_t start = o * a->stride - a->pad, lo = 0, hi = a->kernel;                            \
-                if (o < a->full_lo || o >= a->full_hi)                                                     \
-                    valid_range(start, a->dilation, a->in_len, a->kernel, &lo, &hi);                       \
-                if (lo == hi) {                                                                            \
-                    for (int64_t i = 0; i < a->inner; i++) dd[i] = (empty);                                \
-                    continue;                                                                              \
-                }                                                                                          \
-                const T *r = s + (start + lo * a->dilation) * a->inner;                                    \
-                for (int64_t i = 0; i < a->inner; i++) dd[i] = r[i];                                       \
-                for (int64_t k = lo + 1; k < hi; k++) {                                                    \
-                    r = s + (start + k * a->dilation) * a->inner;                                          \
-                    for (int64_t i = 0; i < a->inner; i++) dd[i] = op(dd[i], r[i]);                        \
-                }                                                                                          \
-                finish;                                                                                    \
-            }                                                                                              \
-        }                                                                                                  \
+#define AXIS_POOL(name, T, empty, op, finish, finish_full)                                                             \
+    static void name(const axis_pass *a, const void *src_v, void *dst_v, int threads) {                                \
+        const T *src = src_v;                                                                                          \
+        T *dst = dst_v;                                                                                                \
+        bool runs = a->inner == 1 && a->full_lo < a->full_hi;                                                          \
+        _Pragma(                                                                                                       \
+            "omp parallel for num_threads(threads) if (a->outer * a->out_len * a->inner > 16384)") for (int64_t q = 0; \
+                                                                                                        q < a->outer;  \
+                                                                                                        q++) {         \
+            const T *s = src + q * a->in_len * a->inner;                                                               \
+            T *d = dst + q * a->out_len * a->inner;                                                                    \
+            if (runs) {                                                                                                \
+                T *dr = d + a->full_lo;                                                                                \
+                const T *sr = s + a->full_lo * a->stride - a->pad;                                                     \
+                int64_t n = a->full_hi - a->full_lo;                                                                   \
+                for (int64_t o = 0; o < n; o++)                                                                        \
+                    dr[o] = sr[o * a->stride];                                                                         \
+                for (int64_t k = 1; k < a->kernel; k++)                                                                \
+                    for (int64_t o = 0; o < n; o++)                                                                    \
+                        dr[o] = op(dr[o], sr[o * a->stride + k * a->dilation]);                                        \
+                finish_full;                                                                                           \
+            }                                                                                                          \
+            for (int64_t o = 0; o < a->out_len; o++) {                                                                 \
+                if (runs && o == a->full_lo) { /* done above */                                                        \
+                    o = a->full_hi - 1;                                                                                \
+                    continue;                                                                                          \
+                }                                                                                                      \
+                T *dd = d + o * a->inner;                                                                              \
+                int64_t start = o * a->stride - a->pad, lo = 0, hi = a->kernel;                                        \
+                if (o < a->full_lo || o >= a->full_hi)                                                                 \
+                    valid_range(start, a->dilation, a->in_len, a->kernel, &lo, &hi);                                   \
+                if (lo == hi) {                                                                                        \
+                    for (int64_t i = 0; i < a->inner; i++)                                                             \
+                        dd[i] = (empty);                                                                               \
+                    continue;                                                                                          \
+                }                                                                                                      \
+                const T *r = s + (start + lo * a->dilation) * a->inner;                                                \
+                for (int64_t i = 0; i < a->inner; i++)                                                                 \
+                    dd[i] = r[i];                                                                                      \
+                for (int64_t k = lo + 1; k < hi; k++) {                                                                \
+                    r = s + (start + k * a->dilation) * a->inner;                                                      \
+                    for (int64_t i = 0; i < a->inner; i++)                                                             \
+                        dd[i] = op(dd[i], r[i]);                                                                       \
+                }                                                                                                      \
+                finish;                                                                                                \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 #define MAX_OP(acc, v) ((v) > (acc) ? (v) : (acc))
@@ -199,11 +213,13 @@ static void avg_finish(const axis_pass *a, float *d, int64_t start, int64_t vali
         n = hi - lo;
     }
     float scale = 1.0f / (float)n;
-    for (int64_t i = 0; i < a->inner; i++) d[i] *= scale;
+    for (int64_t i = 0; i < a->inner; i++)
+        d[i] *= scale;
 }
 
 static void scale_run(float *d, int64_t n, float scale) {
-    for (int64_t i = 0; i < n; i++) d[i] *= scale;
+    for (int64_t i = 0; i < n; i++)
+        d[i] *= scale;
 }
 
 AXIS_POOL(avg_axis, float, 0.0f, SUM_OP, avg_finish(a, dd, start, hi - lo), scale_run(dr, n, 1.0f / (float)a->kernel))
@@ -216,28 +232,62 @@ static int64_t pass_buffer(const pool_geom *g, int *buffers) {
     int64_t most = 0;
     for (int j = g->nsp - 1; j >= 1; j--) {
         int64_t n = g->planes;
-        for (int d = 0; d < g->nsp; d++) n *= d < j ? g->in[d] : g->out[d];
+        for (int d = 0; d < g->nsp; d++)
+            n *= d < j ? g->in[d] : g->out[d];
         if (n > most) most = n;
     }
     *buffers = g->nsp > 2 ? 2 : g->nsp - 1;
     return most;
 }
 
-static void pool_separable(const pool_geom *g, axis_fn fn, bool include_pad, const void *x, void *y, void *ws,
-                           size_t esize, int threads) {
+/* Planes pooled together, so that the intermediates stay cache-sized instead
+ * of growing with the batch (a whole VGG activation at batch 64 is 400 MB). */
+static int64_t planes_per_group(const pool_geom *g) {
+    enum { GROUP_BYTES = 1 << 22 };
+    pool_geom one = *g;
+    one.planes = 1;
+    int buffers;
+    int64_t per_plane = pass_buffer(&one, &buffers) * buffers * (int64_t)sizeof(float);
+    int64_t n = per_plane > 0 ? GROUP_BYTES / per_plane : g->planes;
+    return n < 1 ? 1 : (n > g->planes ? g->planes : n);
+}
+
+static void pool_planes(const pool_geom *g, axis_fn fn, bool include_pad, const void *x, void *y, void *ws,
+                        size_t esize, int threads) {
     int buffers;
     int64_t most = pass_buffer(g, &buffers);
     const void *src = x;
     for (int j = g->nsp - 1; j >= 0; j--) {
-        axis_pass a = {.outer = g->planes, .inner = 1, .in_len = g->in[j], .out_len = g->out[j],
-                       .kernel = g->kernel[j], .stride = g->stride[j], .dilation = g->dilation[j],
-                       .pad = g->pad[j], .pad_end = g->pad_end[j], .include_pad = include_pad};
-        for (int d = 0; d < j; d++) a.outer *= g->in[d];
-        for (int d = j + 1; d < g->nsp; d++) a.inner *= g->out[d];
+        axis_pass a = {.outer = g->planes,
+                       .inner = 1,
+                       .in_len = g->in[j],
+                       .out_len = g->out[j],
+                       .kernel = g->kernel[j],
+                       .stride = g->stride[j],
+                       .dilation = g->dilation[j],
+                       .pad = g->pad[j],
+                       .pad_end = g->pad_end[j],
+                       .include_pad = include_pad};
+        for (int d = 0; d < j; d++)
+            a.outer *= g->in[d];
+        for (int d = j + 1; d < g->nsp; d++)
+            a.inner *= g->out[d];
         valid_range(-a.pad, a.stride, a.in_len - (a.kernel - 1) * a.dilation, a.out_len, &a.full_lo, &a.full_hi);
         void *dst = j == 0 ? y : (char *)ws + (size_t)((g->nsp - 1 - j) % buffers) * (size_t)most * esize;
         fn(&a, src, dst, threads);
         src = dst;
+    }
+}
+
+static void pool_separable(const pool_geom *g, axis_fn fn, bool include_pad, const void *x, void *y, void *ws,
+                           size_t esize, int threads) {
+    int64_t group = planes_per_group(g);
+    size_t in_plane = (size_t)g->in_size * esize, out_plane = (size_t)g->out_size * esize;
+    for (int64_t p = 0; p < g->planes; p += group) {
+        pool_geom part = *g;
+        part.planes = g->planes - p < group ? g->planes - p : group;
+        pool_planes(&part, fn, include_pad, (const char *)x + (size_t)p * in_plane, (char *)y + (size_t)p * out_plane,
+                    ws, esize, threads);
     }
 }
 
@@ -246,6 +296,7 @@ static size_t pool_workspace(const nn_call *c, size_t esize) {
     int buffers;
     /* the cast is for nn_call_error's signature: pool_resolve changes nothing but the error text */
     if (pool_resolve((nn_call *)c, &g) != NN_OK) return 0;
+    g.planes = planes_per_group(&g);
     return (size_t)pass_buffer(&g, &buffers) * (size_t)buffers * esize;
 }
 
@@ -279,7 +330,8 @@ static bool window_row(window *w, int64_t *first) {
     const pool_geom *g = w->g;
     int last = g->nsp - 1;
     int64_t off = 0;
-    for (int d = 0; d < last; d++) off = off * g->in[d] + w->start[d] + w->k[d] * g->dilation[d];
+    for (int d = 0; d < last; d++)
+        off = off * g->in[d] + w->start[d] + w->k[d] * g->dilation[d];
     *first = off * g->in[last] + w->start[last] + w->lo[last] * g->dilation[last];
     int d = last - 1;
     for (; d >= 0; d--) {
@@ -305,8 +357,7 @@ static int64_t column_major(const pool_geom *g, int64_t i) {
 }
 
 /* Max and the flat input index of its first occurrence. */
-static void max_pool_indices(const pool_geom *g, const float *x, float *y, int64_t *idx, bool col_major,
-                             int threads) {
+static void max_pool_indices(const pool_geom *g, const float *x, float *y, int64_t *idx, bool col_major, int threads) {
 #pragma omp parallel for num_threads(threads) if (g->planes * g->out_size > 16384)
     for (int64_t p = 0; p < g->planes; p++) {
         const float *xp = x + p * g->in_size;
@@ -339,7 +390,8 @@ static nn_status infer_max_pool(nn_call *c) {
     nn_status st = pool_resolve(c, &g);
     if (st != NN_OK) return st;
     int64_t dims[NN_MAX_DIMS] = {c->in[0].dims[0], c->in[0].dims[1]};
-    for (int d = 0; d < g.nsp; d++) dims[2 + d] = g.out[d];
+    for (int d = 0; d < g.nsp; d++)
+        dims[2 + d] = g.out[d];
     nn_tensor_set_shape(&c->out[0], dt, g.nsp + 2, dims);
     if (c->n_out > 1) nn_tensor_set_shape(&c->out[1], NN_DTYPE_INT64, g.nsp + 2, dims);
     return NN_OK;
@@ -359,8 +411,9 @@ static nn_status run_max_pool(nn_call *c) {
     size_t esize = nn_dtype_size(c->in[0].dtype);
     if (c->workspace_size < pool_workspace(c, esize))
         return nn_call_error(c, NN_ERR_INTERNAL, "pool workspace too small");
-    axis_fn fn = c->in[0].dtype == NN_DTYPE_UINT8 ? max_axis_u8
-                 : c->in[0].dtype == NN_DTYPE_INT8 ? max_axis_i8 : max_axis_f32;
+    axis_fn fn = c->in[0].dtype == NN_DTYPE_UINT8  ? max_axis_u8
+                 : c->in[0].dtype == NN_DTYPE_INT8 ? max_axis_i8
+                                                   : max_axis_f32;
     pool_separable(&g, fn, false, c->in[0].data, c->out[0].data, c->workspace, esize, c->threads);
     return NN_OK;
 }
@@ -381,8 +434,8 @@ static nn_status run_average_pool(nn_call *c) {
     if (st != NN_OK) return st;
     if (c->workspace_size < pool_workspace(c, sizeof(float)))
         return nn_call_error(c, NN_ERR_INTERNAL, "pool workspace too small");
-    pool_separable(&g, avg_axis, p->count_include_pad != 0, c->in[0].data, c->out[0].data, c->workspace,
-                   sizeof(float), c->threads);
+    pool_separable(&g, avg_axis, p->count_include_pad != 0, c->in[0].data, c->out[0].data, c->workspace, sizeof(float),
+                   c->threads);
     return NN_OK;
 }
 
@@ -394,7 +447,8 @@ static nn_status infer_global_pool(nn_call *c) {
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (float only)", nn_dtype_name(x->dtype));
     if (x->ndim < 2) return nn_call_error(c, NN_ERR_SHAPE, "input must have rank >= 2, got %d", x->ndim);
     int64_t dims[NN_MAX_DIMS];
-    for (int d = 0; d < x->ndim; d++) dims[d] = d < 2 ? x->dims[d] : 1;
+    for (int d = 0; d < x->ndim; d++)
+        dims[d] = d < 2 ? x->dims[d] : 1;
     nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, x->ndim, dims);
     return NN_OK;
 }
@@ -404,39 +458,51 @@ static double plane_sum(const float *x, int64_t n) {
     float lane[8] = {0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) lane[l] += x[i + l];
+        for (int l = 0; l < 8; l++)
+            lane[l] += x[i + l];
     double s = 0.0;
-    for (int l = 0; l < 8; l++) s += lane[l];
-    for (; i < n; i++) s += x[i];
+    for (int l = 0; l < 8; l++)
+        s += lane[l];
+    for (; i < n; i++)
+        s += x[i];
     return s;
 }
 
 static float plane_max(const float *x, int64_t n) {
     float lane[8], m = -INFINITY;
-    for (int l = 0; l < 8; l++) lane[l] = -INFINITY;
+    for (int l = 0; l < 8; l++)
+        lane[l] = -INFINITY;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;
-    for (int l = 0; l < 8; l++) m = lane[l] > m ? lane[l] : m;
+        for (int l = 0; l < 8; l++)
+            lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    for (int l = 0; l < 8; l++)
+        m = lane[l] > m ? lane[l] : m;
     return m;
 }
 
-#define GLOBAL_POOL(Name, reduce)                                                                        \
-    static nn_status run_##Name(nn_call *c) {                                                            \
-        const nn_tensor *x = &c->in[0];                                                                  \
-        int64_t planes = x->dims[0] * x->dims[1], n = nn_shape_elements(x->dims + 2, x->ndim - 2);       \
-        const float *src = x->data;                                                                      \
-        float *dst = c->out[0].data;                                                                     \
-        _Pragma("omp parallel for num_threads(c->threads) if (planes * n > 32768)")                      \
-        for (int64_t p = 0; p < planes; p++) {                                                           \
-            const float *xp = src + p * n;                                                               \
-            dst[p] = (reduce);                                                                           \
-        }                                                                                                \
-        return NN_OK;                                                                                    \
-    }                                                                                                    \
-    const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,    \
-                                     .max_outputs = 1, .infer = infer_global_pool, .run = run_##Name};
+#define GLOBAL_POOL(Name, reduce)                                                                                      \
+    static nn_status run_##Name(nn_call *c) {                                                                          \
+        const nn_tensor *x = &c->in[0];                                                                                \
+        int64_t planes = x->dims[0] * x->dims[1], n = nn_shape_elements(x->dims + 2, x->ndim - 2);                     \
+        const float *src = x->data;                                                                                    \
+        float *dst = c->out[0].data;                                                                                   \
+        _Pragma("omp parallel for num_threads(c->threads) if (planes * n > 32768)") for (int64_t p = 0; p < planes;    \
+                                                                                         p++) {                        \
+            const float *xp = src + p * n;                                                                             \
+            dst[p] = (reduce);                                                                                         \
+        }                                                                                                              \
+        return NN_OK;                                                                                                  \
+    }                                                                                                                  \
+    const nn_op_desc nn_op_##Name = {.name = #Name,                                                                    \
+                                     .min_inputs = 1,                                                                  \
+                                     .max_inputs = 1,                                                                  \
+                                     .min_outputs = 1,                                                                 \
+                                     .max_outputs = 1,                                                                 \
+                                     .infer = infer_global_pool,                                                       \
+                                     .run = run_##Name};
 
 GLOBAL_POOL(GlobalAveragePool, n > 0 ? (float)(plane_sum(xp, n) / (double)n) : 0.0f)
 GLOBAL_POOL(GlobalMaxPool, plane_max(xp, n))
@@ -487,19 +553,39 @@ static nn_status run_lrn(nn_call *c) {
         memset(yp, 0, sizeof(float) * (size_t)n);
         for (int64_t k = lo; k <= hi; k++) {
             const float *xk = src + (img + k) * n;
-            for (int64_t i = 0; i < n; i++) yp[i] += xk[i] * xk[i];
+            for (int64_t i = 0; i < n; i++)
+                yp[i] += xk[i] * xk[i];
         }
         const float *xp = src + pl * n;
-        for (int64_t i = 0; i < n; i++) yp[i] = xp[i] / powf(p->bias + scale * yp[i], p->beta);
+        for (int64_t i = 0; i < n; i++)
+            yp[i] = xp[i] / powf(p->bias + scale * yp[i], p->beta);
     }
     return NN_OK;
 }
 
-const nn_op_desc nn_op_MaxPool = {.name = "MaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                  .max_outputs = 2, .parse = parse_pool, .infer = infer_max_pool,
-                                  .workspace = workspace_max_pool, .run = run_max_pool};
-const nn_op_desc nn_op_AveragePool = {.name = "AveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                      .max_outputs = 1, .parse = parse_pool, .infer = infer_float_pool,
-                                      .workspace = workspace_average_pool, .run = run_average_pool};
-const nn_op_desc nn_op_LRN = {.name = "LRN", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                              .parse = parse_lrn, .infer = infer_lrn, .run = run_lrn};
+const nn_op_desc nn_op_MaxPool = {.name = "MaxPool",
+                                  .min_inputs = 1,
+                                  .max_inputs = 1,
+                                  .min_outputs = 1,
+                                  .max_outputs = 2,
+                                  .parse = parse_pool,
+                                  .infer = infer_max_pool,
+                                  .workspace = workspace_max_pool,
+                                  .run = run_max_pool};
+const nn_op_desc nn_op_AveragePool = {.name = "AveragePool",
+                                      .min_inputs = 1,
+                                      .max_inputs = 1,
+                                      .min_outputs = 1,
+                                      .max_outputs = 1,
+                                      .parse = parse_pool,
+                                      .infer = infer_float_pool,
+                                      .workspace = workspace_average_pool,
+                                      .run = run_average_pool};
+const nn_op_desc nn_op_LRN = {.name = "LRN",
+                              .min_inputs = 1,
+                              .max_inputs = 1,
+                              .min_outputs = 1,
+                              .max_outputs = 1,
+                              .parse = parse_lrn,
+                              .infer = infer_lrn,
+                              .run = run_lrn};

@@ -34,6 +34,7 @@ static void gather_call(const nn_model *m, const nn_node *n, nn_call *call, char
                       .threads = m->threads,
                       .epilogue = n->has_epilogue ? &n->epilogue : NULL,
                       .prepared = n->prepared,
+                      .winograd = m->opt.winograd != 0,
                       .err = err,
                       .err_size = err_size};
     err[0] = 0;

@@ -77,6 +77,8 @@ typedef struct nn_options {
     const char *disable_passes; /* comma-separated passes to leave out (NULL: none) */
     int verify;                 /* check the IR after every pass (always on in debug builds) */
     int profile;                /* time every node (see nn_profile_print) */
+    int winograd;               /* 3x3 convs may use Winograd F(4x4,3x3) (default 1): up to 2x faster, at a
+                                 * relative error near 1e-5 end to end, about twice the direct GEMM's */
 } nn_options;
 
 typedef struct nn_model nn_model;

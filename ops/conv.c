@@ -567,7 +567,7 @@ static nn_status prepare_conv(const nn_call *c, nn_arena *arena, void **prepared
     if (is_depthwise_2d(&g) || !c->in[1].data || (is_pointwise(&g) && g.out_size == 1)) return NN_OK;
     conv_prepared *p = nn_arena_alloc(arena, sizeof *p);
     if (!p) return NN_ERR_NOMEM;
-    if (winograd_shape(&g, &ws)) {
+    if (c->winograd && winograd_shape(&g, &ws)) {
         void *u = nn_arena_alloc(arena, nn_winograd_prepared_size(&ws));
         if (!u) return NN_ERR_NOMEM;
         if ((st = nn_winograd_prepare(&ws, c->in[1].data, u, c->threads)) != NN_OK) return st;

@@ -100,6 +100,7 @@ typedef struct nn_call {
     int threads;
     const nn_epilogue *epilogue; /* NULL when nothing is fused */
     const void *prepared;        /* what the op's prepare made at load; NULL if it has none */
+    bool winograd;               /* convs may use Winograd (nn_options.winograd) */
     char *err;
     size_t err_size;
 } nn_call;

@@ -54,6 +54,7 @@ static void usage(FILE *f) {
                "  --disable-pass NAME  leave a pass out (comma-separated for several)\n"
                "  --verify             check the IR after every pass\n"
                "  --profile            print time per operator type after the run\n"
+               "  --no-winograd        3x3 convs use the GEMM only (slower, about twice as exact)\n"
                "  --scan-batch LIST    measure each batch size (e.g. 1,2,4,8,16,32,64,128), each in a fresh\n"
                "                       process, and report the best throughput\n"
                "  --latency-budget MS  with --scan-batch: also report the largest batch whose p99 latency fits\n"
@@ -132,6 +133,8 @@ static int parse_args(int argc, char **argv, args *a) {
             a->opt.verify = 1;
         } else if (!strcmp(s, "--profile")) {
             a->opt.profile = 1;
+        } else if (!strcmp(s, "--no-winograd")) {
+            a->opt.winograd = 0;
         } else if (!strcmp(s, "--scan-batch")) {
             char *list = v ? strdup(v) : NULL, *save = NULL;
             for (char *tok = list ? strtok_r(list, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {

@@ -47,6 +47,51 @@ static void liveness(const nn_graph *g, nn_plan *p, const int *root) {
         if (p->first_use[root[g->outputs[i]]] >= 0) p->last_use[root[g->outputs[i]]] = g->n_nodes;
 }
 
+/* In-place reuse: an elementwise node whose input dies with it writes its
+ * output over that input.  Only buffers nothing else lives in (no views or
+ * slices), never a graph input or output, and only for ops whose kernels
+ * allow it (NN_OPF_ELEMENTWISE). */
+static nn_status plan_in_place(nn_graph *g) {
+    int *last_read = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    bool *hosts_alias = malloc((size_t)g->n_values + 1);
+    if (!last_read || !hosts_alias) {
+        free(last_read);
+        free(hosts_alias);
+        return nn_set_error(NN_ERR_NOMEM, "out of memory planning %d values", g->n_values);
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        last_read[v] = -1;
+        hosts_alias[v] = false;
+    }
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].alias >= 0) hosts_alias[nn_value_root(g, v, NULL)] = true;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) last_read[g->nodes[i].in[k]] = i;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->elided || !(nn_op_get(n->op)->flags & NN_OPF_ELEMENTWISE) || n->n_in < 1 || n->in[0] < 0 ||
+            n->out[0] < 0)
+            continue;
+        int src = n->in[0], dst = n->out[0];
+        const nn_value *s = &g->values[src], *d = &g->values[dst];
+        bool reads_twice = false;
+        for (int k = 1; k < n->n_in; k++)
+            reads_twice |= n->in[k] == src;
+        bool free_buffer = !s->is_const && !s->is_input && !s->is_output && s->alias < 0 && !hosts_alias[src] &&
+                           !d->is_output && d->alias < 0 && !hosts_alias[dst];
+        if (!free_buffer || reads_twice || last_read[src] != i || s->t.dtype != d->t.dtype ||
+            nn_tensor_elements(&s->t) != nn_tensor_elements(&d->t))
+            continue;
+        g->values[dst].alias = src;
+        g->values[dst].alias_offset = 0;
+        hosts_alias[src] = true;
+    }
+    free(last_read);
+    free(hosts_alias);
+    return NN_OK;
+}
+
 nn_status nn_plan_memory(nn_model *m) {
     const nn_graph *g = &m->g;
     nn_plan *p = &m->plan;
@@ -63,6 +108,7 @@ nn_status nn_plan_memory(nn_model *m) {
         st = nn_set_error(NN_ERR_NOMEM, "out of memory planning %d values", g->n_values);
         goto done;
     }
+    if ((st = plan_in_place(&m->g)) != NN_OK) goto done;
     for (int v = 0; v < g->n_values; v++)
         root[v] = nn_value_root(g, v, &delta[v]);
     liveness(g, p, root);
@@ -84,11 +130,13 @@ nn_status nn_plan_memory(nn_model *m) {
         }
         order[j] = v;
     }
+    /* naive: every intermediate in a buffer of its own, aliases included */
     size_t arena = 0, naive = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (p->first_use[root[v]] >= 0 && !g->values[v].is_const) naive += value_bytes(&g->values[v]);
     for (int i = 0; i < n_planned; i++) {
         int v = order[i];
         size_t size = value_bytes(&g->values[v]);
-        naive += size;
         int nb = 0;
         for (int j = 0; j < i; j++) {
             int u = order[j];

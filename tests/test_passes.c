@@ -880,6 +880,14 @@ static void test_plan_chain(void) {
                p->lower_bound_bytes, p->arena_bytes);
         EXPECT(p->arena_bytes * 10 <= p->lower_bound_bytes * 11, "arena: expected <= 1.10 * lower bound %zu, got %zu",
                p->lower_bound_bytes, p->arena_bytes);
+        /* Neg/Abs run in place, their input dying with them; not the last,
+         * whose output is the graph's */
+        int in_place = 0;
+        for (int i = 0; i < m->g.n_nodes; i++) {
+            const nn_node *n = &m->g.nodes[i];
+            if (n->op == NN_OP_Neg || n->op == NN_OP_Abs) in_place += p->offset[n->out[0]] == p->offset[n->in[0]];
+        }
+        EXPECT_INT("elementwise nodes writing over their input", 4, in_place);
         EXPECT_SAME_OUTPUTS(path, m);
     }
     nn_free(m);

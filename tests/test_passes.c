@@ -40,8 +40,8 @@ __attribute__((format(printf, 3, 4))) static bool expect(bool ok, int line, cons
     return false;
 }
 #define EXPECT(cond, ...) expect((cond), __LINE__, __VA_ARGS__)
-#define EXPECT_INT(what, expected, actual)                                                                        \
-    EXPECT((long long)(expected) == (long long)(actual), "%s: expected %lld, got %lld", what, (long long)(expected), \
+#define EXPECT_INT(what, expected, actual)                                                                             \
+    EXPECT((long long)(expected) == (long long)(actual), "%s: expected %lld, got %lld", what, (long long)(expected),   \
            (long long)(actual))
 
 /* ---- deterministic data */
@@ -51,7 +51,8 @@ static float uniform(uint32_t *seed, float lo, float hi) {
 }
 
 static float *fill(float *buf, int n, float lo, float hi, uint32_t seed) {
-    for (int i = 0; i < n; i++) buf[i] = uniform(&seed, lo, hi);
+    for (int i = 0; i < n; i++)
+        buf[i] = uniform(&seed, lo, hi);
     return buf;
 }
 
@@ -62,7 +63,8 @@ static nn_model *load(const char *path, const char *passes) { return load_opts(p
 
 static int count_op(const nn_model *m, int op) {
     int n = 0;
-    for (int i = 0; i < m->g.n_nodes; i++) n += m->g.nodes[i].op == op;
+    for (int i = 0; i < m->g.n_nodes; i++)
+        n += m->g.nodes[i].op == op;
     return n;
 }
 
@@ -102,8 +104,8 @@ static const char *input_name(const nn_model *m, const nn_node *n, int k) {
 }
 
 static const char *act_name(nn_act a) {
-    static const char *names[] = {"NONE", "RELU", "CLIP", "LEAKY_RELU", "SIGMOID", "HARD_SIGMOID",
-                                  "HARD_SWISH", "SILU", "TANH"};
+    static const char *names[] = {"NONE",         "RELU",       "CLIP", "LEAKY_RELU", "SIGMOID",
+                                  "HARD_SIGMOID", "HARD_SWISH", "SILU", "TANH"};
     return (unsigned)a < sizeof names / sizeof *names ? names[a] : "?";
 }
 
@@ -146,7 +148,8 @@ static void check_plan(const nn_model *m) {
     const nn_plan *p = &m->plan;
     int *root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     if (!root) return;
-    for (int v = 0; v < g->n_values; v++) root[v] = nn_value_root(g, v, NULL);
+    for (int v = 0; v < g->n_values; v++)
+        root[v] = nn_value_root(g, v, NULL);
     int bad = 0;
     for (int u = 0; u < g->n_values && bad < 5; u++) {
         if (p->offset[u] < 0) continue;
@@ -208,8 +211,10 @@ static int random_inputs(const nn_model *m, uint32_t seed, nn_tensor *in, int ca
 
 static void free_tensors(nn_tensor *t, int n, bool library_owned) {
     for (int i = 0; i < n; i++) {
-        if (library_owned) nn_tensor_release(&t[i]);
-        else free(t[i].data);
+        if (library_owned)
+            nn_tensor_release(&t[i]);
+        else
+            free(t[i].data);
     }
 }
 
@@ -300,7 +305,8 @@ static void add_bn(builder *b, const char *name, const char *in, const char *out
     const char *names[4] = {builder_str(b, "%s_scale", name), builder_str(b, "%s_bias", name),
                             builder_str(b, "%s_mean", name), builder_str(b, "%s_var", name)};
     const float *data[4] = {s->scale, s->bias, s->mean, s->var};
-    for (int i = 0; i < 4; i++) float_init(b, names[i], 1, (int64_t[]){c}, c, data[i]);
+    for (int i = 0; i < 4; i++)
+        float_init(b, names[i], 1, (int64_t[]){c}, c, data[i]);
     const char *ins[5] = {in, names[0], names[1], names[2], names[3]};
     Onnx__NodeProto *n = node_io(b, "BatchNormalization", name, 5, ins, 1, &out);
     attr_float(b, n, "epsilon", eps);
@@ -354,7 +360,8 @@ static void test_fold_constants(void) {
         if (EXPECT(k && k->is_const, "Mul's constant operand: expected folded c1 + c2, got a computed value")) {
             const float *kd = k->t.data;
             float worst = 0;
-            for (int i = 0; i < 48; i++) worst = fmaxf(worst, fabsf(kd[i] - (c1[i] + c2[i])));
+            for (int i = 0; i < 48; i++)
+                worst = fmaxf(worst, fabsf(kd[i] - (c1[i] + c2[i])));
             EXPECT(worst == 0.0f, "folded c1 + c2: expected exact, got max error %g", worst);
         }
         EXPECT_SAME_OUTPUTS(path, m);
@@ -450,7 +457,7 @@ static void conv_bn_model(builder *b, bool conv_bias, float eps, bn_stats *s) {
 /* The folded weights, read right after the pass: once the model is ready,
  * Conv's prepare may have packed them and dropped the plain copy. */
 typedef struct folded_weights {
-    const float *w;   /* the original weights */
+    const float *w; /* the original weights */
     const bn_stats *s;
     float eps;
     int checked;
@@ -505,8 +512,8 @@ static void test_fold_batchnorm_conv(bool conv_bias) {
                    nn_last_error());
             nn_free(again);
             EXPECT(f.checked == 4 * 27 && f.worst < 1e-5,
-                   "W_bn vs W * scale / sqrt(var + 0.1): expected 108 values within 1e-5, got %d with %.3g",
-                   f.checked, f.worst);
+                   "W_bn vs W * scale / sqrt(var + 0.1): expected 108 values within 1e-5, got %d with %.3g", f.checked,
+                   f.worst);
         }
         EXPECT_SAME_OUTPUTS(path, m);
     }
@@ -519,8 +526,8 @@ static void test_fold_batchnorm_conv(bool conv_bias) {
     }
     nn_free(m);
     m = load_opts(path, 1, NULL, "fold_batchnorm");
-    if (m) EXPECT_INT("BatchNormalization nodes with fold_batchnorm disabled", 1,
-                      count_op(m, NN_OP_BatchNormalization));
+    if (m)
+        EXPECT_INT("BatchNormalization nodes with fold_batchnorm disabled", 1, count_op(m, NN_OP_BatchNormalization));
     nn_free(m);
     builder_free(&b);
 }
@@ -545,7 +552,8 @@ static void test_fold_batchnorm_shared(void) {
             EXPECT(!strcmp(value_name(m, conv->out[0]), "c"), "Conv output: expected 'c', got '%s'",
                    value_name(m, conv->out[0]));
         }
-        if (mul) EXPECT(!strcmp(input_name(m, mul, 0), "c"), "Mul input: expected 'c', got '%s'", input_name(m, mul, 0));
+        if (mul)
+            EXPECT(!strcmp(input_name(m, mul, 0), "c"), "Mul input: expected 'c', got '%s'", input_name(m, mul, 0));
         EXPECT_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
@@ -614,8 +622,8 @@ static void test_fold_batchnorm_standalone(void) {
                 double want = s.scale[c] * (xs[i] - s.mean[c]) / sqrt((double)s.var[c] + eps) + s.bias[c];
                 worst = fmax(worst, fabs(((float *)out.data)[i] - want) / (fabs(want) + 1e-3));
             }
-            EXPECT(worst < 1e-5, "y vs scale * (x - mean) / sqrt(var + 0.1) + bias: expected rel error < 1e-5, got %.3g",
-                   worst);
+            EXPECT(worst < 1e-5,
+                   "y vs scale * (x - mean) / sqrt(var + 0.1) + bias: expected rel error < 1e-5, got %.3g", worst);
             nn_tensor_release(&out);
         }
         EXPECT_SAME_OUTPUTS(path, m);
@@ -645,8 +653,9 @@ static void test_fuse_relu(void) {
         EXPECT_OPS(m, "Conv");
         nn_node *conv = find_op(m, NN_OP_Conv);
         EXPECT_EPILOGUE(m, conv, NN_ACT_RELU, NULL, "Relu");
-        if (conv) EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
-                         value_name(m, conv->out[0]));
+        if (conv)
+            EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
+                   value_name(m, conv->out[0]));
     }
     if (m) EXPECT_SAME_OUTPUTS(path, m);
     nn_free(m);
@@ -737,6 +746,37 @@ static void test_fuse_leaky_gemm(void) {
     builder_free(&b);
 }
 
+/* ---- fuse_bias */
+static void test_fuse_bias(void) {
+    test_case = "fuse_bias: MatMul + bias Add + Relu -> one Gemm";
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 2, (int64_t[]){-1, 8});
+    graph_output(&b, "y", 2, (int64_t[]){-1, 6});
+    graph_output(&b, "z", 2, (int64_t[]){-1, 6});
+    float w[48], c[6], w2[48];
+    float_init(&b, "W", 2, (int64_t[]){8, 6}, 48, fill(w, 48, -1, 1, 91));
+    float_init(&b, "bias", 1, (int64_t[]){6}, 6, fill(c, 6, -1, 1, 92));
+    float_init(&b, "W2", 2, (int64_t[]){8, 6}, 48, fill(w2, 48, -1, 1, 93));
+    node(&b, "MatMul", "mm", "x", "W", "p");
+    node(&b, "Add", "add", "p", "bias", "q");
+    node(&b, "Relu", "relu", "q", NULL, "y");
+    /* not fused: the product is read twice */
+    node(&b, "MatMul", "mm2", "x", "W2", "p2");
+    node(&b, "Add", "add2", "p2", "bias", "q2");
+    node(&b, "Mul", "mul2", "p2", "q2", "z");
+    const char *path = save(&b, "matmul_bias.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "Gemm MatMul FusedElementwise"); /* the second Add+Mul: one elementwise pass */
+        nn_node *g = find_op(m, NN_OP_Gemm);
+        EXPECT_EPILOGUE(m, g, NN_ACT_RELU, NULL, "MatMul->Gemm+Add+Relu");
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
 /* ---- fuse_residual */
 /* x [N,4,6,6] -> Conv "conv" (4 -> 4) -> c */
 static void residual_model(builder *b) {
@@ -759,8 +799,9 @@ static void test_fuse_residual(void) {
             EXPECT_OPS(m, "Conv");
             nn_node *conv = find_op(m, NN_OP_Conv);
             EXPECT_EPILOGUE(m, conv, NN_ACT_NONE, "x", "Add");
-            if (conv) EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
-                             value_name(m, conv->out[0]));
+            if (conv)
+                EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
+                       value_name(m, conv->out[0]));
             EXPECT_SAME_OUTPUTS(path, m);
         }
         nn_free(m);
@@ -863,8 +904,10 @@ static void test_plan_chain(void) {
     static const char *const elementwise[2] = {"Neg", "Abs"};
     for (int i = 0; i < 10; i++) {
         const char *in = i ? builder_str(&b, "t%d", i) : "x", *out = builder_str(&b, "t%d", i + 1);
-        if (i % 2 == 0) add_conv(&b, builder_str(&b, "conv%d", i), in, out, 16, 16, true, 100 + (uint32_t)i);
-        else node(&b, elementwise[i / 2 % 2], builder_str(&b, "ew%d", i), in, NULL, out);
+        if (i % 2 == 0)
+            add_conv(&b, builder_str(&b, "conv%d", i), in, out, 16, 16, true, 100 + (uint32_t)i);
+        else
+            node(&b, elementwise[i / 2 % 2], builder_str(&b, "ew%d", i), in, NULL, out);
     }
     const char *path = save(&b, "chain.onnx");
     nn_model *m = load(path, NULL);
@@ -874,8 +917,8 @@ static void test_plan_chain(void) {
         size_t one = (size_t)BATCH * 16 * 16 * 16 * sizeof(float);
         EXPECT(p->naive_bytes >= 11 * one, "naive bytes: expected >= 11 buffers (%zu), got %zu", 11 * one,
                p->naive_bytes);
-        EXPECT(p->arena_bytes * 4 <= p->naive_bytes, "arena: expected <= naive / 4 = %zu, got %zu",
-               p->naive_bytes / 4, p->arena_bytes);
+        EXPECT(p->arena_bytes * 4 <= p->naive_bytes, "arena: expected <= naive / 4 = %zu, got %zu", p->naive_bytes / 4,
+               p->arena_bytes);
         EXPECT(p->arena_bytes >= p->lower_bound_bytes, "arena: expected >= lower bound %zu, got %zu",
                p->lower_bound_bytes, p->arena_bytes);
         EXPECT(p->arena_bytes * 10 <= p->lower_bound_bytes * 11, "arena: expected <= 1.10 * lower bound %zu, got %zu",
@@ -1166,8 +1209,10 @@ static void swap_nodes(nn_graph *g, int i, int j) {
     nn_node t = g->nodes[i];
     g->nodes[i] = g->nodes[j];
     g->nodes[j] = t;
-    for (int k = 0; k < g->nodes[i].n_out; k++) g->values[g->nodes[i].out[k]].producer = i;
-    for (int k = 0; k < g->nodes[j].n_out; k++) g->values[g->nodes[j].out[k]].producer = j;
+    for (int k = 0; k < g->nodes[i].n_out; k++)
+        g->values[g->nodes[i].out[k]].producer = i;
+    for (int k = 0; k < g->nodes[j].n_out; k++)
+        g->values[g->nodes[j].out[k]].producer = j;
 }
 
 static void test_verifier(void) {
@@ -1234,6 +1279,7 @@ int main(void) {
     test_fuse_clip();
     test_fuse_silu();
     test_fuse_leaky_gemm();
+    test_fuse_bias();
     test_fuse_residual();
     test_fuse_elementwise_bn();
     test_fuse_elementwise_long();

@@ -60,14 +60,6 @@ static int new_const(nn_graph *g, const nn_node *n, const char *what, const nn_t
     return nn_graph_add_const(g, name, t);
 }
 
-/* host takes over the BN's output */
-static void retire_bn(nn_graph *g, nn_node *host, nn_node *bn) {
-    host->out[0] = bn->out[0];
-    g->values[bn->out[0]].producer = (int)(host - g->nodes);
-    nn_node_note_fused(g, host, "BatchNormalization");
-    bn->op = -1;
-}
-
 /* W'[m] = W[m] * s[m]: in place when this conv is W's only reader, so the
  * model does not carry a second copy of its conv weights. */
 static bool fold_into_conv(nn_graph *g, const int *uses, nn_node *conv, nn_node *bn, const affine *a) {
@@ -104,7 +96,7 @@ static bool fold_into_conv(nn_graph *g, const int *uses, nn_node *conv, nn_node 
         conv->in[2] = bv;
     else if (nn_node_append_input(g, conv, bv, 2) < 0)
         return false;
-    retire_bn(g, conv, bn);
+    nn_node_absorb(g, conv, bn, "BatchNormalization");
     return true;
 }
 
@@ -160,7 +152,7 @@ static bool fold_into_gemm(nn_graph *g, nn_node *host, nn_node *bn, const affine
     else if (nn_node_append_input(g, host, nc, 2) < 0)
         return false;
     if (is_matmul) nn_node_note_fused(g, host, "MatMul->Gemm");
-    retire_bn(g, host, bn);
+    nn_node_absorb(g, host, bn, "BatchNormalization");
     return true;
 }
 

@@ -17,16 +17,14 @@ static nn_node *epilogue_host(nn_graph *g, int v) {
     return host;
 }
 
-/* host now writes `out` (the absorbed node's output) with activation e */
-static void absorb(nn_graph *g, nn_node *host, const nn_epilogue *e, int out, const char *what) {
+/* host now writes the activation node's output, applying e */
+static void absorb(nn_graph *g, nn_node *host, const nn_epilogue *e, nn_node *activation, const char *what) {
     if (!host->has_epilogue) host->epilogue.residual = -1;
     host->has_epilogue = true;
     host->epilogue.act = e->act;
     host->epilogue.alpha = e->alpha;
     host->epilogue.beta = e->beta;
-    host->out[0] = out;
-    g->values[out].producer = (int)(host - g->nodes);
-    nn_node_note_fused(g, host, what);
+    nn_node_absorb(g, host, activation, what);
 }
 
 /* Mul(x, Sigmoid(x)) with the Sigmoid read only by the Mul */
@@ -41,9 +39,8 @@ static bool fuse_silu(nn_graph *g, const int *uses, nn_node *mul) {
         nn_node *host = epilogue_host(g, x);
         if (!host) continue;
         nn_epilogue e = {.residual = -1, .act = NN_ACT_SILU};
-        absorb(g, host, &e, mul->out[0], "SiLU");
+        absorb(g, host, &e, mul, "SiLU");
         g->nodes[sp].op = -1;
-        mul->op = -1;
         return true;
     }
     return false;
@@ -75,8 +72,7 @@ static nn_status fuse_activation(nn_model *m, int *rewrites) {
         nn_epilogue e = {.residual = -1};
         nn_call call = {.params = n->params, .n_in = n->n_in, .n_out = 1, .in = in};
         if (!consts || !d->as_activation(&call, &e)) continue;
-        absorb(g, host, &e, n->out[0], d->name);
-        n->op = -1;
+        absorb(g, host, &e, n, d->name);
         (*rewrites)++;
     }
     free(uses);

@@ -52,10 +52,7 @@ static nn_status fuse_bias(nn_model *m, int *rewrites) {
                 free(uses);
                 return nn_set_error(NN_ERR_NOMEM, "out of memory");
             }
-            host->out[0] = add->out[0];
-            g->values[add->out[0]].producer = (int)(host - g->nodes);
-            nn_node_note_fused(g, host, matmul ? "MatMul->Gemm+Add" : "Add");
-            add->op = -1;
+            nn_node_absorb(g, host, add, matmul ? "MatMul->Gemm+Add" : "Add");
             (*rewrites)++;
             break;
         }

@@ -40,10 +40,7 @@ static nn_status fuse_residual(nn_model *m, int *rewrites) {
             }
             host->has_epilogue = true;
             host->epilogue = (nn_epilogue){.residual = at, .act = NN_ACT_NONE};
-            host->out[0] = add->out[0];
-            g->values[add->out[0]].producer = p;
-            nn_node_note_fused(g, host, "Add");
-            add->op = -1;
+            nn_node_absorb(g, host, add, "Add");
             (*rewrites)++;
             break;
         }

@@ -44,6 +44,9 @@ void nn_graph_compact(nn_graph *g);
 int nn_graph_insert_node(nn_graph *g, int at, const char *name, int op, int n_in, int n_out);
 /* Append an input to a node (for an epilogue's residual); returns its index or -1. */
 int nn_node_append_input(nn_graph *g, nn_node *n, int value, int at_least_index);
+/* `host` takes over the single output of `absorbed`, which is marked dead
+ * (op = -1), and notes `what` among what it fused. */
+void nn_node_absorb(nn_graph *g, nn_node *host, nn_node *absorbed, const char *what);
 /* Record what a node absorbed: "A" then "A+B" ... */
 void nn_node_note_fused(nn_graph *g, nn_node *n, const char *what);
 

@@ -69,6 +69,13 @@ int nn_node_append_input(nn_graph *g, nn_node *n, int value, int at_least_index)
     return idx;
 }
 
+void nn_node_absorb(nn_graph *g, nn_node *host, nn_node *absorbed, const char *what) {
+    host->out[0] = absorbed->out[0];
+    g->values[host->out[0]].producer = (int)(host - g->nodes);
+    nn_node_note_fused(g, host, what);
+    absorbed->op = -1;
+}
+
 void nn_node_note_fused(nn_graph *g, nn_node *n, const char *what) {
     size_t len = (n->fused ? strlen(n->fused) + 1 : 0) + strlen(what) + 1;
     char *s = nn_arena_alloc(&g->meta, len);

@@ -12,7 +12,6 @@
 #include <cblas.h>
 #include <immintrin.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,23 +19,14 @@
 #include "epilogue.h"
 #include "gemm.h"
 #include "op.h"
+#include "window.h"
 #include "winograd.h"
 
-#define NSP_MAX (NN_MAX_DIMS - 2)
-
-typedef enum auto_pad_mode {
-    AUTO_PAD_NOTSET,
-    AUTO_PAD_SAME_UPPER,
-    AUTO_PAD_SAME_LOWER,
-    AUTO_PAD_VALID,
-} auto_pad_mode;
-
 typedef struct conv_params {
-    auto_pad_mode auto_pad;
+    nn_window_attrs w;
     int64_t group;
     /* element counts; -1 when the attribute is absent */
-    int n_kernel, n_strides, n_dilations, n_pads, n_out_padding, n_out_shape;
-    int64_t kernel[NSP_MAX], strides[NSP_MAX], dilations[NSP_MAX], pads[2 * NSP_MAX];
+    int n_out_padding, n_out_shape;
     int64_t out_padding[NSP_MAX], out_shape[NN_MAX_DIMS];
 } conv_params;
 
@@ -52,53 +42,17 @@ typedef struct conv_geom {
 static nn_status parse_conv(nn_parse_ctx *ctx) {
     conv_params *p = nn_params_alloc(ctx, sizeof *p);
     if (!p) return NN_ERR_NOMEM;
-    const char *ap;
     nn_status st;
-    if ((st = nn_attr_string(ctx, "auto_pad", "NOTSET", &ap)) || (st = nn_attr_int(ctx, "group", 1, &p->group)) ||
-        (st = nn_attr_ints(ctx, "kernel_shape", p->kernel, NSP_MAX, &p->n_kernel)) ||
-        (st = nn_attr_ints(ctx, "strides", p->strides, NSP_MAX, &p->n_strides)) ||
-        (st = nn_attr_ints(ctx, "dilations", p->dilations, NSP_MAX, &p->n_dilations)) ||
-        (st = nn_attr_ints(ctx, "pads", p->pads, 2 * NSP_MAX, &p->n_pads)) ||
+    if ((st = nn_window_parse(ctx, &p->w)) || (st = nn_attr_int(ctx, "group", 1, &p->group)) ||
         (st = nn_attr_ints(ctx, "output_padding", p->out_padding, NSP_MAX, &p->n_out_padding)) ||
         (st = nn_attr_ints(ctx, "output_shape", p->out_shape, NN_MAX_DIMS, &p->n_out_shape)))
         return st;
-    /* "" appears in some exporters' output for the default */
-    if (!strcmp(ap, "NOTSET") || !*ap)
-        p->auto_pad = AUTO_PAD_NOTSET;
-    else if (!strcmp(ap, "SAME_UPPER"))
-        p->auto_pad = AUTO_PAD_SAME_UPPER;
-    else if (!strcmp(ap, "SAME_LOWER"))
-        p->auto_pad = AUTO_PAD_SAME_LOWER;
-    else if (!strcmp(ap, "VALID"))
-        p->auto_pad = AUTO_PAD_VALID;
-    else
-        return nn_parse_error(ctx, NN_ERR_INVALID, "unknown auto_pad '%s'", ap);
     if (p->group < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "group must be >= 1, got %lld", (long long)p->group);
     ctx->params = p;
     return NN_OK;
 }
 
-/* nn_call_error for the const call the workspace hook gets (err is still writable). */
-static nn_status geom_error(const nn_call *c, nn_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static nn_status geom_error(const nn_call *c, nn_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (c->err) vsnprintf(c->err, c->err_size, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
-
-/* Indices i in [0, count) with 0 <= i*stride + off < limit form [*lo, *hi). */
-static void valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi) {
-    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
-    int64_t h = limit - off <= 0 ? 0 : (limit - 1 - off) / stride + 1;
-    if (h > count) h = count;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
-}
 
 /* Validate shapes and attributes and resolve pads and output dims: the one
  * place infer, workspace and run get their geometry from. */
@@ -107,75 +61,78 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
     const nn_tensor *x = &c->in[0], *w = &c->in[1];
     for (int i = 0; i < c->n_in; i++)
         if (nn_present(c, i) && c->in[i].dtype != NN_DTYPE_FLOAT)
-            return geom_error(c, NN_ERR_UNSUPPORTED, "input %d: dtype %s not supported (float only)", i,
-                              nn_dtype_name(c->in[i].dtype));
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d: dtype %s not supported (float only)", i,
+                                 nn_dtype_name(c->in[i].dtype));
     if (x->ndim < 3 || w->ndim != x->ndim)
-        return geom_error(c, NN_ERR_SHAPE, "X must have rank >= 3 and W the same rank (X rank %d, W rank %d)", x->ndim,
-                          w->ndim);
+        return nn_call_error(c, NN_ERR_SHAPE, "X must have rank >= 3 and W the same rank (X rank %d, W rank %d)",
+                             x->ndim, w->ndim);
     int nsp = g->nsp = x->ndim - 2;
     g->batch = x->dims[0];
     g->in_ch = x->dims[1];
     g->group = p->group;
     if (transpose) {
         if (w->dims[0] != g->in_ch || g->in_ch % g->group)
-            return geom_error(c, NN_ERR_SHAPE, "W dim 0 (%lld) must equal X channels (%lld), divisible by group %lld",
-                              (long long)w->dims[0], (long long)g->in_ch, (long long)g->group);
+            return nn_call_error(c, NN_ERR_SHAPE,
+                                 "W dim 0 (%lld) must equal X channels (%lld), divisible by group %lld",
+                                 (long long)w->dims[0], (long long)g->in_ch, (long long)g->group);
         g->out_ch = w->dims[1] * g->group;
     } else {
         if (w->dims[1] * g->group != g->in_ch || w->dims[0] % g->group)
-            return geom_error(c, NN_ERR_SHAPE, "W %lldx%lld does not fit X channels %lld with group %lld",
-                              (long long)w->dims[0], (long long)w->dims[1], (long long)g->in_ch, (long long)g->group);
+            return nn_call_error(c, NN_ERR_SHAPE, "W %lldx%lld does not fit X channels %lld with group %lld",
+                                 (long long)w->dims[0], (long long)w->dims[1], (long long)g->in_ch,
+                                 (long long)g->group);
         g->out_ch = w->dims[0];
     }
     if (nn_present(c, 2) && (c->in[2].ndim != 1 || c->in[2].dims[0] != g->out_ch))
-        return geom_error(c, NN_ERR_SHAPE, "bias must have shape [%lld]", (long long)g->out_ch);
-    if ((p->n_kernel >= 0 && p->n_kernel != nsp) || (p->n_strides >= 0 && p->n_strides != nsp) ||
-        (p->n_dilations >= 0 && p->n_dilations != nsp) || (p->n_pads >= 0 && p->n_pads != 2 * nsp) ||
+        return nn_call_error(c, NN_ERR_SHAPE, "bias must have shape [%lld]", (long long)g->out_ch);
+    if ((p->w.n_kernel >= 0 && p->w.n_kernel != nsp) || (p->w.n_strides >= 0 && p->w.n_strides != nsp) ||
+        (p->w.n_dilations >= 0 && p->w.n_dilations != nsp) || (p->w.n_pads >= 0 && p->w.n_pads != 2 * nsp) ||
         (p->n_out_padding >= 0 && p->n_out_padding != nsp) ||
         (p->n_out_shape >= 0 && p->n_out_shape != nsp && p->n_out_shape != nsp + 2))
-        return geom_error(c, NN_ERR_INVALID,
-                          "kernel_shape/strides/dilations/pads/output_* lengths do not fit %d spatial dims", nsp);
+        return nn_call_error(c, NN_ERR_INVALID,
+                             "kernel_shape/strides/dilations/pads/output_* lengths do not fit %d spatial dims", nsp);
 
     g->in_size = g->out_size = g->kernel_size = 1;
     for (int d = 0; d < nsp; d++) {
         int64_t in = g->in[d] = x->dims[2 + d];
         int64_t k = g->kernel[d] = w->dims[2 + d];
-        int64_t s = g->stride[d] = p->n_strides >= 0 ? p->strides[d] : 1;
-        int64_t dil = g->dilation[d] = p->n_dilations >= 0 ? p->dilations[d] : 1;
-        int64_t pb = p->n_pads >= 0 ? p->pads[d] : 0, pe = p->n_pads >= 0 ? p->pads[nsp + d] : 0;
+        int64_t s = g->stride[d] = p->w.n_strides >= 0 ? p->w.strides[d] : 1;
+        int64_t dil = g->dilation[d] = p->w.n_dilations >= 0 ? p->w.dilations[d] : 1;
+        int64_t pb = p->w.n_pads >= 0 ? p->w.pads[d] : 0, pe = p->w.n_pads >= 0 ? p->w.pads[nsp + d] : 0;
         int64_t opad = p->n_out_padding >= 0 ? p->out_padding[d] : 0;
-        if (p->n_kernel >= 0 && p->kernel[d] != k)
-            return geom_error(c, NN_ERR_SHAPE, "kernel_shape[%d] = %lld but W has %lld", d, (long long)p->kernel[d],
-                              (long long)k);
+        if (p->w.n_kernel >= 0 && p->w.kernel[d] != k)
+            return nn_call_error(c, NN_ERR_SHAPE, "kernel_shape[%d] = %lld but W has %lld", d,
+                                 (long long)p->w.kernel[d], (long long)k);
         if (s < 1 || dil < 1 || pb < 0 || pe < 0 || opad < 0 || k < 1)
-            return geom_error(c, NN_ERR_INVALID, "strides, dilations and kernel must be >= 1, pads >= 0");
+            return nn_call_error(c, NN_ERR_INVALID, "strides, dilations and kernel must be >= 1, pads >= 0");
         int64_t ext = (k - 1) * dil + 1, out;
         if (!transpose) {
-            if (p->auto_pad == AUTO_PAD_SAME_UPPER || p->auto_pad == AUTO_PAD_SAME_LOWER) {
+            if (p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER || p->w.auto_pad == NN_AUTO_PAD_SAME_LOWER) {
                 out = (in + s - 1) / s;
                 int64_t total = (out - 1) * s + ext - in;
                 if (total < 0) total = 0;
-                pb = p->auto_pad == AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+                pb = p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
             } else {
-                if (p->auto_pad == AUTO_PAD_VALID) pb = pe = 0;
+                if (p->w.auto_pad == NN_AUTO_PAD_VALID) pb = pe = 0;
                 out = in + pb + pe < ext ? 0 : (in + pb + pe - ext) / s + 1;
             }
         } else {
             int64_t full = s * (in - 1) + ext + opad; /* output length before cropping pads */
-            if (p->n_out_shape >= 0 || p->auto_pad == AUTO_PAD_SAME_UPPER || p->auto_pad == AUTO_PAD_SAME_LOWER) {
+            if (p->n_out_shape >= 0 || p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER ||
+                p->w.auto_pad == NN_AUTO_PAD_SAME_LOWER) {
                 out = p->n_out_shape >= 0 ? p->out_shape[p->n_out_shape - nsp + d] : in * s;
                 /* total may be negative (output_shape longer than the full
                  * result): the floor split then appends zeros at the end */
                 int64_t total = full - out;
-                pb = p->auto_pad == AUTO_PAD_SAME_UPPER ? floor_div(total, 2) : total - floor_div(total, 2);
+                pb = p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER ? floor_div(total, 2) : total - floor_div(total, 2);
             } else {
-                if (p->auto_pad == AUTO_PAD_VALID) pb = pe = 0;
+                if (p->w.auto_pad == NN_AUTO_PAD_VALID) pb = pe = 0;
                 out = full - pb - pe;
             }
         }
         if (out < 1)
-            return geom_error(c, NN_ERR_SHAPE, "spatial dim %d: output size %lld (input %lld, kernel %lld)", d,
-                              (long long)out, (long long)in, (long long)k);
+            return nn_call_error(c, NN_ERR_SHAPE, "spatial dim %d: output size %lld (input %lld, kernel %lld)", d,
+                                 (long long)out, (long long)in, (long long)k);
         g->out[d] = out;
         g->pad[d] = pb;
         g->in_size *= in;
@@ -185,7 +142,7 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
     /* plane offsets are 32-bit in the GEMM's im2col tables, all sizes in BLAS */
     if (g->in_size > INT_MAX ||
         (transpose && (g->out_size > INT_MAX || g->kernel_size * (g->in_ch + g->out_ch) > INT_MAX)))
-        return geom_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit sizes");
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit sizes");
     return NN_OK;
 }
 
@@ -212,12 +169,6 @@ static void tap_offsets(const conv_geom *g, int64_t tap, int64_t *off) {
 }
 
 /* Advance a row-major position over dims[0..n); wraps to all zeros at the end. */
-static void odometer_next(int64_t *pos, const int64_t *dims, int n) {
-    for (int d = n - 1; d >= 0; d--) {
-        if (++pos[d] < dims[d]) return;
-        pos[d] = 0;
-    }
-}
 
 /* Row offset (in units of the last dim) that positions pos*stride + off map to
  * in a grid of `dims`, over all but the last dim; -1 when outside the grid. */
@@ -254,11 +205,11 @@ static void col2im(const conv_geom *g, int64_t channels, const float *col, const
         for (int64_t tap = 0; tap < g->kernel_size; tap++) {
             int64_t off[NSP_MAX], pos[NSP_MAX] = {0}, lo, hi;
             tap_offsets(g, tap, off);
-            valid_range(off[last], g->stride[last], g->out[last], inner, &lo, &hi);
+            nn_valid_range(off[last], g->stride[last], g->out[last], inner, &lo, &hi);
             const float *src = col + (m * g->kernel_size + tap) * g->in_size;
             for (int64_t o = 0; o < outer; o++, src += inner) {
                 int64_t base = outer_offset(g, pos, off, g->out);
-                odometer_next(pos, g->in, last);
+                nn_odometer_next(pos, g->in, last);
                 if (base < 0) continue;
                 float *row = dst + base * g->out[last];
                 for (int64_t j = lo; j < hi; j++)
@@ -429,7 +380,7 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     if (pw_n < pl + iw_n) pw_n = pl + iw_n;
     bool padded = ph_n * pw_n <= DW_PADDED_MAX;
     int64_t a = 0, b = ow_n; /* interior columns */
-    if (!padded) valid_range(-pl, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
+    if (!padded) nn_valid_range(-pl, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
     const char *isa = nn_gemm_kernel_name();
     void (*plane_fn)(const conv_geom *, const dw_plane *) = !strcmp(isa, "avx512") ? dw_plane_avx512
                                                             : !strcmp(isa, "avx2") ? dw_plane_avx2
@@ -455,7 +406,7 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
             for (int64_t oh = 0; oh < oh_n; oh++) {
                 float *yrow = yp + oh * ow_n;
                 int64_t kh_lo, kh_hi, ih0 = oh * sh - pt;
-                valid_range(ih0, dh, ih_n, kh_n, &kh_lo, &kh_hi);
+                nn_valid_range(ih0, dh, ih_n, kh_n, &kh_lo, &kh_hi);
                 for (int64_t ow = 0; ow < ow_n; ow++)
                     yrow[ow] = b0;
                 for (int64_t kh = kh_lo; kh < kh_hi; kh++) {

@@ -6,22 +6,11 @@
 #include <string.h>
 
 #include "op.h"
-
-#define NSP_MAX (NN_MAX_DIMS - 2)
-
-typedef enum auto_pad_mode {
-    AUTO_PAD_NOTSET,
-    AUTO_PAD_SAME_UPPER,
-    AUTO_PAD_SAME_LOWER,
-    AUTO_PAD_VALID,
-} auto_pad_mode;
+#include "window.h"
 
 typedef struct pool_params {
-    auto_pad_mode auto_pad;
+    nn_window_attrs w;
     int64_t ceil_mode, count_include_pad, storage_order;
-    /* element counts; -1 when the attribute is absent */
-    int n_kernel, n_strides, n_dilations, n_pads;
-    int64_t kernel[NSP_MAX], strides[NSP_MAX], dilations[NSP_MAX], pads[2 * NSP_MAX];
 } pool_params;
 
 typedef struct pool_geom {
@@ -35,77 +24,51 @@ typedef struct pool_geom {
 static nn_status parse_pool(nn_parse_ctx *ctx) {
     pool_params *p = nn_params_alloc(ctx, sizeof *p);
     if (!p) return NN_ERR_NOMEM;
-    const char *ap;
     nn_status st;
-    if ((st = nn_attr_string(ctx, "auto_pad", "NOTSET", &ap)) ||
-        (st = nn_attr_int(ctx, "ceil_mode", 0, &p->ceil_mode)) ||
+    if ((st = nn_window_parse(ctx, &p->w)) || (st = nn_attr_int(ctx, "ceil_mode", 0, &p->ceil_mode)) ||
         (st = nn_attr_int(ctx, "count_include_pad", 0, &p->count_include_pad)) ||
-        (st = nn_attr_int(ctx, "storage_order", 0, &p->storage_order)) ||
-        (st = nn_attr_ints(ctx, "kernel_shape", p->kernel, NSP_MAX, &p->n_kernel)) ||
-        (st = nn_attr_ints(ctx, "strides", p->strides, NSP_MAX, &p->n_strides)) ||
-        (st = nn_attr_ints(ctx, "dilations", p->dilations, NSP_MAX, &p->n_dilations)) ||
-        (st = nn_attr_ints(ctx, "pads", p->pads, 2 * NSP_MAX, &p->n_pads)))
+        (st = nn_attr_int(ctx, "storage_order", 0, &p->storage_order)))
         return st;
-    if (!strcmp(ap, "NOTSET") || !*ap)
-        p->auto_pad = AUTO_PAD_NOTSET;
-    else if (!strcmp(ap, "SAME_UPPER"))
-        p->auto_pad = AUTO_PAD_SAME_UPPER;
-    else if (!strcmp(ap, "SAME_LOWER"))
-        p->auto_pad = AUTO_PAD_SAME_LOWER;
-    else if (!strcmp(ap, "VALID"))
-        p->auto_pad = AUTO_PAD_VALID;
-    else
-        return nn_parse_error(ctx, NN_ERR_INVALID, "unknown auto_pad '%s'", ap);
-    if (p->n_kernel < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "kernel_shape is required");
+    if (p->w.n_kernel < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "kernel_shape is required");
     ctx->params = p;
     return NN_OK;
-}
-
-/* Indices i in [0, count) with 0 <= i*stride + off < limit form [*lo, *hi). */
-static void valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi) {
-    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
-    int64_t h = limit - off <= 0 ? 0 : (limit - 1 - off) / stride + 1;
-    if (h > count) h = count;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
 }
 
 /* Shape checks and output dims; shared by infer and run.  Output size per the
  * ONNX spec; in ceil mode a last window that would start in the end padding
  * is dropped (as PyTorch and ONNX Runtime do). */
-static nn_status pool_resolve(nn_call *c, pool_geom *g) {
+static nn_status pool_resolve(const nn_call *c, pool_geom *g) {
     const pool_params *p = c->params;
     const nn_tensor *x = &c->in[0];
     int nsp = g->nsp = x->ndim - 2;
     if (nsp < 1) return nn_call_error(c, NN_ERR_SHAPE, "input must have rank >= 3, got %d", x->ndim);
-    if (p->n_kernel != nsp || (p->n_strides >= 0 && p->n_strides != nsp) ||
-        (p->n_dilations >= 0 && p->n_dilations != nsp) || (p->n_pads >= 0 && p->n_pads != 2 * nsp))
+    if (p->w.n_kernel != nsp || (p->w.n_strides >= 0 && p->w.n_strides != nsp) ||
+        (p->w.n_dilations >= 0 && p->w.n_dilations != nsp) || (p->w.n_pads >= 0 && p->w.n_pads != 2 * nsp))
         return nn_call_error(c, NN_ERR_INVALID,
                              "kernel_shape/strides/dilations/pads lengths do not fit %d spatial dims", nsp);
     g->planes = x->dims[0] * x->dims[1];
     g->in_size = g->out_size = 1;
     for (int d = 0; d < nsp; d++) {
         int64_t in = g->in[d] = x->dims[2 + d];
-        int64_t k = g->kernel[d] = p->kernel[d];
-        int64_t s = g->stride[d] = p->n_strides >= 0 ? p->strides[d] : 1;
-        int64_t dil = g->dilation[d] = p->n_dilations >= 0 ? p->dilations[d] : 1;
-        int64_t pb = p->n_pads >= 0 ? p->pads[d] : 0, pe = p->n_pads >= 0 ? p->pads[nsp + d] : 0;
+        int64_t k = g->kernel[d] = p->w.kernel[d];
+        int64_t s = g->stride[d] = p->w.n_strides >= 0 ? p->w.strides[d] : 1;
+        int64_t dil = g->dilation[d] = p->w.n_dilations >= 0 ? p->w.dilations[d] : 1;
+        int64_t pb = p->w.n_pads >= 0 ? p->w.pads[d] : 0, pe = p->w.n_pads >= 0 ? p->w.pads[nsp + d] : 0;
         if (k < 1 || s < 1 || dil < 1 || pb < 0 || pe < 0)
             return nn_call_error(c, NN_ERR_INVALID, "kernel, strides and dilations must be >= 1, pads >= 0");
         int64_t ext = (k - 1) * dil + 1, out;
-        if (p->auto_pad == AUTO_PAD_SAME_UPPER || p->auto_pad == AUTO_PAD_SAME_LOWER) {
+        if (p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER || p->w.auto_pad == NN_AUTO_PAD_SAME_LOWER) {
             out = (in + s - 1) / s;
             int64_t total = (out - 1) * s + ext - in;
             if (total < 0) total = 0;
-            pb = p->auto_pad == AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+            pb = p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
             pe = total - pb;
         } else {
-            if (p->auto_pad == AUTO_PAD_VALID) pb = pe = 0;
+            if (p->w.auto_pad == NN_AUTO_PAD_VALID) pb = pe = 0;
             int64_t span = in + pb + pe - ext;
             if (span < 0)
                 out = 0;
-            else if (p->ceil_mode && p->auto_pad == AUTO_PAD_NOTSET) {
+            else if (p->ceil_mode && p->w.auto_pad == NN_AUTO_PAD_NOTSET) {
                 out = (span + s - 1) / s + 1;
                 if ((out - 1) * s >= in + pb) out--;
             } else
@@ -121,13 +84,6 @@ static nn_status pool_resolve(nn_call *c, pool_geom *g) {
         g->out_size *= out;
     }
     return NN_OK;
-}
-
-static void odometer_next(int64_t *pos, const int64_t *dims, int n) {
-    for (int d = n - 1; d >= 0; d--) {
-        if (++pos[d] < dims[d]) return;
-        pos[d] = 0;
-    }
 }
 
 /* ---- MaxPool and AveragePool are separable: a box max (mean) is a max
@@ -178,7 +134,7 @@ typedef struct axis_pass {
                 T *dd = d + o * a->inner;                                                                              \
                 int64_t start = o * a->stride - a->pad, lo = 0, hi = a->kernel;                                        \
                 if (o < a->full_lo || o >= a->full_hi)                                                                 \
-                    valid_range(start, a->dilation, a->in_len, a->kernel, &lo, &hi);                                   \
+                    nn_valid_range(start, a->dilation, a->in_len, a->kernel, &lo, &hi);                                \
                 if (lo == hi) {                                                                                        \
                     for (int64_t i = 0; i < a->inner; i++)                                                             \
                         dd[i] = (empty);                                                                               \
@@ -209,7 +165,7 @@ AXIS_POOL(max_axis_i8, int8_t, INT8_MIN, MAX_OP, (void)0, (void)0)
 static void avg_finish(const axis_pass *a, float *d, int64_t start, int64_t valid) {
     int64_t n = valid, lo, hi;
     if (a->include_pad) {
-        valid_range(start + a->pad, a->dilation, a->in_len + a->pad + a->pad_end, a->kernel, &lo, &hi);
+        nn_valid_range(start + a->pad, a->dilation, a->in_len + a->pad + a->pad_end, a->kernel, &lo, &hi);
         n = hi - lo;
     }
     float scale = 1.0f / (float)n;
@@ -272,7 +228,7 @@ static void pool_planes(const pool_geom *g, axis_fn fn, bool include_pad, const 
             a.outer *= g->in[d];
         for (int d = j + 1; d < g->nsp; d++)
             a.inner *= g->out[d];
-        valid_range(-a.pad, a.stride, a.in_len - (a.kernel - 1) * a.dilation, a.out_len, &a.full_lo, &a.full_hi);
+        nn_valid_range(-a.pad, a.stride, a.in_len - (a.kernel - 1) * a.dilation, a.out_len, &a.full_lo, &a.full_hi);
         void *dst = j == 0 ? y : (char *)ws + (size_t)((g->nsp - 1 - j) % buffers) * (size_t)most * esize;
         fn(&a, src, dst, threads);
         src = dst;
@@ -294,8 +250,7 @@ static void pool_separable(const pool_geom *g, axis_fn fn, bool include_pad, con
 static size_t pool_workspace(const nn_call *c, size_t esize) {
     pool_geom g;
     int buffers;
-    /* the cast is for nn_call_error's signature: pool_resolve changes nothing but the error text */
-    if (pool_resolve((nn_call *)c, &g) != NN_OK) return 0;
+    if (pool_resolve(c, &g) != NN_OK) return 0;
     g.planes = planes_per_group(&g);
     return (size_t)pass_buffer(&g, &buffers) * (size_t)buffers * esize;
 }
@@ -317,7 +272,7 @@ static void window_init(window *w, const pool_geom *g, const int64_t *pos) {
     w->done = false;
     for (int d = 0; d < g->nsp; d++) {
         w->start[d] = pos[d] * g->stride[d] - g->pad[d];
-        valid_range(w->start[d], g->dilation[d], g->in[d], g->kernel[d], &w->lo[d], &w->hi[d]);
+        nn_valid_range(w->start[d], g->dilation[d], g->in[d], g->kernel[d], &w->lo[d], &w->hi[d]);
         w->k[d] = w->lo[d];
         if (w->lo[d] == w->hi[d]) w->done = true;
     }
@@ -365,7 +320,7 @@ static void max_pool_indices(const pool_geom *g, const float *x, float *y, int64
         for (int64_t o = 0; o < g->out_size; o++) {
             window w;
             window_init(&w, g, pos);
-            odometer_next(pos, g->out, g->nsp);
+            nn_odometer_next(pos, g->out, g->nsp);
             float best = -INFINITY;
             int64_t arg = -1, first;
             while (window_row(&w, &first))

@@ -1,0 +1,42 @@
+#include "window.h"
+
+#include <string.h>
+
+nn_status nn_window_parse(nn_parse_ctx *ctx, nn_window_attrs *w) {
+    const char *ap;
+    nn_status st;
+    if ((st = nn_attr_string(ctx, "auto_pad", "NOTSET", &ap)) ||
+        (st = nn_attr_ints(ctx, "kernel_shape", w->kernel, NSP_MAX, &w->n_kernel)) ||
+        (st = nn_attr_ints(ctx, "strides", w->strides, NSP_MAX, &w->n_strides)) ||
+        (st = nn_attr_ints(ctx, "dilations", w->dilations, NSP_MAX, &w->n_dilations)) ||
+        (st = nn_attr_ints(ctx, "pads", w->pads, 2 * NSP_MAX, &w->n_pads)))
+        return st;
+    /* "" appears in some exporters' output for the default */
+    if (!strcmp(ap, "NOTSET") || !*ap)
+        w->auto_pad = NN_AUTO_PAD_NOTSET;
+    else if (!strcmp(ap, "SAME_UPPER"))
+        w->auto_pad = NN_AUTO_PAD_SAME_UPPER;
+    else if (!strcmp(ap, "SAME_LOWER"))
+        w->auto_pad = NN_AUTO_PAD_SAME_LOWER;
+    else if (!strcmp(ap, "VALID"))
+        w->auto_pad = NN_AUTO_PAD_VALID;
+    else
+        return nn_parse_error(ctx, NN_ERR_INVALID, "unknown auto_pad '%s'", ap);
+    return NN_OK;
+}
+
+void nn_valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int64_t h = limit - off <= 0 ? 0 : (limit - 1 - off) / stride + 1;
+    if (h > count) h = count;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+void nn_odometer_next(int64_t *pos, const int64_t *dims, int n) {
+    for (int d = n - 1; d >= 0; d--) {
+        if (++pos[d] < dims[d]) return;
+        pos[d] = 0;
+    }
+}

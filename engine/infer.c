@@ -101,16 +101,8 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
         bool foldable = n->n_in == 0 || (fold && (all_const || (d->flags & NN_OPF_SHAPE_ONLY)));
         if (outputs_known && !foldable) continue; /* nothing new to learn */
         memset(out, 0, sizeof *out * (size_t)n->n_out);
-        char err[256] = "";
-        nn_call call = {.params = n->params,
-                        .n_in = n->n_in,
-                        .n_out = n->n_out,
-                        .in = in,
-                        .out = out,
-                        .threads = m->threads,
-                        .epilogue = n->has_epilogue ? &n->epilogue : NULL,
-                        .err = err,
-                        .err_size = sizeof err};
+        char err[256];
+        nn_call call = nn_node_infer_call(n, in, out, m->threads, err, sizeof err);
         st = d->infer(&call);
         if (st == NN_DYNAMIC) { /* left to run time */
             st = NN_OK;

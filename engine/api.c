@@ -10,7 +10,7 @@
 #include "model.h"
 
 NN_API nn_options nn_options_default(void) {
-    nn_options o = {.device = "cpu", .batch = 1, .threads = 0, .optimize = 1, .winograd = 1};
+    nn_options o = {.device = "cpu", .batch = 1, .threads = 0, .optimize = 1, .winograd = 1, .cache = 1};
     return o;
 }
 

@@ -79,6 +79,11 @@ typedef struct nn_options {
     int profile;                /* time every node (see nn_profile_print) */
     int winograd;               /* 3x3 convs may use Winograd F(4x4,3x3) (default 1): up to 2x faster, at a
                                  * relative error near 1e-5 end to end, about twice the direct GEMM's */
+    int cache;                  /* 1 (default): keep the optimized plan in a cache file and load it from
+                                 * there next time; 0: never read or write the cache */
+    const char *cache_dir;      /* NULL: $NN_CACHE_DIR, else $XDG_CACHE_HOME/nn, else ~/.cache/nn */
+    int64_t max_memory;         /* refuse a model whose weights, activations and scratch together need
+                                 * more bytes than this; 0 = no limit */
 } nn_options;
 
 typedef struct nn_model nn_model;
@@ -106,6 +111,12 @@ NN_API int nn_output_count(const nn_model *model);
 NN_API nn_status nn_input_info(const nn_model *model, int index, const char **name, nn_tensor *shape);
 NN_API nn_status nn_output_info(const nn_model *model, int index, const char **name, nn_tensor *shape);
 
+typedef enum nn_cache_state {
+    NN_CACHE_OFF = 0, /* caching disabled (options.cache = 0) */
+    NN_CACHE_MISS,    /* plan built from the ONNX file (and written to the cache if possible) */
+    NN_CACHE_HIT,     /* plan loaded from the cache: no parsing, no passes */
+} nn_cache_state;
+
 /* Facts about a loaded model, for reports. */
 typedef struct nn_model_stats {
     int nodes;           /* nodes executed per batch */
@@ -114,6 +125,11 @@ typedef struct nn_model_stats {
     int64_t arena_bytes; /* planned activation memory */
     int batch;           /* bound batch size */
     int threads;
+    int64_t weight_bytes; /* constant tensors and packed weights */
+    int64_t workspace_bytes; /* kernel scratch */
+    nn_cache_state cache; /* where the plan came from */
+    const char *cache_path;    /* the cache file read or written; NULL when none */
+    const char *cache_warning; /* why a cache file was not used or not written; NULL when all went well */
 } nn_model_stats;
 NN_API nn_status nn_model_get_stats(const nn_model *model, nn_model_stats *stats);
 

@@ -101,11 +101,16 @@ nn_status nn_runtime_init(nn_model *m) {
         /* only constants have values yet: the rest point into an arena not filled */
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0 && !g->values[n->in[k]].is_const) m->call_in[k].data = NULL;
-        void *prepared = NULL;
-        if (d->prepare && (st = d->prepare(&call, &g->weights, &prepared)) != NN_OK)
-            return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
-        n->prepared = call.prepared = prepared;
-        if (prepared) release_prepared_inputs(m, i, d->prepared_inputs);
+        size_t bytes = d->prepare ? d->prepared_size(&call) : 0;
+        if (bytes) {
+            void *prepared = nn_arena_alloc(&g->weights, bytes);
+            if (!prepared) return nn_set_error(NN_ERR_NOMEM, "node '%s': out of memory for %zu bytes of packed weights", n->name, bytes);
+            if ((st = d->prepare(&call, prepared)) != NN_OK)
+                return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
+            n->prepared = call.prepared = prepared;
+            n->prepared_size = bytes;
+            release_prepared_inputs(m, i, d->prepared_inputs);
+        }
         size_t need = d->workspace ? d->workspace(&call) : 0;
         if (need > ws) ws = need;
     }

@@ -212,10 +212,18 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
     nn_status st = convert_attrs(g, np, name, &attrs);
     if (st != NN_OK) return st;
     char err[256] = "";
-    nn_parse_ctx ctx = {attrs, (int)np->n_attribute, g->opset, n_in, n_out, &g->meta, NULL, err, sizeof err};
+    nn_parse_ctx ctx = {.attrs = attrs,
+                        .n_attrs = (int)np->n_attribute,
+                        .opset = g->opset,
+                        .n_inputs = n_in,
+                        .n_outputs = n_out,
+                        .arena = &g->meta,
+                        .err = err,
+                        .err_size = sizeof err};
     if (d->parse && (st = d->parse(&ctx)) != NN_OK)
         return nn_set_error(st, "node '%s' (%s): %s", name, op_type, err[0] ? err : nn_strerror(st));
     g->nodes[id].params = ctx.params;
+    g->nodes[id].params_size = ctx.params_size;
     return NN_OK;
 }
 

@@ -465,11 +465,13 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
     };
 }
 
-/* What prepare made: the weights transformed for Winograd, or packed for the GEMM. */
+/* What prepare makes: this header, then at CONV_PREPARED_DATA bytes either
+ * the weights transformed for Winograd or a packed GEMM block. */
 typedef struct conv_prepared {
-    const void *winograd;
-    const nn_gemm_packed *gemm;
+    bool winograd;
 } conv_prepared;
+#define CONV_PREPARED_DATA 64
+static const void *prepared_data(const conv_prepared *p) { return (const char *)p + CONV_PREPARED_DATA; }
 
 /* The Winograd view of a 2-D conv; false when Winograd does not apply or
  * would not win (nn_winograd_applicable says when). */
@@ -502,37 +504,55 @@ static size_t workspace_conv(const nn_call *c) {
     const conv_prepared *p = c->prepared;
     if (conv_resolve(c, false, &g) != NN_OK || is_depthwise_2d(&g)) return 0;
     if (p && p->winograd && winograd_shape(&g, &ws)) return nn_winograd_workspace(&ws, c->threads);
-    nn_gemm gm = conv_gemm(c, &g, &cv, p ? p->gemm : NULL);
+    nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
+    nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
     return nn_gemm_workspace(&gm, c->threads);
 }
 
-/* Transform (Winograd) or pack (GEMM) constant weights once; the engine then
- * frees the originals (prepared_inputs), so run must use what is made here. */
-static nn_status prepare_conv(const nn_call *c, nn_arena *arena, void **prepared) {
+/* Which way prepare goes: Winograd weights, packed GEMM weights, or nothing
+ * (depthwise convs and matrix-vector products read the weights as they
+ * are).  The engine frees the original weights once prepared
+ * (prepared_inputs), so run must use what is made here. */
+typedef enum conv_prep { PREP_NONE, PREP_WINOGRAD, PREP_GEMM } conv_prep;
+
+static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape *ws) {
+    if (conv_resolve(c, false, g) != NN_OK || is_depthwise_2d(g) || !c->in[1].data ||
+        (is_pointwise(g) && g->out_size == 1))
+        return PREP_NONE;
+    return c->winograd && winograd_shape(g, ws) ? PREP_WINOGRAD : PREP_GEMM;
+}
+
+static size_t prepared_size_conv(const nn_call *c) {
     conv_geom g;
     nn_gemm_conv cv;
     nn_winograd_shape ws;
-    nn_status st = conv_resolve(c, false, &g);
-    if (st != NN_OK) return st;
-    /* depthwise convs and matrix-vector products read the weights as they are */
-    if (is_depthwise_2d(&g) || !c->in[1].data || (is_pointwise(&g) && g.out_size == 1)) return NN_OK;
-    conv_prepared *p = nn_arena_alloc(arena, sizeof *p);
-    if (!p) return NN_ERR_NOMEM;
-    if (c->winograd && winograd_shape(&g, &ws)) {
-        void *u = nn_arena_alloc(arena, nn_winograd_prepared_size(&ws));
-        if (!u) return NN_ERR_NOMEM;
-        if ((st = nn_winograd_prepare(&ws, c->in[1].data, u, c->threads)) != NN_OK) return st;
-        p->winograd = u;
-    } else {
+    switch (prepare_kind(c, &g, &ws)) {
+    case PREP_WINOGRAD: return CONV_PREPARED_DATA + nn_winograd_prepared_size(&ws);
+    case PREP_GEMM: {
         nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
-        nn_gemm_packed *pk = nn_arena_alloc(arena, sizeof *pk);
-        float *mem = nn_arena_alloc(arena, sizeof(float) * nn_gemm_pack_a_floats(&gm));
-        if (!pk || !mem) return NN_ERR_NOMEM;
-        nn_gemm_pack_a(&gm, mem, pk);
-        p->gemm = pk;
+        return CONV_PREPARED_DATA + nn_gemm_pack_a_block_bytes(&gm);
     }
-    *prepared = p;
-    return NN_OK;
+    default: return 0;
+    }
+}
+
+static nn_status prepare_conv(const nn_call *c, void *prepared) {
+    conv_geom g;
+    nn_gemm_conv cv;
+    nn_winograd_shape ws;
+    conv_prepared *p = prepared;
+    void *data = (char *)prepared + CONV_PREPARED_DATA;
+    switch (prepare_kind(c, &g, &ws)) {
+    case PREP_WINOGRAD:
+        p->winograd = true;
+        return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
+    case PREP_GEMM: {
+        nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
+        nn_gemm_pack_a_block(&gm, data);
+        return NN_OK;
+    }
+    default: return nn_call_error(c, NN_ERR_INTERNAL, "nothing to prepare");
+    }
 }
 
 static nn_status run_conv(nn_call *c) {
@@ -549,13 +569,14 @@ static nn_status run_conv(nn_call *c) {
     if (p && p->winograd) {
         if (!winograd_shape(&g, &ws))
             return nn_call_error(c, NN_ERR_INTERNAL, "weights were prepared for Winograd, shapes no longer fit it");
-        st = nn_winograd_run(&ws, c->in[0].data, p->winograd, nn_present(c, 2) ? c->in[2].data : NULL, c->epilogue,
+        st = nn_winograd_run(&ws, c->in[0].data, prepared_data(p), nn_present(c, 2) ? c->in[2].data : NULL, c->epilogue,
                              nn_epilogue_residual(c), c->out[0].data, c->workspace, c->workspace_size, c->threads);
         return st == NN_OK ? NN_OK
                            : nn_call_error(c, st, "Winograd conv failed (workspace of %zu bytes)", c->workspace_size);
     }
     nn_gemm_conv cv;
-    nn_gemm gm = conv_gemm(c, &g, &cv, p ? p->gemm : NULL);
+    nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
+    nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
     if (!nn_gemm_run(&gm, c->workspace, c->workspace_size, c->threads))
         return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small or weights packed for another kernel");
     return NN_OK;
@@ -600,6 +621,7 @@ const nn_op_desc nn_op_Conv = {.name = "Conv",
                                .infer = infer_conv,
                                .workspace = workspace_conv,
                                .run = run_conv,
+                               .prepared_size = prepared_size_conv,
                                .prepare = prepare_conv,
                                .prepared_inputs = 1u << 1};
 const nn_op_desc nn_op_ConvTranspose = {.name = "ConvTranspose",

@@ -714,6 +714,35 @@ void nn_gemm_pack_b(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
         pack_b_block(kd, g, g->b, NULL, p0, min64(kb.size, g->k - p0), 0, g->n, mem + p0 * np);
 }
 
+_Static_assert(sizeof(nn_gemm_packed) <= NN_GEMM_BLOCK_DATA, "packed header must fit before the data");
+
+size_t nn_gemm_pack_a_block_bytes(const nn_gemm *g) { return NN_GEMM_BLOCK_DATA + sizeof(float) * nn_gemm_pack_a_floats(g); }
+size_t nn_gemm_pack_b_block_bytes(const nn_gemm *g) { return NN_GEMM_BLOCK_DATA + sizeof(float) * nn_gemm_pack_b_floats(g); }
+
+static void store_block_header(void *block, nn_gemm_packed p) {
+    p.data = NULL; /* the data's place is implied: the block may move */
+    memcpy(block, &p, sizeof p);
+}
+
+void nn_gemm_pack_a_block(const nn_gemm *g, void *block) {
+    nn_gemm_packed p;
+    nn_gemm_pack_a(g, (float *)((char *)block + NN_GEMM_BLOCK_DATA), &p);
+    store_block_header(block, p);
+}
+
+void nn_gemm_pack_b_block(const nn_gemm *g, void *block) {
+    nn_gemm_packed p;
+    nn_gemm_pack_b(g, (float *)((char *)block + NN_GEMM_BLOCK_DATA), &p);
+    store_block_header(block, p);
+}
+
+nn_gemm_packed nn_gemm_block_view(const void *block) {
+    nn_gemm_packed p;
+    memcpy(&p, block, sizeof p);
+    p.data = (float *)((char *)block + NN_GEMM_BLOCK_DATA);
+    return p;
+}
+
 /* ---- partition into tasks: (batch) x (M ranges) x (N ranges) */
 typedef struct plan {
     const gemm_kernel *kd;

@@ -97,6 +97,17 @@ void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out);
 size_t nn_gemm_pack_b_floats(const nn_gemm *g);
 void nn_gemm_pack_b(const nn_gemm *g, float *mem, nn_gemm_packed *out);
 
+/* A packed operand as one position-independent block, for an op's prepare
+ * (the plan cache stores the block and maps it back at another address):
+ * the nn_gemm_packed header without its pointer, then the floats at
+ * NN_GEMM_BLOCK_DATA bytes.  nn_gemm_block_view gives the usable operand. */
+#define NN_GEMM_BLOCK_DATA 64
+size_t nn_gemm_pack_a_block_bytes(const nn_gemm *g);
+void nn_gemm_pack_a_block(const nn_gemm *g, void *block);
+size_t nn_gemm_pack_b_block_bytes(const nn_gemm *g);
+void nn_gemm_pack_b_block(const nn_gemm *g, void *block);
+nn_gemm_packed nn_gemm_block_view(const void *block);
+
 /* Scratch bytes nn_gemm_run needs for this problem with `threads` threads. */
 size_t nn_gemm_workspace(const nn_gemm *g, int threads);
 /* Run the product.  false when the workspace is too small, or when an

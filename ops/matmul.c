@@ -30,15 +30,17 @@ static void set_epilogue(const nn_call *c, nn_gemm *g) {
     g->act_beta = e->beta;
 }
 
-/* Pack B = in[1] for `g` into arena memory when it is constant. */
-static nn_status pack_b(const nn_call *c, const nn_gemm *g, nn_arena *arena, void **prepared) {
-    if (!c->in[1].data || g->m < PACK_B_MIN_ROWS || g->n <= 0) return NN_OK;
-    nn_gemm_packed *p = nn_arena_alloc(arena, sizeof *p);
-    float *mem = nn_arena_alloc(arena, sizeof(float) * nn_gemm_pack_b_floats(g));
-    if (!p || !mem) return NN_ERR_NOMEM;
-    nn_gemm_pack_b(g, mem, p);
-    *prepared = p;
-    return NN_OK;
+/* Bytes of B = in[1] packed for `g` when it is constant and worth packing; 0 otherwise. */
+static size_t packed_b_bytes(const nn_call *c, const nn_gemm *g) {
+    if (!c->in[1].data || g->m < PACK_B_MIN_ROWS || g->n <= 0) return 0;
+    return nn_gemm_pack_b_block_bytes(g);
+}
+
+/* The B that prepare packed, as an operand; NULL when there is none. */
+static const nn_gemm_packed *prepared_b(const nn_call *c, nn_gemm_packed *view) {
+    if (!c->prepared) return NULL;
+    *view = nn_gemm_block_view(c->prepared);
+    return view;
 }
 
 /* ---- MatMul: 1-D operands are promoted to a row (A) / column (B) and the
@@ -139,24 +141,33 @@ static nn_gemm matmul_gemm(const nn_call *c, const matmul_geom *g, const nn_gemm
 static size_t workspace_matmul(const nn_call *c) {
     matmul_geom g;
     if (matmul_resolve(c, &g) != NN_OK) return 0;
-    nn_gemm gm = matmul_gemm(c, &g, c->prepared);
+    nn_gemm_packed view;
+    nn_gemm gm = matmul_gemm(c, &g, prepared_b(c, &view));
     return nn_gemm_workspace(&gm, c->threads);
 }
 
-static nn_status prepare_matmul(const nn_call *c, nn_arena *arena, void **prepared) {
+static size_t prepared_size_matmul(const nn_call *c) {
+    matmul_geom g;
+    if (matmul_resolve(c, &g) != NN_OK || !matmul_tall(&g)) return 0;
+    nn_gemm gm = matmul_gemm(c, &g, NULL);
+    return packed_b_bytes(c, &gm);
+}
+
+static nn_status prepare_matmul(const nn_call *c, void *prepared) {
     matmul_geom g;
     nn_status st = matmul_resolve(c, &g);
     if (st != NN_OK) return st;
-    if (!matmul_tall(&g)) return NN_OK;
     nn_gemm gm = matmul_gemm(c, &g, NULL);
-    return pack_b(c, &gm, arena, prepared);
+    nn_gemm_pack_b_block(&gm, prepared);
+    return NN_OK;
 }
 
 static nn_status run_matmul(nn_call *c) {
     matmul_geom g;
     nn_status st = matmul_resolve(c, &g);
     if (st != NN_OK) return st;
-    nn_gemm gm = matmul_gemm(c, &g, c->prepared);
+    nn_gemm_packed view;
+    nn_gemm gm = matmul_gemm(c, &g, prepared_b(c, &view));
     const float *a = gm.a, *b = gm.b, *res = gm.residual;
     int64_t pos[NN_MAX_DIMS] = {0}, entries = matmul_tall(&g) ? 1 : g.batches;
     for (int64_t i = 0; i < entries; i++) {
@@ -271,17 +282,27 @@ static size_t workspace_gemm(const nn_call *c) {
     gemm_geom g;
     bool prefill;
     if (gemm_resolve(c, &g) != NN_OK) return 0;
-    nn_gemm gm = gemm_gemm(c, &g, c->prepared, &prefill);
+    nn_gemm_packed view;
+    nn_gemm gm = gemm_gemm(c, &g, prepared_b(c, &view), &prefill);
     return nn_gemm_workspace(&gm, c->threads);
 }
 
-static nn_status prepare_gemm(const nn_call *c, nn_arena *arena, void **prepared) {
+static size_t prepared_size_gemm(const nn_call *c) {
+    gemm_geom g;
+    bool prefill;
+    if (gemm_resolve(c, &g) != NN_OK) return 0;
+    nn_gemm gm = gemm_gemm(c, &g, NULL, &prefill);
+    return packed_b_bytes(c, &gm);
+}
+
+static nn_status prepare_gemm(const nn_call *c, void *prepared) {
     gemm_geom g;
     bool prefill;
     nn_status st = gemm_resolve(c, &g);
     if (st != NN_OK) return st;
     nn_gemm gm = gemm_gemm(c, &g, NULL, &prefill);
-    return pack_b(c, &gm, arena, prepared);
+    nn_gemm_pack_b_block(&gm, prepared);
+    return NN_OK;
 }
 
 static nn_status run_gemm(nn_call *c) {
@@ -290,7 +311,8 @@ static nn_status run_gemm(nn_call *c) {
     bool prefill;
     nn_status st = gemm_resolve(c, &g);
     if (st != NN_OK) return st;
-    nn_gemm gm = gemm_gemm(c, &g, c->prepared, &prefill);
+    nn_gemm_packed view;
+    nn_gemm gm = gemm_gemm(c, &g, prepared_b(c, &view), &prefill);
     if (prefill) {
         const float *cv = c->in[2].data;
         float *y = c->out[0].data;
@@ -313,6 +335,7 @@ const nn_op_desc nn_op_MatMul = {.name = "MatMul",
                                  .infer = infer_matmul,
                                  .workspace = workspace_matmul,
                                  .run = run_matmul,
+                                 .prepared_size = prepared_size_matmul,
                                  .prepare = prepare_matmul,
                                  .prepared_inputs = 1u << 1};
 const nn_op_desc nn_op_Gemm = {.name = "Gemm",
@@ -325,5 +348,6 @@ const nn_op_desc nn_op_Gemm = {.name = "Gemm",
                                .infer = infer_gemm,
                                .workspace = workspace_gemm,
                                .run = run_gemm,
+                               .prepared_size = prepared_size_gemm,
                                .prepare = prepare_gemm,
                                .prepared_inputs = 1u << 1};

@@ -12,7 +12,7 @@
  *   workspace optional: scratch bytes `run` needs for these shapes (asked
  *             after prepare, with call->prepared set).
  *   prepare   optional: once at load, precompute from constant inputs (packed
- *             weights); the result reaches run as call->prepared.
+ *             weights) into one flat block; it reaches run as call->prepared.
  *   run       compute.  Kernels see plain tensors and their params, never the
  *             graph; they never allocate (scratch comes in `workspace`).
  *
@@ -56,6 +56,9 @@ typedef struct nn_attr {
     const nn_tensor *t;
 } nn_attr;
 
+/* Params are plain bytes (no pointers; Constant's are the one exception, and
+ * Constant nodes are always folded away before a plan exists): the plan
+ * cache stores them as they are. */
 typedef struct nn_parse_ctx {
     const nn_attr *attrs;
     int n_attrs;
@@ -64,6 +67,7 @@ typedef struct nn_parse_ctx {
     int n_outputs;
     nn_arena *arena;
     void *params;   /* out: set by parse */
+    size_t params_size; /* out: its size in bytes (set by nn_params_alloc) */
     char *err;
     size_t err_size;
 } nn_parse_ctx;
@@ -124,11 +128,16 @@ typedef struct nn_op_desc {
     nn_status (*infer)(nn_call *call);
     size_t (*workspace)(const nn_call *call); /* NULL: needs none */
     nn_status (*run)(nn_call *call);
-    /* Optional: once at load, for static shapes, precompute what run can
-     * reuse (e.g. weights packed for the GEMM kernel, from constant inputs,
-     * which have data here).  Memory comes from `arena` (freed with the
-     * model).  run must still work when call->prepared is NULL. */
-    nn_status (*prepare)(const nn_call *call, nn_arena *arena, void **prepared);
+    /* Optional pair: once at load, for static shapes, precompute what run can
+     * reuse (e.g. weights packed for the GEMM kernel) from constant inputs,
+     * which have data here.  prepared_size says how many bytes (0: nothing
+     * to prepare for this call); prepare fills that many zeroed, 64-byte
+     * aligned bytes, which run then sees as call->prepared.  The block must
+     * be position-independent (offsets, never pointers): the plan cache
+     * stores it as bytes and maps it back at another address.  run must
+     * still work when call->prepared is NULL. */
+    size_t (*prepared_size)(const nn_call *call);
+    nn_status (*prepare)(const nn_call *call, void *prepared);
     /* bit k set: once prepared, run no longer reads input k's data, so the
      * engine may free a constant input k that nothing else reads (run then
      * sees its shape with data NULL) */

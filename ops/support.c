@@ -103,7 +103,10 @@ nn_status nn_attr_tensor(nn_parse_ctx *ctx, const char *name, const nn_tensor **
     return st;
 }
 
-void *nn_params_alloc(nn_parse_ctx *ctx, size_t size) { return nn_arena_alloc(ctx->arena, size); }
+void *nn_params_alloc(nn_parse_ctx *ctx, size_t size) {
+    if (!ctx->params_size) ctx->params_size = size; /* the first block is the params struct */
+    return nn_arena_alloc(ctx->arena, size);
+}
 
 int64_t nn_shape_elements(const int64_t *dims, int ndim) {
     int64_t n = 1;

@@ -122,8 +122,7 @@ static bool fold_into_gemm(nn_graph *g, nn_node *host, nn_node *bn, const affine
         if (cv->t.ndim == 2 && cv->t.dims[1] != n && ce != 1) return false;
     }
     float *bd = malloc(sizeof(float) * (size_t)(n * k)), *cd = malloc(sizeof(float) * (size_t)(rows * n));
-    nn_gemm_params *np = nn_arena_alloc(&g->meta, sizeof *np);
-    bool ok = bd && cd && np;
+    bool ok = bd && cd;
     const float *b = bv->t.data, *c = cv ? cv->t.data : NULL;
     int64_t ce = cv ? nn_tensor_elements(&cv->t) : 0;
     for (int64_t i = 0; ok && i < k; i++)
@@ -141,10 +140,9 @@ static bool fold_into_gemm(nn_graph *g, nn_node *host, nn_node *bn, const affine
     int nb = ok ? new_const(g, host, "B_bn", &bt) : -1, nc = ok ? new_const(g, host, "C_bn", &ct) : -1;
     free(bd);
     free(cd);
-    if (nb < 0 || nc < 0) return false;
-    *np = *p;
-    np->beta = 1.0f;
-    host->params = np;
+    nn_gemm_params np = *p;
+    np.beta = 1.0f;
+    if (nb < 0 || nc < 0 || !nn_node_set_params(g, host, &np, sizeof np)) return false;
     host->op = NN_OP_Gemm;
     host->in[1] = nb;
     if (host->n_in > 2)
@@ -192,7 +190,7 @@ static bool split_standalone(nn_graph *g, int at, const affine *a) {
     add->out[0] = bn->out[0];
     g->values[bn->out[0]].producer = at + 1;
     bn->op = NN_OP_Mul;
-    bn->params = NULL;
+    nn_node_set_params(g, bn, NULL, 0);
     bn->n_in = 2;
     bn->in[1] = sv;
     bn->out[0] = mid;

@@ -37,13 +37,11 @@ static nn_status fuse_bias(nn_model *m, int *rewrites) {
             int bias = bias_input(g, add, x, out->t.dims[1]);
             if (bias < 0) continue;
             if (matmul) {
-                nn_gemm_params *p = nn_arena_alloc(&g->meta, sizeof *p);
-                if (!p) {
+                const nn_gemm_params p = {.alpha = 1.0f, .beta = 1.0f};
+                if (!nn_node_set_params(g, host, &p, sizeof p)) {
                     free(uses);
                     return nn_set_error(NN_ERR_NOMEM, "out of memory");
                 }
-                *p = (nn_gemm_params){.alpha = 1.0f, .beta = 1.0f};
-                host->params = p;
                 host->op = NN_OP_Gemm;
             } else if (((const nn_gemm_params *)host->params)->beta != 1.0f) {
                 continue; /* C is scaled by beta */

@@ -190,12 +190,10 @@ static int chain_head(const nn_graph *g, const nn_node *n) {
 
 /* The last node of the chain becomes the FusedElementwise node, under the first one's name. */
 static bool replace_chain(nn_graph *g, const chain *c) {
-    nn_ew_program *prog = nn_arena_alloc(&g->meta, sizeof *prog);
     int *in = nn_arena_alloc(&g->meta, sizeof(int) * (size_t)c->n_inputs);
-    if (!prog || !in) return false;
-    *prog = c->prog;
-    memcpy(in, c->inputs, sizeof(int) * (size_t)c->n_inputs);
     nn_node *last = &g->nodes[c->nodes[c->n_nodes - 1]];
+    if (!in || !nn_node_set_params(g, last, &c->prog, sizeof c->prog)) return false;
+    memcpy(in, c->inputs, sizeof(int) * (size_t)c->n_inputs);
     last->name = g->nodes[c->nodes[0]].name;
     for (int k = 0; k < c->n_nodes - 1; k++) {
         nn_node *n = &g->nodes[c->nodes[k]];
@@ -203,7 +201,6 @@ static bool replace_chain(nn_graph *g, const chain *c) {
         n->op = -1;
     }
     last->op = NN_OP_FusedElementwise;
-    last->params = prog;
     last->prepared = NULL;
     last->in = in;
     last->n_in = c->n_inputs;

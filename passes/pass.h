@@ -47,6 +47,9 @@ int nn_node_append_input(nn_graph *g, nn_node *n, int value, int at_least_index)
 /* `host` takes over the single output of `absorbed`, which is marked dead
  * (op = -1), and notes `what` among what it fused. */
 void nn_node_absorb(nn_graph *g, nn_node *host, nn_node *absorbed, const char *what);
+/* Give a node a copy of `params` (size bytes, plain data) in the graph's
+ * metadata; NULL params clears them.  False when out of memory. */
+bool nn_node_set_params(nn_graph *g, nn_node *n, const void *params, size_t size);
 /* Record what a node absorbed: "A" then "A+B" ... */
 void nn_node_note_fused(nn_graph *g, nn_node *n, const char *what);
 

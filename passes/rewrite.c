@@ -76,6 +76,14 @@ void nn_node_absorb(nn_graph *g, nn_node *host, nn_node *absorbed, const char *w
     absorbed->op = -1;
 }
 
+bool nn_node_set_params(nn_graph *g, nn_node *n, const void *params, size_t size) {
+    void *copy = params ? nn_arena_memdup(&g->meta, params, size) : NULL;
+    if (params && !copy) return false;
+    n->params = copy;
+    n->params_size = params ? size : 0;
+    return true;
+}
+
 void nn_node_note_fused(nn_graph *g, nn_node *n, const char *what) {
     size_t len = (n->fused ? strlen(n->fused) + 1 : 0) + strlen(what) + 1;
     char *s = nn_arena_alloc(&g->meta, len);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../passes/pass.h"
+#include "backend.h"
 #include "error.h"
 #include "import.h"
 #include "model.h"
@@ -14,13 +15,22 @@ NN_API nn_options nn_options_default(void) {
     return o;
 }
 
-static nn_status check_device(const char *device) {
+/* "cpu": the CPU executor; "gpuN": the CUDA backend, in builds that have it. */
+static nn_status select_device(nn_model *m, const char *device) {
     if (!device || !strcmp(device, "cpu")) return NN_OK;
     if (!strncmp(device, "gpu", 3)) {
         char *end;
         long idx = strtol(device + 3, &end, 10);
-        if (end != device + 3 && !*end && idx >= 0)
-            return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: this build has no GPU backend", device);
+        if (end != device + 3 && !*end && idx >= 0 && idx < 1024) {
+#ifdef NN_HAVE_CUDA
+            m->backend = &nn_cuda_backend;
+            m->device_index = (int)idx;
+            return NN_OK;
+#else
+            (void)m;
+            return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: this build has no CUDA support", device);
+#endif
+        }
     }
     return nn_set_error(NN_ERR_ARG, "unknown device '%s' (expected cpu or gpuN)", device);
 }
@@ -34,11 +44,13 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     nn_options opt = options ? *options : nn_options_default();
     if (opt.batch < 1) return nn_set_error(NN_ERR_ARG, "batch size must be at least 1 (got %d)", opt.batch);
     if (opt.threads < 0) return nn_set_error(NN_ERR_ARG, "thread count must not be negative (got %d)", opt.threads);
-    nn_status st = check_device(opt.device);
-    if (st != NN_OK) return st;
-
     nn_model *m = calloc(1, sizeof *m);
     if (!m) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    nn_status st = select_device(m, opt.device);
+    if (st != NN_OK) {
+        free(m);
+        return st;
+    }
     snprintf(m->device, sizeof m->device, "%s", opt.device ? opt.device : "cpu");
     opt.device = m->device;
     m->opt = opt;
@@ -224,6 +236,14 @@ static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *ou
     return st;
 }
 
+static nn_status predict_on_device(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
+    nn_status st = alloc_outputs(m, out, n_out, samples);
+    if (st == NN_OK && (st = m->backend->predict(m, in, out, n_out, samples)) != NN_OK)
+        for (int i = 0; i < n_out; i++)
+            nn_tensor_release(&out[i]);
+    return st;
+}
+
 NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
     if (!m || (!in && n_in) || !out) return nn_set_error(NN_ERR_ARG, "nn_predict: NULL argument");
     if (n_out != m->g.n_outputs)
@@ -235,7 +255,10 @@ NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tenso
     if (st == NN_OK && samples == 0) st = nn_set_error(NN_ERR_SHAPE, "inputs hold no samples");
     if (st == NN_OK) {
         openblas_set_num_threads(m->threads);
-        st = m->dynamic ? predict_dynamic(m, in, out, n_out) : predict_batched(m, in, out, n_out, samples);
+        if (m->backend)
+            st = predict_on_device(m, in, out, n_out, samples);
+        else
+            st = m->dynamic ? predict_dynamic(m, in, out, n_out) : predict_batched(m, in, out, n_out, samples);
     }
     pthread_mutex_unlock(&m->lock);
     return st;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "../ops/registry.h"
+#include "backend.h"
 #include "error.h"
 #include "model.h"
 
@@ -79,10 +80,15 @@ nn_status nn_runtime_init(nn_model *m) {
         m->last_use[g->outputs[i]] = g->n_nodes;
     if (m->opt.profile && !(m->node_ns = calloc((size_t)g->n_nodes + 1, sizeof(double))))
         return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    if (m->dynamic && m->backend)
+        return nn_set_error(NN_ERR_UNSUPPORTED,
+                            "device '%s' needs a static plan, and this model's shapes depend on run-time values",
+                            m->device);
     if (m->dynamic) return NN_OK;
 
     nn_status st = nn_plan_memory(m);
     if (st != NN_OK) return st;
+    if (m->backend) return m->backend->attach(m, m->device_index);
     m->arena = aligned_alloc(64, m->plan.arena_bytes ? m->plan.arena_bytes : 64);
     if (!m->arena) return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
     for (int v = 0; v < g->n_values; v++)
@@ -104,7 +110,9 @@ nn_status nn_runtime_init(nn_model *m) {
         size_t bytes = d->prepare ? d->prepared_size(&call) : 0;
         if (bytes) {
             void *prepared = nn_arena_alloc(&g->weights, bytes);
-            if (!prepared) return nn_set_error(NN_ERR_NOMEM, "node '%s': out of memory for %zu bytes of packed weights", n->name, bytes);
+            if (!prepared)
+                return nn_set_error(NN_ERR_NOMEM, "node '%s': out of memory for %zu bytes of packed weights", n->name,
+                                    bytes);
             if ((st = d->prepare(&call, prepared)) != NN_OK)
                 return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
             n->prepared = call.prepared = prepared;
@@ -121,6 +129,7 @@ nn_status nn_runtime_init(nn_model *m) {
 }
 
 void nn_runtime_free(nn_model *m) {
+    if (m->backend && m->device_state) m->backend->detach(m);
     nn_execute_release(m);
     free(m->rt);
     free(m->last_use);

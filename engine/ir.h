@@ -33,7 +33,7 @@ typedef struct nn_node {
     size_t params_size;   /* bytes at params (plain bytes: see nn_parse_ctx) */
     const void *prepared; /* from the op's prepare at load (static plans) */
     size_t prepared_size;
-    bool has_epilogue;    /* set by fusion passes for ops with NN_OPF_EPILOGUE */
+    bool has_epilogue; /* set by fusion passes for ops with NN_OPF_EPILOGUE */
     nn_epilogue epilogue;
     const char *fused; /* what fusion absorbed, e.g. "BatchNormalization+Relu"; NULL if nothing */
     bool elided;       /* nothing to run: its outputs alias memory that other nodes write

@@ -30,7 +30,10 @@ struct nn_model {
     int *last_use;                 /* per value: last node reading it (n_nodes for graph outputs) */
     nn_tensor *call_in, *call_out; /* argument arrays sized for the widest node */
     pthread_mutex_t lock;
-    double *node_ns; /* per node: accumulated run time when profiling */
+    const struct nn_backend *backend; /* NULL: the CPU executor; else the device backend attached */
+    int device_index;                 /* gpuN: N */
+    void *device_state;               /* the backend's */
+    double *node_ns;                  /* per node: accumulated run time when profiling */
     int64_t profiled_runs;
 };
 

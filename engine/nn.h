@@ -125,9 +125,9 @@ typedef struct nn_model_stats {
     int64_t arena_bytes; /* planned activation memory */
     int batch;           /* bound batch size */
     int threads;
-    int64_t weight_bytes; /* constant tensors and packed weights */
-    int64_t workspace_bytes; /* kernel scratch */
-    nn_cache_state cache; /* where the plan came from */
+    int64_t weight_bytes;      /* constant tensors and packed weights */
+    int64_t workspace_bytes;   /* kernel scratch */
+    nn_cache_state cache;      /* where the plan came from */
     const char *cache_path;    /* the cache file read or written; NULL when none */
     const char *cache_warning; /* why a cache file was not used or not written; NULL when all went well */
 } nn_model_stats;

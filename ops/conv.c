@@ -543,9 +543,7 @@ static nn_status prepare_conv(const nn_call *c, void *prepared) {
     conv_prepared *p = prepared;
     void *data = (char *)prepared + CONV_PREPARED_DATA;
     switch (prepare_kind(c, &g, &ws)) {
-    case PREP_WINOGRAD:
-        p->winograd = true;
-        return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
+    case PREP_WINOGRAD: p->winograd = true; return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
     case PREP_GEMM: {
         nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
         nn_gemm_pack_a_block(&gm, data);

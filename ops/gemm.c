@@ -716,8 +716,12 @@ void nn_gemm_pack_b(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
 
 _Static_assert(sizeof(nn_gemm_packed) <= NN_GEMM_BLOCK_DATA, "packed header must fit before the data");
 
-size_t nn_gemm_pack_a_block_bytes(const nn_gemm *g) { return NN_GEMM_BLOCK_DATA + sizeof(float) * nn_gemm_pack_a_floats(g); }
-size_t nn_gemm_pack_b_block_bytes(const nn_gemm *g) { return NN_GEMM_BLOCK_DATA + sizeof(float) * nn_gemm_pack_b_floats(g); }
+size_t nn_gemm_pack_a_block_bytes(const nn_gemm *g) {
+    return NN_GEMM_BLOCK_DATA + sizeof(float) * nn_gemm_pack_a_floats(g);
+}
+size_t nn_gemm_pack_b_block_bytes(const nn_gemm *g) {
+    return NN_GEMM_BLOCK_DATA + sizeof(float) * nn_gemm_pack_b_floats(g);
+}
 
 static void store_block_header(void *block, nn_gemm_packed p) {
     p.data = NULL; /* the data's place is implied: the block may move */

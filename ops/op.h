@@ -62,11 +62,11 @@ typedef struct nn_attr {
 typedef struct nn_parse_ctx {
     const nn_attr *attrs;
     int n_attrs;
-    int opset;      /* opset version of the default domain the model imports */
-    int n_inputs;   /* inputs named on the node (absent optional ones included) */
+    int opset;    /* opset version of the default domain the model imports */
+    int n_inputs; /* inputs named on the node (absent optional ones included) */
     int n_outputs;
     nn_arena *arena;
-    void *params;   /* out: set by parse */
+    void *params;       /* out: set by parse */
     size_t params_size; /* out: its size in bytes (set by nn_params_alloc) */
     char *err;
     size_t err_size;
@@ -79,12 +79,12 @@ typedef struct nn_parse_ctx {
 typedef enum nn_act {
     NN_ACT_NONE = 0,
     NN_ACT_RELU,
-    NN_ACT_CLIP,        /* min(max(y, alpha), beta) */
-    NN_ACT_LEAKY_RELU,  /* y < 0 ? alpha * y : y */
+    NN_ACT_CLIP,       /* min(max(y, alpha), beta) */
+    NN_ACT_LEAKY_RELU, /* y < 0 ? alpha * y : y */
     NN_ACT_SIGMOID,
     NN_ACT_HARD_SIGMOID, /* max(0, min(1, alpha * y + beta)) */
     NN_ACT_HARD_SWISH,
-    NN_ACT_SILU,        /* y * sigmoid(y) */
+    NN_ACT_SILU, /* y * sigmoid(y) */
     NN_ACT_TANH,
 } nn_act;
 
@@ -121,7 +121,7 @@ enum nn_op_flags {
 
 typedef struct nn_op_desc {
     const char *name;
-    int min_inputs, max_inputs; /* max_inputs -1: variadic */
+    int min_inputs, max_inputs;   /* max_inputs -1: variadic */
     int min_outputs, max_outputs; /* max_outputs -1: variadic */
     unsigned flags;
     nn_status (*parse)(nn_parse_ctx *ctx); /* NULL: the op has no attributes */
@@ -161,10 +161,8 @@ nn_status nn_attr_floats(nn_parse_ctx *ctx, const char *name, float *out, int ca
 nn_status nn_attr_tensor(nn_parse_ctx *ctx, const char *name, const nn_tensor **out);
 /* zeroed params memory owned by the model */
 void *nn_params_alloc(nn_parse_ctx *ctx, size_t size);
-nn_status nn_parse_error(nn_parse_ctx *ctx, nn_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-nn_status nn_call_error(const nn_call *call, nn_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+nn_status nn_parse_error(nn_parse_ctx *ctx, nn_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+nn_status nn_call_error(const nn_call *call, nn_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- shape helpers */
 int64_t nn_shape_elements(const int64_t *dims, int ndim);
@@ -176,9 +174,7 @@ void nn_tensor_set_shape(nn_tensor *t, nn_dtype dtype, int ndim, const int64_t *
 int64_t nn_tensor_get_int(const nn_tensor *t, int64_t i);
 /* read element i of a FLOAT / INT32 / INT64 tensor as double */
 double nn_tensor_get_double(const nn_tensor *t, int64_t i);
-static inline bool nn_present(const nn_call *c, int i) {
-    return i < c->n_in && c->in[i].dtype != NN_DTYPE_UNDEFINED;
-}
+static inline bool nn_present(const nn_call *c, int i) { return i < c->n_in && c->in[i].dtype != NN_DTYPE_UNDEFINED; }
 
 /* ---- numpy broadcasting (ops/support.c) */
 /* output shape of broadcasting a and b; NN_ERR_SHAPE with message if they do not fit */
@@ -193,8 +189,8 @@ void nn_broadcast_strides(const nn_tensor *in, int ndim, const int64_t *out_dims
 /* Write the view of `src` with shape `dims` and element strides `strides`
  * (0 broadcasts, negative walks backwards) densely into `dst`; elements are
  * `esz` opaque bytes, so one body serves every dtype. */
-void nn_copy_strided(void *dst, const void *src, size_t esz, int ndim, const int64_t *dims,
-                     const int64_t *strides, int threads);
+void nn_copy_strided(void *dst, const void *src, size_t esz, int ndim, const int64_t *dims, const int64_t *strides,
+                     int threads);
 /* Copy `len` elements of `esz` bytes taken `step` elements apart (0 repeats one). */
 void nn_copy_run(char *dst, const char *src, size_t esz, int64_t len, int64_t step);
 /* Read integer input i (INT32 or INT64, rank 0 or 1) into out[0..*n).

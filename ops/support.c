@@ -76,8 +76,8 @@ nn_status nn_attr_ints(nn_parse_ctx *ctx, const char *name, int64_t *out, int ca
     *n = -1;
     if (st != NN_OK || !a) return st;
     if (a->n > cap)
-        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "attribute '%s' has %d values, at most %d supported",
-                              name, a->n, cap);
+        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "attribute '%s' has %d values, at most %d supported", name, a->n,
+                              cap);
     memcpy(out, a->ints, sizeof(int64_t) * (size_t)a->n);
     *n = a->n;
     return NN_OK;
@@ -89,8 +89,8 @@ nn_status nn_attr_floats(nn_parse_ctx *ctx, const char *name, float *out, int ca
     *n = -1;
     if (st != NN_OK || !a) return st;
     if (a->n > cap)
-        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "attribute '%s' has %d values, at most %d supported",
-                              name, a->n, cap);
+        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "attribute '%s' has %d values, at most %d supported", name, a->n,
+                              cap);
     memcpy(out, a->floats, sizeof(float) * (size_t)a->n);
     *n = a->n;
     return NN_OK;
@@ -110,7 +110,8 @@ void *nn_params_alloc(nn_parse_ctx *ctx, size_t size) {
 
 int64_t nn_shape_elements(const int64_t *dims, int ndim) {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= dims[i];
+    for (int i = 0; i < ndim; i++)
+        n *= dims[i];
     return n;
 }
 
@@ -123,7 +124,8 @@ bool nn_axis_normalize(int64_t axis, int rank, int64_t *out) {
 void nn_tensor_set_shape(nn_tensor *t, nn_dtype dtype, int ndim, const int64_t *dims) {
     t->dtype = dtype;
     t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) t->dims[i] = dims[i];
+    for (int i = 0; i < ndim; i++)
+        t->dims[i] = dims[i];
 }
 
 int64_t nn_tensor_get_int(const nn_tensor *t, int64_t i) {
@@ -150,8 +152,8 @@ nn_status nn_broadcast_shape(nn_call *call, const nn_tensor *a, const nn_tensor 
         int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
         if (da != db && da != 1 && db != 1)
-            return nn_call_error(call, NN_ERR_SHAPE, "cannot broadcast dimension %d: %lld vs %lld", i,
-                                 (long long)da, (long long)db);
+            return nn_call_error(call, NN_ERR_SHAPE, "cannot broadcast dimension %d: %lld vs %lld", i, (long long)da,
+                                 (long long)db);
         dims[i] = da == 1 ? db : da;
     }
     out->ndim = nd;

@@ -1,0 +1,31 @@
+/* A device backend: runs a loaded model's plan somewhere other than the CPU
+ * executor (exec.c).  The model is imported, optimized and planned exactly
+ * as for the CPU (the plan may come from the cache); the backend then
+ * attaches to it and takes over nn_predict.  Nodes keep their original
+ * constant weights when a backend is attached (CPU prepare does not run). */
+#ifndef NN_BACKEND_H
+#define NN_BACKEND_H
+
+#include "model.h"
+
+typedef struct nn_backend {
+    const char *name;
+    /* Claim device memory for m->plan (one arena), upload the weights,
+     * choose kernels and algorithms; keep its state in m->device_state.
+     * Errors: NN_ERR_DEVICE (no device, no driver, out of device memory)
+     * or NN_ERR_UNSUPPORTED, with nn_set_error's one-line message. */
+    nn_status (*attach)(nn_model *m, int device_index);
+    /* nn_predict on this device: run `samples` samples of the inputs (dim 0
+     * of batched inputs; -1 when no input is batched) in chunks of
+     * m->batch, writing the rows of `out` (allocated by the caller, shapes
+     * set). */
+    nn_status (*predict)(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples);
+    /* Release everything attach claimed. */
+    void (*detach)(nn_model *m);
+} nn_backend;
+
+#ifdef NN_HAVE_CUDA
+extern const nn_backend nn_cuda_backend; /* cuda/ */
+#endif
+
+#endif

@@ -6,6 +6,7 @@
 
 #include "../passes/pass.h"
 #include "backend.h"
+#include "cache.h"
 #include "error.h"
 #include "import.h"
 #include "model.h"
@@ -44,6 +45,8 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     nn_options opt = options ? *options : nn_options_default();
     if (opt.batch < 1) return nn_set_error(NN_ERR_ARG, "batch size must be at least 1 (got %d)", opt.batch);
     if (opt.threads < 0) return nn_set_error(NN_ERR_ARG, "thread count must not be negative (got %d)", opt.threads);
+    if (opt.max_memory < 0)
+        return nn_set_error(NN_ERR_ARG, "memory limit must not be negative (got %lld)", (long long)opt.max_memory);
     nn_model *m = calloc(1, sizeof *m);
     if (!m) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     nn_status st = select_device(m, opt.device);
@@ -57,21 +60,32 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     m->batch = opt.batch;
     m->threads = opt.threads ? opt.threads : omp_get_num_procs();
     pthread_mutex_init(&m->lock, NULL);
-    if ((st = nn_import_onnx(path, &m->g)) != NN_OK) {
-        pthread_mutex_destroy(&m->lock);
-        free(m);
-        return st;
-    }
     /* One thread team: our OpenMP loops and OpenBLAS use the same count. */
     openblas_set_num_threads(m->threads);
+    bool hit = false;
+    if (opt.cache) nn_cache_load(m, path, &hit);
+    if (hit) {
+        if ((st = nn_runtime_init(m)) != NN_OK) {
+            nn_free(m);
+            return st;
+        }
+        *out = m;
+        return NN_OK;
+    }
+    if ((st = nn_import_onnx(path, &m->g)) != NN_OK) {
+        nn_free(m);
+        return st;
+    }
     int folded;
-    if ((st = nn_bind_inputs(m)) == NN_OK && (st = nn_infer_graph(m, false, &folded)) == NN_OK && hook)
+    if ((st = nn_check_memory_limit(m, 0)) == NN_OK && (st = nn_bind_inputs(m)) == NN_OK &&
+        (st = nn_infer_graph(m, false, &folded)) == NN_OK && hook)
         hook(hook_ctx, m, "parsed", 0);
     if (st != NN_OK || (opt.optimize && (st = nn_optimize(m, hook, hook_ctx)) != NN_OK) ||
         (st = nn_runtime_init(m)) != NN_OK) {
         nn_free(m);
         return st;
     }
+    if (opt.cache) nn_cache_store(m);
     *out = m;
     return NN_OK;
 }
@@ -84,6 +98,7 @@ NN_API void nn_free(nn_model *m) {
     if (!m) return;
     nn_runtime_free(m);
     nn_graph_free(&m->g);
+    nn_cache_release(m);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -117,6 +132,11 @@ NN_API nn_status nn_model_get_stats(const nn_model *m, nn_model_stats *s) {
     s->arena_bytes = (int64_t)m->plan.arena_bytes;
     s->batch = m->batch;
     s->threads = m->threads;
+    s->weight_bytes = (int64_t)nn_weight_bytes(m);
+    s->workspace_bytes = (int64_t)m->plan.workspace_bytes;
+    s->cache = m->cache_state;
+    s->cache_path = m->cache_state == NN_CACHE_HIT || m->cache_written ? m->cache_path : NULL;
+    s->cache_warning = m->cache_warning[0] ? m->cache_warning : NULL;
     return NN_OK;
 }
 

@@ -86,10 +86,12 @@ nn_status nn_runtime_init(nn_model *m) {
                             m->device);
     if (m->dynamic) return NN_OK;
 
-    nn_status st = nn_plan_memory(m);
+    /* a plan from the cache comes with its offsets and prepared weights */
+    nn_status st = m->from_cache ? NN_OK : nn_plan_memory(m);
     if (st != NN_OK) return st;
     if (m->backend) return m->backend->attach(m, m->device_index);
-    m->arena = aligned_alloc(64, m->plan.arena_bytes ? m->plan.arena_bytes : 64);
+    if ((st = nn_check_memory_limit(m, 0)) != NN_OK) return st;
+    m->arena = aligned_alloc(64, m->plan.arena_bytes ? (m->plan.arena_bytes + 63) / 64 * 64 : 64);
     if (!m->arena) return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
     for (int v = 0; v < g->n_values; v++)
         if (m->plan.offset[v] >= 0) m->rt[v].data = (char *)m->arena + m->plan.offset[v];
@@ -107,7 +109,7 @@ nn_status nn_runtime_init(nn_model *m) {
         /* only constants have values yet: the rest point into an arena not filled */
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0 && !g->values[n->in[k]].is_const) m->call_in[k].data = NULL;
-        size_t bytes = d->prepare ? d->prepared_size(&call) : 0;
+        size_t bytes = d->prepare && !m->from_cache ? d->prepared_size(&call) : 0;
         if (bytes) {
             void *prepared = nn_arena_alloc(&g->weights, bytes);
             if (!prepared)
@@ -123,9 +125,23 @@ nn_status nn_runtime_init(nn_model *m) {
         if (need > ws) ws = need;
     }
     m->plan.workspace_bytes = ws;
+    if ((st = nn_check_memory_limit(m, ws)) != NN_OK) return st;
     m->workspace = ws ? aligned_alloc(64, (ws + 63) / 64 * 64) : NULL;
     if (ws && !m->workspace) return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of workspace", ws);
     return NN_OK;
+}
+
+size_t nn_weight_bytes(const nn_model *m) { return m->g.weights.total + m->cache_data_bytes; }
+
+nn_status nn_check_memory_limit(const nn_model *m, size_t workspace) {
+    if (m->opt.max_memory <= 0) return NN_OK;
+    size_t weights = nn_weight_bytes(m), arena = m->plan.arena_bytes, total = weights + arena + workspace;
+    if (total <= (uint64_t)m->opt.max_memory) return NN_OK;
+    const double mib = 1048576.0;
+    return nn_set_error(NN_ERR_NOMEM,
+                        "model needs %.1f MiB (weights %.1f, activations %.1f, scratch %.1f), more than the "
+                        "memory limit of %.1f MiB",
+                        total / mib, weights / mib, arena / mib, workspace / mib, m->opt.max_memory / mib);
 }
 
 void nn_runtime_free(nn_model *m) {

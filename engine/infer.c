@@ -9,12 +9,21 @@
 #include "model.h"
 #include "onnx_tensor.h"
 
+/* Whether a tensor of these dims has a byte size that fits in int64_t (and
+ * so in every size computed from it). */
+static bool bytes_fit(const nn_tensor *t) {
+    int64_t n = nn_dims_checked_elements(t->dims, (size_t)t->ndim);
+    return n >= 0 && n <= INT64_MAX / (int64_t)nn_dtype_size(t->dtype);
+}
+
 /* Check an inferred output shape before anything is sized from it. */
 static nn_status check_output(const nn_node *n, const nn_tensor *t, int k) {
-    if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS ||
-        nn_dims_checked_elements(t->dims, (size_t)t->ndim) < 0)
+    if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS)
         return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): output %d got an invalid shape from inference", n->name,
                             nn_op_get(n->op)->name, k);
+    if (!bytes_fit(t))
+        return nn_set_error(NN_ERR_SHAPE, "node '%s' (%s): output %d has negative dims or its size overflows 64 bits",
+                            n->name, nn_op_get(n->op)->name, k);
     return NN_OK;
 }
 
@@ -38,6 +47,8 @@ nn_status nn_bind_inputs(nn_model *m) {
         }
         v->shape_known = known;
         if (!known) m->dynamic = true;
+        if (known && nn_dtype_size(v->t.dtype) && !bytes_fit(&v->t))
+            return nn_set_error(NN_ERR_SHAPE, "graph input '%s': its size overflows 64 bits", v->name);
     }
     return NN_OK;
 }

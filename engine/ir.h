@@ -50,6 +50,7 @@ typedef struct nn_graph {
     int *inputs, n_inputs;   /* graph inputs fed by the caller, in ONNX order */
     int *outputs, n_outputs; /* graph outputs, in ONNX order */
     int opset;
+    bool external_data; /* some initializer was read from an external data file */
     int nodes_parsed;
     int64_t parameters;
 } nn_graph;

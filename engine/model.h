@@ -35,6 +35,17 @@ struct nn_model {
     void *device_state;               /* the backend's */
     double *node_ns;                  /* per node: accumulated run time when profiling */
     int64_t profiled_runs;
+    /* plan cache (engine/cache.c) */
+    nn_cache_state cache_state;
+    bool from_cache;       /* graph, plan and prepared weights came from the cache file */
+    bool cache_key_known;  /* cache_key and cache_path were computed (the model file was readable) */
+    uint64_t cache_key[2]; /* model bytes, options and CPU features the plan was made for */
+    char *cache_path;      /* the cache file for this model and these options */
+    bool cache_written;    /* a miss wrote it */
+    char cache_warning[320];
+    void *cache_map; /* the mapped cache file on a hit (weights are used in place) */
+    size_t cache_map_bytes;
+    size_t cache_data_bytes; /* constants and prepared blocks inside the mapping */
 };
 
 /* Bind the symbolic batch dimension of the graph inputs to m->batch. */
@@ -50,6 +61,11 @@ void nn_plan_free(nn_plan *p);
 /* Prepare run-time state after inference (and planning, for static models). */
 nn_status nn_runtime_init(nn_model *m);
 void nn_runtime_free(nn_model *m);
+/* Bytes of constants and prepared weights the model holds. */
+size_t nn_weight_bytes(const nn_model *m);
+/* NN_ERR_NOMEM with a message when weights, the activation arena and
+ * `workspace` bytes of scratch exceed options.max_memory. */
+nn_status nn_check_memory_limit(const nn_model *m, size_t workspace);
 /* Run the graph once.  Inputs are in m->rt[input].  Static models write
  * into the planned arena; dynamic ones infer and allocate node by node and
  * leave graph outputs allocated (nn_execute_release frees them). */

@@ -255,6 +255,7 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
         snprintf(what, sizeof what, "initializer '%s'", name);
         const nn_payload *raw = i < file->n_payloads ? &file->payloads[i] : NULL;
         if ((st = nn_tensor_from_proto(tp, raw, &g->weights, base_dir, what, &g->values[v].t)) != NN_OK) goto out;
+        g->external_data |= tp->n_external_data > 0;
         if (raw && raw->data) nn_onnx_file_release(file, raw);
         g->values[v].is_const = g->values[v].shape_known = true;
         g->parameters += nn_tensor_elements(&g->values[v].t);

@@ -150,6 +150,60 @@ static bool rewrite_graph(slimmer *s, cursor c, outbuf *o) {
     return rewrite(s, c, o, GRAPH_INITIALIZER, rewrite_tensor, 0);
 }
 
+/* protobuf-c decodes nested messages by recursion, with no depth limit: a
+ * file nesting subgraphs (If/Loop bodies) or sequence types some ten
+ * thousand deep would overflow the stack.  ONNX's recursive paths are few;
+ * follow them (and nothing else) and refuse nesting no real model needs. */
+enum { MAX_NESTING = 64 };
+
+typedef enum msg_kind {
+    MSG_NONE,
+    MSG_MODEL,
+    MSG_GRAPH,
+    MSG_NODE,
+    MSG_ATTRIBUTE,
+    MSG_VALUE_INFO,
+    MSG_TYPE,
+    MSG_TYPE_WRAPPER, /* TypeProto.Sequence, .Map, .Optional */
+    MSG_TRAINING_INFO,
+    MSG_FUNCTION,
+} msg_kind;
+
+/* The kind of the message in LEN field `field` of a `kind` message, when it
+ * is on a path that can lead back to a message of its own kind. */
+static msg_kind nested_kind(msg_kind kind, uint32_t field) {
+    switch (kind) {
+    case MSG_MODEL:
+        return field == 7 ? MSG_GRAPH : field == 20 ? MSG_TRAINING_INFO : field == 25 ? MSG_FUNCTION : MSG_NONE;
+    case MSG_TRAINING_INFO: return field == 1 || field == 2 ? MSG_GRAPH : MSG_NONE; /* initialization, algorithm */
+    case MSG_FUNCTION: return field == 7 ? MSG_NODE : MSG_NONE;
+    case MSG_GRAPH: return field == 1 ? MSG_NODE : field >= 11 && field <= 13 ? MSG_VALUE_INFO : MSG_NONE;
+    case MSG_NODE: return field == 5 ? MSG_ATTRIBUTE : MSG_NONE;
+    case MSG_ATTRIBUTE: /* g, graphs; tp, type_protos */
+        return field == 6 || field == 11 ? MSG_GRAPH : field == 14 || field == 15 ? MSG_TYPE : MSG_NONE;
+    case MSG_VALUE_INFO: return field == 2 ? MSG_TYPE : MSG_NONE;
+    case MSG_TYPE: return field == 4 || field == 5 || field == 9 ? MSG_TYPE_WRAPPER : MSG_NONE;
+    case MSG_TYPE_WRAPPER: return field == 1 || field == 2 ? MSG_TYPE : MSG_NONE; /* elem_type, Map.value_type */
+    default: return MSG_NONE;
+    }
+}
+
+/* false when messages nest deeper than MAX_NESTING; malformed bytes are left
+ * for the decoder to reject.  The recursion is bounded by MAX_NESTING. */
+static bool nesting_within_limit(cursor c, msg_kind kind, int depth) {
+    if (depth > MAX_NESTING) return false;
+    while (c.p < c.end) {
+        uint32_t field;
+        int wire;
+        const uint8_t *start;
+        cursor payload = {0};
+        if (!next_field(&c, &field, &wire, &start, &payload)) return true;
+        msg_kind inner = wire == WIRE_LEN ? nested_kind(kind, field) : MSG_NONE;
+        if (inner != MSG_NONE && !nesting_within_limit(payload, inner, depth + 1)) return false;
+    }
+    return true;
+}
+
 nn_status nn_onnx_file_open(const char *path, nn_onnx_file *f) {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY);
@@ -186,6 +240,12 @@ nn_status nn_onnx_file_open(const char *path, nn_onnx_file *f) {
         nn_onnx_file_close(f);
         return nn_set_error(NN_ERR_PARSE,
                             "'%s' is not a valid ONNX protobuf (decoding failed: truncated or not protobuf)", path);
+    }
+    if (!nesting_within_limit((cursor){f->slim, f->slim + f->slim_size}, MSG_MODEL, 0)) {
+        nn_onnx_file_close(f);
+        return nn_set_error(NN_ERR_PARSE,
+                            "'%s' is not a valid ONNX model (subgraphs or types nested more than %d deep)", path,
+                            MAX_NESTING);
     }
     return NN_OK;
 }

@@ -1,11 +1,13 @@
 #include "onnx_tensor.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.h"
 
@@ -50,30 +52,43 @@ int64_t nn_dims_checked_elements(const int64_t *dims, size_t ndim) {
     return n;
 }
 
+/* A non-negative decimal byte count from external_data; -1 when it is anything else. */
+static long long parse_byte_count(const char *s) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    return end == s || *end || errno || v < 0 ? -1 : v;
+}
+
 /* Open the external file named by the tensor's `location` (which must stay
  * inside base_dir) positioned at `offset`, after checking that it holds
  * `nbytes` from there. */
 static nn_status open_external(const Onnx__TensorProto *tp, const char *base_dir, const char *what, size_t nbytes,
                                FILE **out) {
-    const char *location = NULL;
-    long long offset = 0, length = -1;
+    const char *location = NULL, *offset_text = NULL, *length_text = NULL;
     for (size_t i = 0; i < tp->n_external_data; i++) {
         const Onnx__StringStringEntryProto *e = tp->external_data[i];
         if (!e->key || !e->value) continue;
         if (!strcmp(e->key, "location"))
             location = e->value;
         else if (!strcmp(e->key, "offset"))
-            offset = strtoll(e->value, NULL, 10);
+            offset_text = e->value;
         else if (!strcmp(e->key, "length"))
-            length = strtoll(e->value, NULL, 10);
+            length_text = e->value;
     }
+    long long offset = offset_text ? parse_byte_count(offset_text) : 0;
+    long long length = length_text ? parse_byte_count(length_text) : (long long)nbytes;
+    if (offset < 0)
+        return nn_set_error(NN_ERR_INVALID, "%s: external data offset '%s' is not a byte count", what, offset_text);
+    if (length < 0)
+        return nn_set_error(NN_ERR_INVALID, "%s: external data length '%s' is not a byte count", what, length_text);
     if (!base_dir) return nn_set_error(NN_ERR_INVALID, "%s: external data is not allowed here", what);
     if (!location || !location[0]) return nn_set_error(NN_ERR_INVALID, "%s: external data without a location", what);
     if (location[0] == '/' || strstr(location, "..") == location || strstr(location, "/../") ||
         (strlen(location) >= 3 && !strcmp(location + strlen(location) - 3, "/..")))
         return nn_set_error(NN_ERR_INVALID, "%s: external data location '%s' leaves the model's folder", what,
                             location);
-    if (offset < 0 || (length >= 0 && (size_t)length != nbytes))
+    if ((unsigned long long)length != nbytes)
         return nn_set_error(NN_ERR_INVALID, "%s: external data length %lld does not match %zu bytes of dims", what,
                             length, nbytes);
     char path[PATH_MAX];
@@ -87,10 +102,20 @@ static nn_status open_external(const Onnx__TensorProto *tp, const char *base_dir
     if (strncmp(real_file, real_base, bl) != 0 || real_file[bl] != '/')
         return nn_set_error(NN_ERR_INVALID, "%s: external data '%s' resolves outside the model's folder", what,
                             location);
-    FILE *f = fopen(real_file, "rb");
+    /* O_NONBLOCK: a FIFO must not block the load waiting for a writer */
+    int fd = open(real_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
-    if (!f || fstat(fileno(f), &sb) != 0) {
-        if (f) fclose(f);
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        if (fd >= 0) close(fd);
+        return nn_set_error(NN_ERR_IO, "%s: cannot open external data '%s': %s", what, path, strerror(errno));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return nn_set_error(NN_ERR_INVALID, "%s: external data '%s' is not a regular file", what, location);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return nn_set_error(NN_ERR_IO, "%s: cannot open external data '%s': %s", what, path, strerror(errno));
     }
     if ((unsigned long long)sb.st_size < (unsigned long long)offset + nbytes ||
@@ -101,6 +126,12 @@ static nn_status open_external(const Onnx__TensorProto *tp, const char *base_dir
     }
     *out = f;
     return NN_OK;
+}
+
+/* Values in the typed fields, whatever the dtype says. */
+static size_t typed_values(const Onnx__TensorProto *tp) {
+    return tp->n_float_data + tp->n_int32_data + tp->n_int64_data + tp->n_double_data + tp->n_uint64_data +
+           tp->n_string_data;
 }
 
 nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *raw, nn_arena *arena,
@@ -131,6 +162,9 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
     nn_status st = NN_OK;
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         st = open_external(tp, base_dir, what, nbytes, &external);
+    } else if (((raw && raw->data) || tp->has_raw_data) && typed_values(tp)) {
+        st = nn_set_error(NN_ERR_INVALID, "%s has both raw_data and typed data (%zu typed values): which holds it?",
+                          what, typed_values(tp));
     } else if ((raw && raw->data) || tp->has_raw_data) {
         raw_bytes = raw && raw->data ? raw->data : tp->raw_data.data;
         size_t len = raw && raw->data ? raw->length : tp->raw_data.len;

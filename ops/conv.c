@@ -465,10 +465,16 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
     };
 }
 
+/* Which way prepare goes: Winograd weights, packed GEMM weights, or nothing
+ * (depthwise convs and matrix-vector products read the weights as they
+ * are).  The engine frees the original weights once prepared
+ * (prepared_inputs), so run must use what is made here. */
+typedef enum conv_prep { PREP_NONE, PREP_WINOGRAD, PREP_GEMM } conv_prep;
+
 /* What prepare makes: this header, then at CONV_PREPARED_DATA bytes either
  * the weights transformed for Winograd or a packed GEMM block. */
 typedef struct conv_prepared {
-    bool winograd;
+    int32_t kind; /* conv_prep */
 } conv_prepared;
 #define CONV_PREPARED_DATA 64
 static const void *prepared_data(const conv_prepared *p) { return (const char *)p + CONV_PREPARED_DATA; }
@@ -503,17 +509,11 @@ static size_t workspace_conv(const nn_call *c) {
     nn_winograd_shape ws;
     const conv_prepared *p = c->prepared;
     if (conv_resolve(c, false, &g) != NN_OK || is_depthwise_2d(&g)) return 0;
-    if (p && p->winograd && winograd_shape(&g, &ws)) return nn_winograd_workspace(&ws, c->threads);
+    if (p && p->kind == PREP_WINOGRAD && winograd_shape(&g, &ws)) return nn_winograd_workspace(&ws, c->threads);
     nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
     nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
     return nn_gemm_workspace(&gm, c->threads);
 }
-
-/* Which way prepare goes: Winograd weights, packed GEMM weights, or nothing
- * (depthwise convs and matrix-vector products read the weights as they
- * are).  The engine frees the original weights once prepared
- * (prepared_inputs), so run must use what is made here. */
-typedef enum conv_prep { PREP_NONE, PREP_WINOGRAD, PREP_GEMM } conv_prep;
 
 static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape *ws) {
     if (conv_resolve(c, false, g) != NN_OK || is_depthwise_2d(g) || !c->in[1].data ||
@@ -543,14 +543,29 @@ static nn_status prepare_conv(const nn_call *c, void *prepared) {
     conv_prepared *p = prepared;
     void *data = (char *)prepared + CONV_PREPARED_DATA;
     switch (prepare_kind(c, &g, &ws)) {
-    case PREP_WINOGRAD: p->winograd = true; return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
+    case PREP_WINOGRAD:
+        p->kind = PREP_WINOGRAD;
+        return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
     case PREP_GEMM: {
         nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
+        p->kind = PREP_GEMM;
         nn_gemm_pack_a_block(&gm, data);
         return NN_OK;
     }
     default: return nn_call_error(c, NN_ERR_INTERNAL, "nothing to prepare");
     }
+}
+
+static bool prepared_fits_conv(const nn_call *c, const void *prepared, size_t size) {
+    conv_geom g;
+    nn_gemm_conv cv;
+    nn_winograd_shape ws;
+    const conv_prepared *p = prepared;
+    if (size < CONV_PREPARED_DATA || conv_resolve(c, false, &g) != NN_OK || is_depthwise_2d(&g)) return false;
+    size -= CONV_PREPARED_DATA;
+    if (p->kind == PREP_WINOGRAD) return winograd_shape(&g, &ws) && size == nn_winograd_prepared_size(&ws);
+    nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
+    return p->kind == PREP_GEMM && nn_gemm_block_fits_a(&gm, prepared_data(p), size);
 }
 
 static nn_status run_conv(nn_call *c) {
@@ -564,7 +579,7 @@ static nn_status run_conv(nn_call *c) {
     }
     const conv_prepared *p = c->prepared;
     nn_winograd_shape ws;
-    if (p && p->winograd) {
+    if (p && p->kind == PREP_WINOGRAD) {
         if (!winograd_shape(&g, &ws))
             return nn_call_error(c, NN_ERR_INTERNAL, "weights were prepared for Winograd, shapes no longer fit it");
         st = nn_winograd_run(&ws, c->in[0].data, prepared_data(p), nn_present(c, 2) ? c->in[2].data : NULL, c->epilogue,
@@ -621,6 +636,7 @@ const nn_op_desc nn_op_Conv = {.name = "Conv",
                                .run = run_conv,
                                .prepared_size = prepared_size_conv,
                                .prepare = prepare_conv,
+                               .prepared_fits = prepared_fits_conv,
                                .prepared_inputs = 1u << 1};
 const nn_op_desc nn_op_ConvTranspose = {.name = "ConvTranspose",
                                         .min_inputs = 2,

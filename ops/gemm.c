@@ -690,13 +690,26 @@ size_t nn_gemm_pack_b_floats(const nn_gemm *g) {
 /* Packed layouts: K block kb starts at kb * kcs * (rows rounded to the panel
  * height); inside it panel q starts at q * panel height * kc.  So a block of
  * panels starting at row r0 is contiguous: r0 * kc floats into the K block. */
-void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
+/* The header packing `g`'s A (or B) gives with the current kernel. */
+static nn_gemm_packed packed_a_layout(const nn_gemm *g) {
     int ki = kernel_index();
-    const gemm_kernel *kd = &kernels[ki];
+    int64_t mp = round_up(g->m, kernels[ki].mr);
+    return (nn_gemm_packed){
+        .kernel = ki, .rows = g->m, .k = g->k, .count = batch_count(g, 1), .stride = (size_t)(mp * g->k)};
+}
+
+static nn_gemm_packed packed_b_layout(const nn_gemm *g) {
+    int ki = kernel_index();
+    int64_t np = round_up(g->n, kernels[ki].nr);
+    return (nn_gemm_packed){.kernel = ki, .rows = g->n, .k = g->k, .count = 1, .stride = (size_t)(np * g->k)};
+}
+
+void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
+    const gemm_kernel *kd = &kernels[kernel_index()];
     int64_t mp = round_up(g->m, kd->mr);
     kblocks kb = k_blocks(g->k);
-    *out = (nn_gemm_packed){
-        .kernel = ki, .rows = g->m, .k = g->k, .count = batch_count(g, 1), .stride = (size_t)(mp * g->k), .data = mem};
+    *out = packed_a_layout(g);
+    out->data = mem;
     for (int64_t bi = 0; bi < out->count; bi++)
         for (int64_t p0 = 0; p0 < g->k; p0 += kb.size)
             pack_a_block(g, g->a + bi * g->stride_a[1], kd->mr, p0, min64(kb.size, g->k - p0), 0, g->m,
@@ -704,12 +717,11 @@ void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
 }
 
 void nn_gemm_pack_b(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
-    int ki = kernel_index();
-    const gemm_kernel *kd = &kernels[ki];
+    const gemm_kernel *kd = &kernels[kernel_index()];
     int64_t np = round_up(g->n, kd->nr);
     kblocks kb = k_blocks(g->k);
-    *out =
-        (nn_gemm_packed){.kernel = ki, .rows = g->n, .k = g->k, .count = 1, .stride = (size_t)(np * g->k), .data = mem};
+    *out = packed_b_layout(g);
+    out->data = mem;
     for (int64_t p0 = 0; p0 < g->k; p0 += kb.size)
         pack_b_block(kd, g, g->b, NULL, p0, min64(kb.size, g->k - p0), 0, g->n, mem + p0 * np);
 }
@@ -738,6 +750,23 @@ void nn_gemm_pack_b_block(const nn_gemm *g, void *block) {
     nn_gemm_packed p;
     nn_gemm_pack_b(g, (float *)((char *)block + NN_GEMM_BLOCK_DATA), &p);
     store_block_header(block, p);
+}
+
+/* A block read back from the plan cache is untrusted: its header must be
+ * exactly what packing would give now, and its size must hold the floats. */
+static bool block_fits(nn_gemm_packed want, const void *block, size_t size) {
+    nn_gemm_packed have;
+    if (size < NN_GEMM_BLOCK_DATA) return false;
+    memcpy(&have, block, sizeof have);
+    return have.kernel == want.kernel && have.rows == want.rows && have.k == want.k && have.count == want.count &&
+           have.stride == want.stride && (size - NN_GEMM_BLOCK_DATA) / sizeof(float) >= want.count * want.stride;
+}
+
+bool nn_gemm_block_fits_a(const nn_gemm *g, const void *block, size_t size) {
+    return block_fits(packed_a_layout(g), block, size);
+}
+bool nn_gemm_block_fits_b(const nn_gemm *g, const void *block, size_t size) {
+    return block_fits(packed_b_layout(g), block, size);
 }
 
 nn_gemm_packed nn_gemm_block_view(const void *block) {

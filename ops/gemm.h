@@ -107,6 +107,10 @@ void nn_gemm_pack_a_block(const nn_gemm *g, void *block);
 size_t nn_gemm_pack_b_block_bytes(const nn_gemm *g);
 void nn_gemm_pack_b_block(const nn_gemm *g, void *block);
 nn_gemm_packed nn_gemm_block_view(const void *block);
+/* Whether a block (e.g. read back from the plan cache: untrusted) is exactly
+ * what packing g's A / B gives with the current kernel. */
+bool nn_gemm_block_fits_a(const nn_gemm *g, const void *block, size_t size);
+bool nn_gemm_block_fits_b(const nn_gemm *g, const void *block, size_t size);
 
 /* Scratch bytes nn_gemm_run needs for this problem with `threads` threads. */
 size_t nn_gemm_workspace(const nn_gemm *g, int threads);

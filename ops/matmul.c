@@ -162,6 +162,13 @@ static nn_status prepare_matmul(const nn_call *c, void *prepared) {
     return NN_OK;
 }
 
+static bool prepared_fits_matmul(const nn_call *c, const void *prepared, size_t size) {
+    matmul_geom g;
+    if (matmul_resolve(c, &g) != NN_OK || !matmul_tall(&g)) return false;
+    nn_gemm gm = matmul_gemm(c, &g, NULL);
+    return nn_gemm_block_fits_b(&gm, prepared, size);
+}
+
 static nn_status run_matmul(nn_call *c) {
     matmul_geom g;
     nn_status st = matmul_resolve(c, &g);
@@ -305,6 +312,14 @@ static nn_status prepare_gemm(const nn_call *c, void *prepared) {
     return NN_OK;
 }
 
+static bool prepared_fits_gemm(const nn_call *c, const void *prepared, size_t size) {
+    gemm_geom g;
+    bool prefill;
+    if (gemm_resolve(c, &g) != NN_OK) return false;
+    nn_gemm gm = gemm_gemm(c, &g, NULL, &prefill);
+    return nn_gemm_block_fits_b(&gm, prepared, size);
+}
+
 static nn_status run_gemm(nn_call *c) {
     const nn_gemm_params *p = c->params;
     gemm_geom g;
@@ -337,6 +352,7 @@ const nn_op_desc nn_op_MatMul = {.name = "MatMul",
                                  .run = run_matmul,
                                  .prepared_size = prepared_size_matmul,
                                  .prepare = prepare_matmul,
+                                 .prepared_fits = prepared_fits_matmul,
                                  .prepared_inputs = 1u << 1};
 const nn_op_desc nn_op_Gemm = {.name = "Gemm",
                                .min_inputs = 2,
@@ -350,4 +366,5 @@ const nn_op_desc nn_op_Gemm = {.name = "Gemm",
                                .run = run_gemm,
                                .prepared_size = prepared_size_gemm,
                                .prepare = prepare_gemm,
+                               .prepared_fits = prepared_fits_gemm,
                                .prepared_inputs = 1u << 1};

@@ -138,6 +138,10 @@ typedef struct nn_op_desc {
      * still work when call->prepared is NULL. */
     size_t (*prepared_size)(const nn_call *call);
     nn_status (*prepare)(const nn_call *call, void *prepared);
+    /* Required with prepare: whether a block of `size` bytes, read back
+     * from the plan cache and so untrusted, is exactly one this op's run
+     * can use with these shapes (layout header and size). */
+    bool (*prepared_fits)(const nn_call *call, const void *prepared, size_t size);
     /* bit k set: once prepared, run no longer reads input k's data, so the
      * engine may free a constant input k that nothing else reads (run then
      * sees its shape with data NULL) */

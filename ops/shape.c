@@ -112,8 +112,8 @@ static nn_status infer_reshape(nn_call *c) {
             infer_at = k;
         } else if (dims[k] < 0) {
             return nn_call_error(c, NN_ERR_INVALID, "shape[%d] is negative (%lld)", k, (long long)dims[k]);
-        } else {
-            known *= dims[k];
+        } else if (__builtin_mul_overflow(known, dims[k], &known)) {
+            return nn_call_error(c, NN_ERR_SHAPE, "shape holds more elements than fit in 64 bits");
         }
     }
     if (infer_at >= 0) {

@@ -2,7 +2,8 @@
  * whose operators and dtypes the engine supports, and compares outputs
  * (floats: |got - want| <= atol + rtol * |want|; integers and bools exactly).
  *
- * usage: conformance [-v] [FILTER...]   (FILTER: substring of the test name)
+ * usage: conformance [-v] [--cache-dir DIR] [FILTER...]   (FILTER: substring of the test name;
+ *        --cache-dir: run each test twice, building its plan, then loading it from the cache)
  * Each test runs in a child process so that a crash is a reported failure,
  * not the end of the run. */
 #include <dirent.h>
@@ -122,7 +123,11 @@ static int load_set(const char *dir, const char *kind, nn_tensor *ts, int cap) {
 
 enum { MAX_IO = 32 };
 
-static void run_test(const char *name, const char *dir, result *r) {
+/* --cache-dir DIR: every test runs twice, first building and writing its
+ * plan (a miss), then from the cache (which must be a hit). */
+static const char *cache_dir;
+
+static void run_test(const char *name, const char *dir, bool from_cache, result *r) {
     char model_path[4200];
     snprintf(model_path, sizeof model_path, "%s/model.onnx", dir);
     /* data sets, sorted */
@@ -150,6 +155,8 @@ static void run_test(const char *name, const char *dir, result *r) {
         }
         if (!m) {
             nn_options opt = nn_options_default();
+            opt.cache = cache_dir != NULL;
+            opt.cache_dir = cache_dir;
             /* bind a symbolic batch dimension to the data's */
             if (n_in > 0 && in[0].ndim > 0 && in[0].dims[0] > 0) opt.batch = (int)in[0].dims[0];
             nn_status st = nn_load(model_path, &opt, &m);
@@ -159,7 +166,15 @@ static void run_test(const char *name, const char *dir, result *r) {
                 goto next;
             }
             if (st != NN_OK) {
-                printf("FAIL %s: load: %s\n", name, nn_last_error());
+                printf("FAIL %s: load%s: %s\n", name, from_cache ? " from the cache" : "", nn_last_error());
+                r->failed++;
+                goto next;
+            }
+            nn_model_stats stats;
+            nn_model_get_stats(m, &stats);
+            if (from_cache && stats.cache != NN_CACHE_HIT) {
+                printf("FAIL %s: second load was not a cache hit (%s)\n", name,
+                       stats.cache_warning ? stats.cache_warning : "no warning");
                 r->failed++;
                 goto next;
             }
@@ -176,7 +191,7 @@ static void run_test(const char *name, const char *dir, result *r) {
             goto next;
         }
         if (st != NN_OK) {
-            printf("FAIL %s/%s: predict: %s\n", name, sets[s], nn_last_error());
+            printf("FAIL %s/%s: predict%s: %s\n", name, sets[s], from_cache ? " from the cache" : "", nn_last_error());
             r->failed++;
             goto next;
         }
@@ -186,7 +201,7 @@ static void run_test(const char *name, const char *dir, result *r) {
             if (!compare(&got[k], &want[k], msg, sizeof msg)) {
                 const char *oname = "";
                 nn_output_info(m, k, &oname, NULL);
-                printf("FAIL %s/%s: output '%s': %s\n", name, sets[s], oname, msg);
+                printf("FAIL %s/%s%s: output '%s': %s\n", name, sets[s], from_cache ? " (cache hit)" : "", oname, msg);
                 ok = false;
             }
         }
@@ -220,7 +235,8 @@ static void run_isolated(const char *name, const char *dir, result *r) {
     if (pid == 0) {
         close(fd[0]);
         result cr = {0};
-        run_test(name, dir, &cr);
+        run_test(name, dir, false, &cr);
+        if (cache_dir && !cr.skipped) run_test(name, dir, true, &cr);
         fflush(stdout);
         ssize_t w = write(fd[1], &cr, sizeof cr);
         _exit(w == (ssize_t)sizeof cr ? 0 : 3);
@@ -244,6 +260,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-v"))
             verbose = 1;
+        else if (!strcmp(argv[i], "--cache-dir") && i + 1 < argc)
+            cache_dir = argv[++i];
         else
             filters[n_filters++] = argv[i];
     }

@@ -55,6 +55,10 @@ static void usage(FILE *f) {
                "  --verify             check the IR after every pass\n"
                "  --profile            print time per operator type after the run\n"
                "  --no-winograd        3x3 convs use the GEMM only (slower, about twice as exact)\n"
+               "  --cache-dir DIR      keep optimized plans in DIR (default: $NN_CACHE_DIR, else\n"
+               "                       $XDG_CACHE_HOME/nn, else ~/.cache/nn)\n"
+               "  --no-cache           neither read nor write the plan cache\n"
+               "  --max-memory SIZE    refuse a model needing more memory than SIZE bytes (suffix K, M or G)\n"
                "  --scan-batch LIST    measure each batch size (e.g. 1,2,4,8,16,32,64,128), each in a fresh\n"
                "                       process, and report the best throughput\n"
                "  --latency-budget MS  with --scan-batch: also report the largest batch whose p99 latency fits\n"
@@ -72,6 +76,28 @@ static int parse_int(const char *opt, const char *s, int min, int *out) {
         return -1;
     }
     *out = (int)v;
+    return 0;
+}
+
+/* A byte count with an optional binary suffix: 512M, 2G, 65536. */
+static int parse_size(const char *opt, const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s ? s : "", &end);
+    int shift = 0;
+    if (s && end != s && *end && !end[1])
+        shift = *end == 'K' || *end == 'k'   ? 10
+                : *end == 'M' || *end == 'm' ? 20
+                : *end == 'G' || *end == 'g' ? 30
+                                             : -1;
+    else if (s && end != s && *end)
+        shift = -1;
+    if (!s || end == s || errno || shift < 0 || !(v > 0) || v * (double)(1ll << shift) > 9e18) {
+        fprintf(stderr, "nnrun: %s needs a size > 0 in bytes, with an optional K, M or G suffix, got '%s'\n", opt,
+                s ? s : "");
+        return -1;
+    }
+    *out = (int64_t)(v * (double)(1ll << shift));
     return 0;
 }
 
@@ -135,6 +161,15 @@ static int parse_args(int argc, char **argv, args *a) {
             a->opt.profile = 1;
         } else if (!strcmp(s, "--no-winograd")) {
             a->opt.winograd = 0;
+        } else if (!strcmp(s, "--cache-dir")) {
+            if (!v || !v[0]) return fprintf(stderr, "nnrun: --cache-dir needs a folder\n"), -1;
+            a->opt.cache_dir = v;
+            i++;
+        } else if (!strcmp(s, "--no-cache")) {
+            a->opt.cache = 0;
+        } else if (!strcmp(s, "--max-memory")) {
+            if (parse_size(s, v, &a->opt.max_memory)) return -1;
+            i++;
         } else if (!strcmp(s, "--scan-batch")) {
             char *list = v ? strdup(v) : NULL, *save = NULL;
             for (char *tok = list ? strtok_r(list, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
@@ -260,6 +295,9 @@ static int session(args *ap, report *rep) {
         return EXIT_USAGE;
     }
     if (st != NN_OK) return fail("");
+    nn_model_stats stats;
+    nn_model_get_stats(m, &stats);
+    if (stats.cache_warning) fprintf(stderr, "nnrun: warning: %s\n", stats.cache_warning);
 
     int n_in = nn_input_count(m), n_out = nn_output_count(m);
     nn_tensor *in = calloc((size_t)n_in + 1, sizeof *in), *out = calloc((size_t)n_out + 1, sizeof *out);
@@ -296,10 +334,14 @@ static int session(args *ap, report *rep) {
     }
     int64_t samples = n_in > 0 && in[0].ndim > 0 ? in[0].dims[0] : 1;
 
-    for (int w = 0; w < a.warmup; w++) {
-        if (nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
+    /* time to first result: the load plus the first prediction */
+    double first0 = now_ms();
+    if (nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
+    double first_result_ms = load_ms + (now_ms() - first0);
+    for (int w = 0; w <= a.warmup; w++) {
         for (int k = 0; k < n_out; k++)
             nn_tensor_release(&out[k]);
+        if (w < a.warmup && nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
     }
     int cap = a.iters, n_runs = 0;
     double *lat = malloc(sizeof(double) * (size_t)cap);
@@ -326,8 +368,8 @@ static int session(args *ap, report *rep) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = ru.ru_maxrss / 1024.0;
-    nn_model_stats stats;
-    nn_model_get_stats(m, &stats);
+    static const char *const cache_names[] = {"off", "miss", "hit"};
+    const char *cache = cache_names[stats.cache];
 
     if (a.save_dir) {
         mkdir(a.save_dir, 0777);
@@ -351,10 +393,16 @@ static int session(args *ap, report *rep) {
         json_str(a.opt.device ? a.opt.device : "cpu");
         printf(", \"threads\": %d, \"nodes\": %d, \"nodes_parsed\": %d, \"parameters\": %lld, \"arena_bytes\": %lld, "
                "\"load_ms\": %.3f, \"iters\": %d, \"latency_ms\": {\"median\": %.3f, \"p90\": %.3f, \"p99\": %.3f, "
-               "\"min\": %.3f, \"max\": %.3f}, \"throughput\": %.3f, \"peak_rss_mb\": %.1f}\n",
+               "\"min\": %.3f, \"max\": %.3f}, \"throughput\": %.3f, \"peak_rss_mb\": %.1f, \"weight_bytes\": %lld, "
+               "\"first_result_ms\": %.3f, \"cache\": \"%s\", \"cache_path\": ",
                stats.threads, stats.nodes, stats.nodes_parsed, (long long)stats.parameters,
                (long long)stats.arena_bytes, load_ms, n_runs, med, p90, p99, lat[0], lat[n_runs - 1], throughput,
-               rss_mb);
+               rss_mb, (long long)stats.weight_bytes, first_result_ms, cache);
+        if (stats.cache_path)
+            json_str(stats.cache_path);
+        else
+            printf("null");
+        printf("}\n");
     } else {
         printf("model       %s\n", a.model);
         for (int i = 0; i < n_in; i++) {
@@ -375,10 +423,18 @@ static int session(args *ap, report *rep) {
         printf("parameters  %lld\n", (long long)stats.parameters);
         printf("device      %s, %d threads, batch %d\n", a.opt.device ? a.opt.device : "cpu", stats.threads,
                stats.batch);
-        printf("load        %.1f ms\n", load_ms);
+        if (stats.cache == NN_CACHE_HIT)
+            printf("load        %.1f ms (cache hit, %s)\n", load_ms, stats.cache_path);
+        else if (stats.cache == NN_CACHE_MISS && stats.cache_path)
+            printf("load        %.1f ms (cache miss, wrote %s)\n", load_ms, stats.cache_path);
+        else
+            printf("load        %.1f ms (cache %s)\n", load_ms,
+                   stats.cache == NN_CACHE_OFF ? "off" : "miss, not written");
+        printf("first       %.1f ms to the first result (load + one prediction)\n", first_result_ms);
         printf("latency     median %.3f ms  p90 %.3f ms  p99 %.3f ms  (%d runs)\n", med, p90, p99, n_runs);
         printf("throughput  %.2f samples/s\n", throughput);
-        printf("memory      %.1f MB peak RSS, %.1f MB activation arena\n", rss_mb, stats.arena_bytes / 1048576.0);
+        printf("memory      %.1f MB peak RSS, %.1f MB weights, %.1f MB activation arena, %.1f MB scratch\n", rss_mb,
+               stats.weight_bytes / 1048576.0, stats.arena_bytes / 1048576.0, stats.workspace_bytes / 1048576.0);
     }
     *rep = (report){1, stats.batch, load_ms, med, p90, p99, throughput, rss_mb};
     if (a.opt.profile) nn_profile_print(m, a.json ? stderr : stdout);

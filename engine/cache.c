@@ -121,10 +121,16 @@ static void hash_file(const cache_header *h, const unsigned char *file, int thre
 }
 
 static void warn(nn_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Add to the model's cache warning (a load and the rewrite may both fail). */
 static void warn(nn_model *m, const char *fmt, ...) {
+    size_t used = strlen(m->cache_warning);
+    if (used && used + 2 < sizeof m->cache_warning) {
+        memcpy(m->cache_warning + used, "; ", 3);
+        used += 2;
+    }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->cache_warning, sizeof m->cache_warning, fmt, ap);
+    vsnprintf(m->cache_warning + used, sizeof m->cache_warning - used, fmt, ap);
     va_end(ap);
 }
 

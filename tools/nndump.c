@@ -225,9 +225,11 @@ static void print_memory_json(const nn_model *m) {
 }
 
 /* per pass: how often it fired and how the node count moved */
-static void print_pass_summary(const dump *d, bool json) {
+static void print_pass_summary(const dump *d, const nn_model *m, bool json) {
     if (json)
-        printf(",\n  \"passes\": [");
+        printf(",\n  \"cache\": \"%s\",\n  \"passes\": [", m->from_cache ? "hit" : "miss");
+    else if (m->from_cache)
+        printf("passes: not run (the plan came from the cache: %s; --no-cache runs them)\n", m->cache_path);
     else
         printf("passes (nodes before -> after, rewrites):\n");
     for (int i = 0, first = 1; i < d->n_stages; i++) {
@@ -248,7 +250,9 @@ static void print_pass_summary(const dump *d, bool json) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: nndump MODEL.onnx [--batch N] [--stage all|parsed|PASS|final] [--format text|dot|json]\n"
-               "                         [--passes LIST] [--disable-pass NAME] [--no-opt]\n"
+               "                         [--passes LIST] [--disable-pass NAME] [--no-opt] [--cache-dir DIR] [--no-cache]\n"
+               "The final stage may come from the plan cache (as nnrun's would); other stages need the\n"
+               "passes to run, so they never read it.\n"
                "passes, in pipeline order:\n");
     for (int i = 0; nn_default_pipeline[i]; i++)
         fprintf(f, "  %-18s %s\n", nn_default_pipeline[i]->name, nn_default_pipeline[i]->summary);
@@ -289,6 +293,11 @@ int main(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--no-opt")) {
             opt.optimize = 0;
+        } else if (!strcmp(a, "--no-cache")) {
+            opt.cache = 0;
+        } else if (!strcmp(a, "--cache-dir") && v) {
+            opt.cache_dir = v;
+            i++;
         } else if (a[0] == '-' || path) {
             fprintf(stderr, "nndump: unexpected argument '%s' (see --help)\n", a);
             return 2;
@@ -304,6 +313,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "nndump: --batch needs an integer >= 1\n");
         return 2;
     }
+    if (strcmp(d.want, "final")) opt.cache = 0; /* the earlier stages happen only when the passes run */
     nn_model *m;
     if (nn_load_hooked(path, &opt, on_stage, &d, &m) != NN_OK) {
         fprintf(stderr, "nndump: %s\n", nn_last_error());
@@ -332,7 +342,7 @@ int main(int argc, char **argv) {
             first = 0;
         }
         printf("]");
-        print_pass_summary(&d, true);
+        print_pass_summary(&d, m, true);
         print_memory_json(m);
         printf("}\n");
     } else if (d.fmt == FMT_DOT) {
@@ -344,7 +354,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < d.n_stages; i++)
             if (d.stages[i].body)
                 printf("stage %s: %d nodes\n%s", d.stages[i].name, d.stages[i].nodes_after, d.stages[i].body);
-        print_pass_summary(&d, false);
+        print_pass_summary(&d, m, false);
         if (!m->dynamic) print_memory_text(m);
     }
     for (int i = 0; i < d.n_stages; i++)

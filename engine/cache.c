@@ -52,18 +52,26 @@ typedef struct cache_header {
     uint64_t file_bytes;
     uint64_t meta_offset, meta_bytes;
     uint64_t data_offset, data_bytes;
+    uint64_t content[2];  /* nn_hash128 of the model file's bytes ... */
+    uint64_t model_id[5]; /* ... when it had this identity (see model_identity) */
     uint64_t checksum[2]; /* nn_hash128 of the file with this field zeroed */
     char engine[16];      /* NN_VERSION_STRING, for people reading the file */
 } cache_header;
 
-/* ---- hashing: four independent multiply-rotate lanes per 1 MiB block,
- *      blocks hashed in parallel and folded in order */
+/* ---- hashing: each 1 MiB block is read as 64-byte stripes into eight
+ *      64-bit lanes (lane += word + lo32(word ^ k) * hi32(word ^ k), the
+ *      lanes scrambled every 1 KiB), finalized to 128 bits; blocks are
+ *      hashed in parallel and folded in order.  The AVX2 body computes
+ *      exactly what the portable one does, at memory speed. */
 
-enum { HASH_BLOCK = 1 << 20, HASH_BATCH = 64 };
+enum { HASH_BLOCK = 1 << 20, HASH_BATCH = 64, LANES = 8, STRIPE = 64, SCRAMBLE_STRIPES = 16 };
 static const uint64_t K1 = 0x9E3779B97F4A7C15ull, K2 = 0xC2B2AE3D27D4EB4Full, K3 = 0x165667B19E3779F9ull;
+static const uint64_t LANE_KEY[LANES] = {0x243F6A8885A308D3ull, 0x13198A2E03707344ull, 0xA4093822299F31D0ull,
+                                         0x082EFA98EC4E6C89ull, 0x452821E638D01377ull, 0xBE5466CF34E90C6Cull,
+                                         0xC0AC29B7C97C50DDull, 0x3F84D5B5B5470917ull};
+static const uint32_t SCRAMBLE_PRIME = 0x9E3779B1u;
 
 static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-static uint64_t lane_step(uint64_t acc, uint64_t word) { return rotl(acc + word * K2, 31) * K1; }
 static uint64_t avalanche(uint64_t h) {
     h ^= h >> 33;
     h *= K2;
@@ -72,20 +80,77 @@ static uint64_t avalanche(uint64_t h) {
     return h ^ (h >> 32);
 }
 
-static void hash_block(const unsigned char *p, size_t n, uint64_t seed, uint64_t out[2]) {
-    uint64_t lane[4] = {seed + K1, seed ^ K2, seed + K3, seed - K1}, w[4];
-    size_t i = 0;
-    for (; i + sizeof w <= n; i += sizeof w) {
-        memcpy(w, p + i, sizeof w);
-        for (int l = 0; l < 4; l++)
-            lane[l] = lane_step(lane[l], w[l]);
+static void stripes_portable(uint64_t *acc, const unsigned char *p, size_t stripes) {
+    for (size_t s = 0; s < stripes; s++) {
+        for (int l = 0; l < LANES; l++) {
+            uint64_t w, x;
+            memcpy(&w, p + s * STRIPE + 8 * l, 8);
+            x = w ^ LANE_KEY[l];
+            acc[l] += w + (x & 0xffffffffu) * (x >> 32);
+        }
+        if (s % SCRAMBLE_STRIPES == SCRAMBLE_STRIPES - 1)
+            for (int l = 0; l < LANES; l++)
+                acc[l] = ((acc[l] ^ (acc[l] >> 47)) ^ LANE_KEY[l]) * SCRAMBLE_PRIME;
     }
-    memset(w, 0, sizeof w);
-    memcpy(w, p + i, n - i); /* the zero-padded tail; the length tells tails apart */
-    for (int l = 0; l < 4; l++)
-        lane[l] = lane_step(lane[l], w[l]);
-    out[0] = avalanche((rotl(lane[0], 1) + rotl(lane[1], 7) + rotl(lane[2], 12) + rotl(lane[3], 18)) ^ n);
-    out[1] = avalanche((lane[0] ^ lane[2]) + K3 * (lane[1] ^ lane[3]) + n * K1);
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static void stripes_avx2(uint64_t *acc, const unsigned char *p, size_t stripes) {
+    __m256i a0 = _mm256_loadu_si256((const __m256i *)acc), a1 = _mm256_loadu_si256((const __m256i *)(acc + 4));
+    const __m256i k0 = _mm256_loadu_si256((const __m256i *)LANE_KEY), k1 = _mm256_loadu_si256((const __m256i *)(LANE_KEY + 4));
+    const __m256i prime = _mm256_set1_epi64x(SCRAMBLE_PRIME);
+    for (size_t s = 0; s < stripes; s++) {
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)(p + s * STRIPE)),
+                w1 = _mm256_loadu_si256((const __m256i *)(p + s * STRIPE + 32));
+        __m256i x0 = _mm256_xor_si256(w0, k0), x1 = _mm256_xor_si256(w1, k1);
+        a0 = _mm256_add_epi64(a0, _mm256_add_epi64(w0, _mm256_mul_epu32(x0, _mm256_srli_epi64(x0, 32))));
+        a1 = _mm256_add_epi64(a1, _mm256_add_epi64(w1, _mm256_mul_epu32(x1, _mm256_srli_epi64(x1, 32))));
+        if (s % SCRAMBLE_STRIPES == SCRAMBLE_STRIPES - 1) {
+            /* acc * prime, 64 x 32 bits, from two 32 x 32 products */
+            a0 = _mm256_xor_si256(_mm256_xor_si256(a0, _mm256_srli_epi64(a0, 47)), k0);
+            a1 = _mm256_xor_si256(_mm256_xor_si256(a1, _mm256_srli_epi64(a1, 47)), k1);
+            a0 = _mm256_add_epi64(_mm256_mul_epu32(a0, prime),
+                                  _mm256_slli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a0, 32), prime), 32));
+            a1 = _mm256_add_epi64(_mm256_mul_epu32(a1, prime),
+                                  _mm256_slli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a1, 32), prime), 32));
+        }
+    }
+    _mm256_storeu_si256((__m256i *)acc, a0);
+    _mm256_storeu_si256((__m256i *)(acc + 4), a1);
+}
+#endif
+
+static void hash_stripes(uint64_t *acc, const unsigned char *p, size_t stripes) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) {
+        stripes_avx2(acc, p, stripes);
+        return;
+    }
+#endif
+    stripes_portable(acc, p, stripes);
+}
+
+static void hash_block(const unsigned char *p, size_t n, uint64_t seed, uint64_t out[2]) {
+    uint64_t acc[LANES];
+    for (int l = 0; l < LANES; l++)
+        acc[l] = seed * K1 + LANE_KEY[l];
+    /* whole scramble groups, so that a split never moves a scramble */
+    size_t full = n / STRIPE / SCRAMBLE_STRIPES * SCRAMBLE_STRIPES;
+    hash_stripes(acc, p, full);
+    unsigned char tail[STRIPE];
+    for (size_t at = full * STRIPE; at < n; at += STRIPE) { /* the rest, zero-padded; the length tells tails apart */
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, p + at, n - at < STRIPE ? n - at : STRIPE);
+        stripes_portable(acc, tail, 1);
+    }
+    uint64_t h0 = n * K1, h1 = n ^ K2;
+    for (int l = 0; l < LANES; l++) {
+        h0 += rotl(avalanche(acc[l] ^ LANE_KEY[l]), 8 * l + 1);
+        h1 = rotl(h1 ^ avalanche(acc[l] + K3), 27) * K1;
+    }
+    out[0] = avalanche(h0);
+    out[1] = avalanche(h1 ^ h0);
 }
 
 void nn_hash128(const void *data, size_t size, int threads, uint64_t out[2]) {
@@ -169,43 +234,38 @@ static bool cache_folder(const nn_model *m, char *dir, size_t size) {
     return n > 0 && (size_t)n < size;
 }
 
-/* Hash the model file and derive the key and the cache file's path. */
-static bool compute_key(nn_model *m, const char *model_path) {
+/* Which file a model is, as the file system tells without reading it:
+ * device, inode, size, and modification and status-change times in ns.
+ * Any write through the file system changes the status-change time. */
+static void model_identity(const struct stat *st, uint64_t id[5]) {
+    id[0] = (uint64_t)st->st_dev;
+    id[1] = (uint64_t)st->st_ino;
+    id[2] = (uint64_t)st->st_size;
+    id[3] = (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
+    id[4] = (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec;
+}
+
+/* The cache file's path, named after where the model is and how it is
+ * planned (not after its bytes, so that a changed model finds its stale
+ * plan and replaces it), and the model's identity. */
+static bool locate(nn_model *m, const char *model_path) {
     char dir[PATH_MAX], real[PATH_MAX], opts[512];
+    struct stat st;
     if (!cache_folder(m, dir, sizeof dir)) {
         warn(m, "no cache folder: set NN_CACHE_DIR, XDG_CACHE_HOME or HOME");
         return false;
     }
-    int fd = open(model_path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !realpath(model_path, real)) {
-        if (fd >= 0) close(fd);
+    if (stat(model_path, &st) != 0 || !S_ISREG(st.st_mode) || !realpath(model_path, real))
         return false; /* the import reports the problem with the model file */
-    }
-    uint64_t content[2] = {0, 0};
-    size_t size = (size_t)st.st_size;
-    if (size) {
-        void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-        if (map == MAP_FAILED) {
-            close(fd);
-            return false;
-        }
-        nn_hash128(map, size, m->threads, content);
-        munmap(map, size);
-    }
-    close(fd);
+    model_identity(&st, m->cache_model_id);
     plan_options(m, opts, sizeof opts);
     size_t ol = strlen(opts), rl = strlen(real);
-    unsigned char *buf = malloc(sizeof content + ol + rl);
+    char *buf = malloc(ol + rl + 1);
     if (!buf) return false;
-    memcpy(buf, content, sizeof content);
-    memcpy(buf + sizeof content, opts, ol);
-    nn_hash128(buf, sizeof content + ol, 1, m->cache_key);
-    /* the name: where the model is and how it is planned (not its bytes, so
-     * that a changed model finds its stale plan and replaces it) */
+    memcpy(buf, opts, ol);
+    memcpy(buf + ol, real, rl);
     uint64_t name[2];
-    memcpy(buf + sizeof content + ol, real, rl);
-    nn_hash128(buf + sizeof content, ol + rl, 1, name);
+    nn_hash128(buf, ol + rl, 1, name);
     free(buf);
     const char *base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
     int stem = (int)strcspn(base, ".");
@@ -213,6 +273,38 @@ static bool compute_key(nn_model *m, const char *model_path) {
     size_t need = strlen(dir) + (size_t)stem + 40;
     if (!(m->cache_path = malloc(need))) return false;
     snprintf(m->cache_path, need, "%s/%.*s-%016llx.nnplan", dir, stem, base, (unsigned long long)name[0]);
+    return true;
+}
+
+/* The key: the model's bytes (hashed now, unless `known_content` is given
+ * because the file's identity matches the one recorded with it), the
+ * options and the CPU. */
+static bool derive_key(nn_model *m, const char *model_path, const uint64_t *known_content) {
+    if (known_content) {
+        memcpy(m->cache_content, known_content, sizeof m->cache_content);
+    } else {
+        int fd = open(model_path, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            if (fd >= 0) close(fd);
+            return false;
+        }
+        model_identity(&st, m->cache_model_id);
+        size_t size = (size_t)st.st_size;
+        void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : NULL;
+        close(fd);
+        if (map == MAP_FAILED) return false;
+        memset(m->cache_content, 0, sizeof m->cache_content);
+        if (size) nn_hash128(map, size, m->threads, m->cache_content);
+        if (size) munmap(map, size);
+    }
+    char opts[512];
+    plan_options(m, opts, sizeof opts);
+    size_t ol = strlen(opts);
+    unsigned char buf[sizeof m->cache_content + sizeof opts];
+    memcpy(buf, m->cache_content, sizeof m->cache_content);
+    memcpy(buf + sizeof m->cache_content, opts, ol);
+    nn_hash128(buf, sizeof m->cache_content + ol, 1, m->cache_key);
     m->cache_key_known = true;
     return true;
 }
@@ -435,6 +527,8 @@ void nn_cache_store(nn_model *m) {
     }
     cache_header h = {.magic = CACHE_MAGIC, .format = CACHE_FORMAT, .header_bytes = sizeof h};
     memcpy(h.key, m->cache_key, sizeof h.key);
+    memcpy(h.content, m->cache_content, sizeof h.content);
+    memcpy(h.model_id, m->cache_model_id, sizeof h.model_id);
     snprintf(h.engine, sizeof h.engine, "%s", NN_VERSION_STRING);
     h.meta_offset = (sizeof h + DATA_ALIGN - 1) / DATA_ALIGN * DATA_ALIGN;
     h.meta_bytes = wr.meta.n;
@@ -793,22 +887,32 @@ static bool read_plan_file(nn_model *m, const unsigned char *file, size_t size, 
 void nn_cache_load(nn_model *m, const char *model_path, bool *hit) {
     *hit = false;
     m->cache_state = NN_CACHE_MISS;
-    if (!compute_key(m, model_path)) return;
+    if (!locate(m, model_path)) return;
+    const char *why = NULL;
+    size_t size = 0;
+    void *map = MAP_FAILED;
     int fd = open(m->cache_path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
     if (fd < 0) {
         if (errno != ENOENT) warn(m, "cannot read the plan cache '%s': %s", m->cache_path, strerror(errno));
+    } else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        why = "not a regular file";
+    } else if (!(size = (size_t)st.st_size)) {
+        why = "empty";
+    } else if ((map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0)) == MAP_FAILED) {
+        warn(m, "cannot map the plan cache '%s': %s", m->cache_path, strerror(errno));
+    }
+    if (fd >= 0) close(fd);
+    /* the model's bytes need hashing only when the file is not, by its
+     * identity, the one the plan recorded (the checksum still covers that record) */
+    cache_header h;
+    bool same_model = map != MAP_FAILED && size >= sizeof h && (memcpy(&h, map, sizeof h), true) &&
+                      !memcmp(h.magic, CACHE_MAGIC, sizeof h.magic) && h.format == CACHE_FORMAT &&
+                      !memcmp(h.model_id, m->cache_model_id, sizeof h.model_id);
+    if (!derive_key(m, model_path, same_model ? h.content : NULL)) {
+        if (map != MAP_FAILED) munmap(map, size);
         return;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        warn(m, "plan cache '%s' is not a regular file; rebuilt the plan", m->cache_path);
-        close(fd);
-        return;
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
-    close(fd);
-    const char *why = "empty";
     if (map != MAP_FAILED && read_plan_file(m, map, size, &why)) {
         m->cache_map = map;
         m->cache_map_bytes = size;
@@ -817,7 +921,7 @@ void nn_cache_load(nn_model *m, const char *model_path, bool *hit) {
         *hit = true;
         return;
     }
-    warn(m, "plan cache '%s' is %s; rebuilt the plan", m->cache_path, why);
+    if (why) warn(m, "plan cache '%s' is %s; rebuilt the plan", m->cache_path, why);
     if (map != MAP_FAILED) munmap(map, size);
     nn_plan_free(&m->plan);
     memset(&m->plan, 0, sizeof m->plan);

@@ -38,8 +38,10 @@ struct nn_model {
     /* plan cache (engine/cache.c) */
     nn_cache_state cache_state;
     bool from_cache;       /* graph, plan and prepared weights came from the cache file */
-    bool cache_key_known;  /* cache_key and cache_path were computed (the model file was readable) */
-    uint64_t cache_key[2]; /* model bytes, options and CPU features the plan was made for */
+    bool cache_key_known;       /* cache_key was computed (the model file was readable) */
+    uint64_t cache_key[2];      /* model bytes, options and CPU features the plan was made for */
+    uint64_t cache_content[2];  /* hash of the model file's bytes */
+    uint64_t cache_model_id[5]; /* the model file's identity (device, inode, size, times) */
     char *cache_path;      /* the cache file for this model and these options */
     bool cache_written;    /* a miss wrote it */
     char cache_warning[320];

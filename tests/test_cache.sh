@@ -66,7 +66,9 @@ run ref "$tmp/cache-ref" "$MODEL" --no-cache || fail "reference run failed"
 run good "$tmp/cache-good" "$MODEL" || fail "first cached run failed"
 plan=$(ls "$tmp/cache-good"/*.nnplan)
 size=$(wc -c <"$plan")
-# ways to damage a file, each given the file last
+# ways to damage a file, each given the file last; header offsets follow
+# engine/cache.c's cache_header: key 16, file size 32, sections 40..71,
+# model hash 72, model identity 88, checksum 128
 poke() { printf '\377\377\377\377' | dd of="$2" bs=1 seek="$1" conv=notrunc 2>/dev/null; }
 cut() { truncate -s "$1" "$2"; }
 replace_with_model() { cp "$MODEL" "$1"; }
@@ -105,7 +107,9 @@ damaged version "another version of the plan format" poke 8
 damaged key "stale" poke 20
 damaged file-size "truncated or extended" poke 36
 damaged sections "damaged\|outside the file" poke 60
-damaged checksum "damaged" poke 80
+damaged recorded-model-hash "stale" poke 76
+damaged recorded-model-identity "damaged" poke 100
+damaged checksum "damaged" poke 130
 damaged meta "damaged" poke 300
 damaged weights "damaged" poke $((size - 4096))
 damaged appended "truncated or extended" append_byte

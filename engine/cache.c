@@ -98,7 +98,8 @@ static void stripes_portable(uint64_t *acc, const unsigned char *p, size_t strip
 #include <immintrin.h>
 __attribute__((target("avx2"))) static void stripes_avx2(uint64_t *acc, const unsigned char *p, size_t stripes) {
     __m256i a0 = _mm256_loadu_si256((const __m256i *)acc), a1 = _mm256_loadu_si256((const __m256i *)(acc + 4));
-    const __m256i k0 = _mm256_loadu_si256((const __m256i *)LANE_KEY), k1 = _mm256_loadu_si256((const __m256i *)(LANE_KEY + 4));
+    const __m256i k0 = _mm256_loadu_si256((const __m256i *)LANE_KEY),
+                  k1 = _mm256_loadu_si256((const __m256i *)(LANE_KEY + 4));
     const __m256i prime = _mm256_set1_epi64x(SCRAMBLE_PRIME);
     for (size_t s = 0; s < stripes; s++) {
         __m256i w0 = _mm256_loadu_si256((const __m256i *)(p + s * STRIPE)),
@@ -420,7 +421,10 @@ static void write_meta(writer *wr, const nn_model *m) {
         put_str(w, val->name);
         PUT_AS(int32_t, w, val->t.dtype);
         PUT_AS(int32_t, w, val->t.ndim);
-        put(w, val->t.dims, sizeof val->t.dims);
+        int64_t dims[NN_MAX_DIMS] = {0}; /* unused ones zero: the same plan, the same bytes */
+        if (val->t.ndim > 0 && val->t.ndim <= NN_MAX_DIMS)
+            memcpy(dims, val->t.dims, sizeof(int64_t) * (size_t)val->t.ndim);
+        put(w, dims, sizeof dims);
         PUT_AS(int32_t, w, producer[v]);
         PUT_AS(uint8_t, w,
                (val->is_input ? V_INPUT : 0) | (val->is_output ? V_OUTPUT : 0) | (val->is_const ? V_CONST : 0) |

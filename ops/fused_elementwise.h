@@ -66,7 +66,8 @@ typedef struct nn_ew_step {
     int op;       /* nn_ew_op */
     int operand;  /* binary and MulAdd: the node input holding the (first) operand */
     int operand2; /* MulAdd: the node input holding the addend */
-    bool swap;    /* binary: the running value is the right-hand input (k - x, k / x) */
+    int swap;     /* binary: 1 when the running value is the right-hand input (k - x, k / x); an int, so
+                   * that the struct has no padding and a cached program is the same bytes */
     nn_act act;   /* NN_EW_Act, and MulAdd (NN_ACT_NONE for none) */
     float alpha, beta;
 } nn_ew_step;

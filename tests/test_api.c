@@ -274,6 +274,56 @@ static void test_concurrency(void) {
     builder_free(&b);
 }
 
+/* options.cache: a miss writes, a hit reads back the same plan; options.max_memory refuses what does not fit */
+static void test_cache_and_limits(void) {
+    builder b;
+    small_model(&b);
+    const char *path = save(&b, "cached.onnx");
+    builder_free(&b);
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/plans", nn_test_dir);
+    nn_options opt = nn_options_default();
+    opt.batch = 2;
+    opt.cache_dir = dir;
+    float xs[8] = {-3, -1, 0, 0.5f, 1, 2, 3, 4}, got[2][8];
+    nn_model_stats stats[2];
+    for (int round = 0; round < 2; round++) {
+        nn_model *m;
+        CHECK(nn_load(path, &opt, &m) == NN_OK, "cached load %d: %s", round, nn_last_error());
+        if (!m) return;
+        nn_model_get_stats(m, &stats[round]);
+        if (round == 0) /* the strings live as long as the model */
+            CHECK(stats[0].cache_path && strstr(stats[0].cache_path, "/plans/cached-") && !stats[0].cache_warning,
+                  "miss path %s", stats[0].cache_path ? stats[0].cache_path : "(none)");
+        nn_tensor in = {NN_DTYPE_FLOAT, 2, {2, 4}, xs}, out;
+        CHECK(nn_predict(m, &in, 1, &out, 1) == NN_OK, "cached predict %d: %s", round, nn_last_error());
+        if (out.data) memcpy(got[round], out.data, sizeof got[round]);
+        nn_tensor_release(&out);
+        nn_free(m);
+    }
+    CHECK(stats[0].cache == NN_CACHE_MISS && stats[1].cache == NN_CACHE_HIT, "cache states %d then %d", stats[0].cache,
+          stats[1].cache);
+    CHECK(!memcmp(got[0], got[1], sizeof got[0]), "outputs from the cache differ");
+    CHECK(stats[1].nodes == stats[0].nodes && stats[1].nodes_parsed == stats[0].nodes_parsed &&
+              stats[1].arena_bytes == stats[0].arena_bytes && stats[1].parameters == stats[0].parameters,
+          "stats from the cache differ");
+
+    nn_model *m = (nn_model *)1;
+    opt.max_memory = 64; /* fewer bytes than the weights alone: refused on a hit and on a miss */
+    for (int use_cache = 1; use_cache >= 0; use_cache--) {
+        opt.cache = use_cache;
+        CHECK(nn_load(path, &opt, &m) == NN_ERR_NOMEM && !m, "memory limit not enforced (cache %d)", use_cache);
+        CHECK(strstr(nn_last_error(), "more than the memory limit"), "message: %s", nn_last_error());
+    }
+    opt.max_memory = -1;
+    CHECK(nn_load(path, &opt, &m) == NN_ERR_ARG && !m, "negative memory limit accepted");
+    opt.max_memory = 0;
+    CHECK(nn_load(path, &opt, &m) == NN_OK && m, "load with cache off: %s", nn_last_error());
+    nn_model_get_stats(m, &stats[0]);
+    CHECK(stats[0].cache == NN_CACHE_OFF && !stats[0].cache_path, "cache off still reports a cache file");
+    nn_free(m);
+}
+
 static void test_op_table(void) {
     CHECK(nn_op_table_check() == 0, "ops/ops.def out of order or mislabelled at line %d", nn_op_table_check());
     CHECK(nn_op_lookup("Conv") >= 0 && nn_op_lookup("NoSuchOp") < 0, "op lookup");
@@ -290,6 +340,7 @@ int main(void) {
     test_batching();
     test_unsorted_nodes();
     test_concurrency();
+    test_cache_and_limits();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", nn_test_dir);

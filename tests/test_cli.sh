@@ -46,19 +46,25 @@ expect_error 2 "--batch needs an integer" $NNRUN "$MODEL" --batch 0
 expect_error 2 "unknown option '--frobnicate'" $NNRUN "$MODEL" --frobnicate
 expect_error 2 "the model has no input of that name" $NNRUN "$MODEL" --input nosuch=models/mobilenetv2.input.npy
 expect_error 1 "cannot open" $NNRUN "$MODEL" --input input="$tmp/missing.npy"
+expect_error 1 "more than the memory limit of 10.0 MiB" $NNRUN "$MODEL" --no-cache --max-memory 10M
+expect_error 2 "--max-memory needs a size" $NNRUN "$MODEL" --max-memory 12X
+expect_error 2 "--max-memory needs a size" $NNRUN "$MODEL" --max-memory -5
+expect_error 2 "--cache-dir needs a folder" $NNRUN "$MODEL" --cache-dir
+check "--max-memory 1G lets the model load" sh -c "$NNRUN $MODEL --iters 1 --warmup 0 --max-memory 1G >/dev/null"
 
 check "--help lists options" sh -c "$NNRUN --help | grep -q -- '--scan-batch\|--batch N'"
 check "--version" sh -c "$NNRUN --version | grep -q '^nnrun [0-9]'"
 
 $NNRUN "$MODEL" --iters 3 --warmup 1 --json >"$tmp/report.json" 2>"$tmp/err"
 check "--json runs" test $? -eq 0
-for key in '"model"' '"batch"' '"device"' '"load_ms"' '"latency_ms"' '"median"' '"p90"' '"p99"' '"throughput"' '"peak_rss_mb"'; do
+for key in '"model"' '"batch"' '"device"' '"load_ms"' '"latency_ms"' '"median"' '"p90"' '"p99"' '"throughput"' '"peak_rss_mb"' \
+    '"first_result_ms"' '"cache"' '"weight_bytes"'; do
     check "json has $key" grep -q "$key" "$tmp/report.json"
 done
 check "json is one line" test "$(wc -l <"$tmp/report.json")" -eq 1
 
 $NNRUN "$MODEL" --iters 2 --warmup 0 >"$tmp/report.txt" 2>&1
-for word in "load" "latency" "median" "p90" "p99" "throughput" "peak RSS" "parameters"; do
+for word in "load" "cache" "first result" "latency" "median" "p90" "p99" "throughput" "peak RSS" "parameters"; do
     check "text report has '$word'" grep -q "$word" "$tmp/report.txt"
 done
 

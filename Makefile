@@ -20,12 +20,33 @@ CFLAGS    = -std=c11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Werror -Wno-missin
             -fopenmp -I$(BUILD)/proto $(shell pkg-config --cflags openblas libprotobuf-c 2>/dev/null)
 LIBS     := -lopenblas -lprotobuf-c -fopenmp -lm -lpthread
 
+# The CUDA backend (cuda/, --device gpuN) is built when a toolkit with cuDNN
+# is found; `make CUDA_HOME=/nonexistent` builds for the CPU only.
+CUDA_HOME   ?= /usr/local/cuda
+NVCC        := $(CUDA_HOME)/bin/nvcc
+CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
+HAVE_CUDA   := $(if $(and $(wildcard $(NVCC)),$(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_LIBDIR)),1)
+ifeq ($(HAVE_CUDA),1)
+# Ampere and Hopper machine code, plus PTX that newer GPUs compile at load
+CUDA_ARCHS  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCCFLAGS    = -std=c++17 -O2 -g $(CUDA_ARCHS) -Werror all-warnings -DNN_HAVE_CUDA -DNN_BUILDING_LIBRARY \
+               -DNN_CUDA_LIBDIR='"$(CUDA_LIBDIR)"' -Xcompiler -Wall,-Wextra,-Werror,-fPIC,-fvisibility=hidden \
+               -Xcompiler -fno-exceptions,-fno-rtti,-Wno-missing-field-initializers
+CFLAGS      += -DNN_HAVE_CUDA
+# cuBLASLt is opened when a model attaches to a GPU, not linked (cuda/lt.h)
+CUDA_LINK   := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcudart -ldl -lstdc++
+LIBS        += $(CUDA_LINK)
+CUDA_OBJS   := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
+endif
+
 ENGINE_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard passes/*.c)
 PROTO_C    := $(BUILD)/proto/onnx.pb-c.c
-OBJS       := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/onnx.pb-c.o
+OBJS       := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/onnx.pb-c.o $(CUDA_OBJS)
 TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump
-TESTS_C    := $(wildcard tests/test_*.c)
-TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $(BUILD)/tests/compare_npy
+# the CUDA host test checks the kernels' index arithmetic (cuda/index.h) against the CPU ops
+TESTS_C    := $(filter-out $(if $(HAVE_CUDA),,tests/test_cuda_host.c),$(wildcard tests/test_*.c))
+TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $(BUILD)/tests/compare_npy \
+              $(if $(HAVE_CUDA),$(BUILD)/tests/gpu/pipeline)
 
 .PHONY: all deps test-deps run test models bench install clean conformance fuzz
 all: $(BUILD)/libnn.a $(BUILD)/libnn.so $(TOOLS)
@@ -43,7 +64,8 @@ $(BUILD)/.deps-test: tools/install-deps.sh
 	@touch $@
 
 # proto/: C code generated from the schema Debian's libonnx-dev installs.
-$(BUILD)/proto/onnx.pb-c.c $(BUILD)/proto/onnx.pb-c.h: $(ONNX_PROTO) | $(BUILD)/.deps-build
+# one recipe makes both files (a grouped target: parallel makes must not run protoc-c twice)
+$(BUILD)/proto/onnx.pb-c.c $(BUILD)/proto/onnx.pb-c.h &: $(ONNX_PROTO) | $(BUILD)/.deps-build
 	@mkdir -p $(BUILD)/proto
 	cp $(ONNX_PROTO) $(BUILD)/proto/onnx.proto
 	cd $(BUILD)/proto && protoc-c --c_out=. onnx.proto
@@ -54,6 +76,16 @@ $(BUILD)/proto/onnx.pb-c.o: $(BUILD)/proto/onnx.pb-c.c
 $(BUILD)/%.o: %.c $(BUILD)/proto/onnx.pb-c.h | $(BUILD)/.deps-build
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DNN_BUILDING_LIBRARY -MMD -MP -c $< -o $@
+
+$(BUILD)/cuda/%.o: cuda/%.cu | $(BUILD)/.deps-build
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+# api.c picks the GPU backend under NN_HAVE_CUDA: rebuild it when that flips
+CUDA_STAMP := $(BUILD)/.cuda-$(if $(HAVE_CUDA),on,off)
+$(CUDA_STAMP):
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/.cuda-on $(BUILD)/.cuda-off && touch $@
+$(BUILD)/engine/api.o: $(CUDA_STAMP)
 
 -include $(OBJS:.o=.d)
 
@@ -97,19 +129,63 @@ test: all $(TEST_BINS) | $(BUILD)/.deps-test
 bench: all models
 	tools/bench
 
-# ---- fuzzing the loader (clang's libFuzzer + AddressSanitizer); not part of make test
+# ---- fuzzing the loader (clang's libFuzzer + AddressSanitizer + UBSan); not part of make test.
+# Seeds: every conformance model, the malformed corpus, a .npy and .pb tensors; finds are
+# kept in $(FUZZ_CORPUS) between runs, crashes land in $(BUILD)/fuzz-crashes.
 FUZZ_SECONDS ?= 120
 FUZZ_CORPUS  := $(BUILD)/fuzz-corpus
+FUZZ_SEEDS   := $(BUILD)/fuzz-seeds
+ONNX_NODE_TESTS := /usr/share/libonnx-testdata/data/node
+# The loader is the same with or without the CUDA backend: the fuzzer builds the CPU-only library.
 fuzz: $(BUILD)/proto/onnx.pb-c.c | $(BUILD)/.deps-test
-	$(CC) $(filter-out -fvisibility=hidden,$(CFLAGS)) -fsanitize=fuzzer,address -Iengine \
-	    tests/fuzz_load.c $(ENGINE_SRC) $(PROTO_C) -o $(BUILD)/fuzz_load $(LIBS)
-	@mkdir -p $(FUZZ_CORPUS)
-	@# seeds: the first byte picks the reader (0 model, 1 .npy, 2 .pb)
-	@for t in abs add conv_with_strides_padding gemm_default_vector_bias reshape_negative_dim maxpool_2d_pads; do \
-	    (printf '\000'; cat /usr/share/libonnx-testdata/data/node/test_$$t/model.onnx) > $(FUZZ_CORPUS)/$$t.onnx; \
-	    (printf '\002'; cat /usr/share/libonnx-testdata/data/node/test_$$t/test_data_set_0/input_0.pb) > $(FUZZ_CORPUS)/$$t.pb; done
-	@(printf '\001'; cat models/mobilenetv2.output.npy) > $(FUZZ_CORPUS)/output.npy
-	$(BUILD)/fuzz_load -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(FUZZ_CORPUS)
+	$(CC) $(filter-out -fvisibility=hidden -DNN_HAVE_CUDA,$(CFLAGS)) -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -Iengine tests/fuzz/fuzz_load.c $(ENGINE_SRC) $(PROTO_C) -o $(BUILD)/fuzz_load \
+	    $(filter-out $(CUDA_LINK),$(LIBS))
+	$(PYTHON) tests/malformed/gen_corpus.py $(BUILD)/malformed
+	tests/fuzz/seeds.sh $(FUZZ_SEEDS) $(ONNX_NODE_TESTS) $(BUILD)/malformed
+	@mkdir -p $(FUZZ_CORPUS) $(BUILD)/fuzz-crashes
+	NN_CACHE_DIR=$$(mktemp -d) ASAN_OPTIONS=allocator_may_return_null=1 \
+	    $(BUILD)/fuzz_load -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz-crashes/ $(FUZZ_CORPUS) $(FUZZ_SEEDS)
+
+# ---- sanitizers: the same sources built into their own folders, never mixed with $(BUILD)
+#   make sanitize   library, tools and tests with ASan + UBSan in build/asan, then the whole suite
+#   make tsan       ThreadSanitizer build in build/tsan, then the concurrency tests
+# (SANITIZE=... is how those recursive makes ask for instrumented objects.)
+SANITIZE ?=
+ifneq ($(SANITIZE),)
+CFLAGS += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+LIBS   += -fsanitize=$(SANITIZE)
+endif
+# tests that run outside the valgrind loop (tests/run_all.sh says why)
+EXTRA_TESTS := $(BUILD)/tests/nn_load $(BUILD)/tests/concurrency $(BUILD)/tests/load_free_rss
+test: $(EXTRA_TESTS)
+test-programs: all $(TEST_BINS) $(EXTRA_TESTS)
+
+$(BUILD)/tests/nn_load: tests/malformed/nn_load.c $(BUILD)/libnn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
+
+# allocator_may_return_null: a model declaring terabytes must get NN_ERR_NOMEM, as without ASan;
+# detect_stack_use_after_return catches pointers into dead frames.
+SAN_ENV := ASAN_OPTIONS=allocator_may_return_null=1:detect_stack_use_after_return=1 \
+           UBSAN_OPTIONS=print_stacktrace=1
+sanitize: | $(BUILD)/.deps-test
+	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=address,undefined test-programs
+	$(SAN_ENV) NN_BUILD=$(BUILD)/asan NN_SANITIZER=address tests/run_all.sh
+
+# --threads 1: libomp is not built with TSan, so the joins of its parallel regions are invisible
+# to it; one thread per model leaves only our own locking (and the plan cache) to check.
+TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+tsan: | $(BUILD)/.deps-test
+	$(MAKE) BUILD=$(BUILD)/tsan SANITIZE=thread $(BUILD)/tsan/tests/concurrency $(BUILD)/tsan/tests/test_api
+	$(TSAN_ENV) $(BUILD)/tsan/tests/concurrency --threads 1
+	$(TSAN_ENV) $(BUILD)/tsan/tests/test_api
+
+.PHONY: sanitize tsan test-programs clean-sanitizers
+clean: clean-sanitizers
+clean-sanitizers:
+	rm -rf $(BUILD)/asan $(BUILD)/tsan
 
 install: all
 	mkdir -p $(PREFIX)/lib/pkgconfig $(PREFIX)/include $(PREFIX)/bin
@@ -117,8 +193,8 @@ install: all
 	cp engine/nn.h $(PREFIX)/include/
 	cp $(TOOLS) $(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*NN_VERSION_STRING "\(.*\)"/\1/p' engine/nn.h)|' \
-	    tools/nn.pc.in > $(PREFIX)/lib/pkgconfig/nn.pc
+	    $(if $(HAVE_CUDA),-e 's|^Libs: .*|& $(CUDA_LINK)|') tools/nn.pc.in > $(PREFIX)/lib/pkgconfig/nn.pc
 
 clean:
-	rm -rf $(BUILD)/*.o $(BUILD)/engine $(BUILD)/ops $(BUILD)/passes $(BUILD)/proto $(BUILD)/tests \
+	rm -rf $(BUILD)/*.o $(BUILD)/engine $(BUILD)/ops $(BUILD)/passes $(BUILD)/proto $(BUILD)/tests $(BUILD)/cuda \
 	       $(BUILD)/libnn.* $(TOOLS)

@@ -45,6 +45,8 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     nn_options opt = options ? *options : nn_options_default();
     if (opt.batch < 1) return nn_set_error(NN_ERR_ARG, "batch size must be at least 1 (got %d)", opt.batch);
     if (opt.threads < 0) return nn_set_error(NN_ERR_ARG, "thread count must not be negative (got %d)", opt.threads);
+    if ((opt.tf32 || opt.fp16) && (!opt.device || !strcmp(opt.device, "cpu")))
+        return nn_set_error(NN_ERR_ARG, "tf32 and fp16 apply to GPU devices only (device is cpu)");
     if (opt.max_memory < 0)
         return nn_set_error(NN_ERR_ARG, "memory limit must not be negative (got %lld)", (long long)opt.max_memory);
     nn_model *m = calloc(1, sizeof *m);
@@ -229,9 +231,8 @@ static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *ou
         for (int i = 0; i < g->n_inputs; i++) {
             int v = g->inputs[i];
             nn_tensor *dst = &m->rt[v];
-            if (!g->values[v].batched) {
-                if (start == 0)
-                    memcpy(dst->data, in[i].data, (size_t)nn_tensor_elements(dst) * nn_dtype_size(dst->dtype));
+            if (!g->values[v].batched) { /* every chunk: the plan may reuse its buffer once it is read */
+                memcpy(dst->data, in[i].data, (size_t)nn_tensor_elements(dst) * nn_dtype_size(dst->dtype));
                 continue;
             }
             size_t rb = row_bytes(dst);

@@ -202,21 +202,24 @@ static void warn(nn_model *m, const char *fmt, ...) {
 
 /* ---- key and file name */
 
-static const char *cpu_features(void) {
-    static char buf[96];
-    snprintf(buf, sizeof buf, "gemm=%s,avx512f=%d,avx2=%d,fma=%d", nn_gemm_kernel_name(),
+/* Into the caller's buffer: models load in parallel threads. */
+static void cpu_features(char *buf, size_t size) {
+    snprintf(buf, size, "gemm=%s,avx512f=%d,avx2=%d,fma=%d", nn_gemm_kernel_name(),
              __builtin_cpu_supports("avx512f") != 0, __builtin_cpu_supports("avx2") != 0,
              __builtin_cpu_supports("fma") != 0);
-    return buf;
 }
 
 /* Everything besides the model's bytes that changes the plan.  Threads do
  * not: packing is the same for any count, and scratch is sized at load. */
 static void plan_options(const nn_model *m, char *buf, size_t size) {
     const nn_options *o = &m->opt;
-    snprintf(buf, size, "format=%d;engine=%s;batch=%d;device=%s;optimize=%d;passes=%s;disable=%s;winograd=%d;cpu=%s",
+    char cpu[96];
+    cpu_features(cpu, sizeof cpu);
+    snprintf(buf, size,
+             "format=%d;engine=%s;batch=%d;device=%s;optimize=%d;passes=%s;disable=%s;winograd=%d;tf32=%d;fp16=%d;"
+             "cpu=%s",
              CACHE_FORMAT, NN_VERSION_STRING, m->batch, m->device, o->optimize != 0, o->passes ? o->passes : "-",
-             o->disable_passes ? o->disable_passes : "-", o->winograd != 0, cpu_features());
+             o->disable_passes ? o->disable_passes : "-", o->winograd != 0, o->tf32 != 0, o->fp16 != 0, cpu);
 }
 
 static bool cache_folder(const nn_model *m, char *dir, size_t size) {
@@ -726,6 +729,10 @@ static bool read_node(reader *r, nn_graph *g, nn_node *n) {
          n->epilogue.act < NN_ACT_NONE || n->epilogue.act > NN_ACT_TANH))
         return fail(r, "a node has an invalid epilogue");
     if (n->prepared && !d->prepared_fits) return fail(r, "a node has prepared data its op never makes");
+    if (nn_node_check_wiring(n, d) != NN_OK) {
+        nn_clear_error();
+        return fail(r, "a node lacks an input or output its op requires");
+    }
     return true;
 }
 

@@ -27,6 +27,21 @@ static nn_status check_output(const nn_node *n, const nn_tensor *t, int k) {
     return NN_OK;
 }
 
+/* An empty name stands for an absent optional input or output; one the
+ * operator requires (and every output of a variadic one, Split's) must be
+ * there, or its kernel would read or write through a missing buffer. */
+nn_status nn_node_check_wiring(const nn_node *n, const nn_op_desc *d) {
+    for (int k = 0; k < n->n_in && k < d->min_inputs; k++)
+        if (n->in[k] < 0)
+            return nn_set_error(NN_ERR_INVALID, "node '%s' (%s): input %d is required but has no name", n->name,
+                                d->name, k);
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] < 0 && (k < d->min_outputs || d->max_outputs < 0))
+            return nn_set_error(NN_ERR_INVALID, "node '%s' (%s): output %d is required but has no name", n->name,
+                                d->name, k);
+    return NN_OK;
+}
+
 nn_status nn_bind_inputs(nn_model *m) {
     nn_graph *g = &m->g;
     for (int i = 0; i < g->n_inputs; i++) {
@@ -96,6 +111,7 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
     for (int i = 0; i < g->n_nodes; i++) {
         nn_node *n = &g->nodes[i];
         const nn_op_desc *d = nn_op_get(n->op);
+        if ((st = nn_node_check_wiring(n, d)) != NN_OK) goto done;
         bool known = true, all_const = true, outputs_known = true;
         for (int k = 0; k < n->n_out; k++)
             outputs_known &= n->out[k] < 0 || g->values[n->out[k]].shape_known;

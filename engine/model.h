@@ -37,13 +37,13 @@ struct nn_model {
     int64_t profiled_runs;
     /* plan cache (engine/cache.c) */
     nn_cache_state cache_state;
-    bool from_cache;       /* graph, plan and prepared weights came from the cache file */
+    bool from_cache;            /* graph, plan and prepared weights came from the cache file */
     bool cache_key_known;       /* cache_key was computed (the model file was readable) */
     uint64_t cache_key[2];      /* model bytes, options and CPU features the plan was made for */
     uint64_t cache_content[2];  /* hash of the model file's bytes */
     uint64_t cache_model_id[5]; /* the model file's identity (device, inode, size, times) */
-    char *cache_path;      /* the cache file for this model and these options */
-    bool cache_written;    /* a miss wrote it */
+    char *cache_path;           /* the cache file for this model and these options */
+    bool cache_written;         /* a miss wrote it */
     char cache_warning[320];
     void *cache_map; /* the mapped cache file on a hit (weights are used in place) */
     size_t cache_map_bytes;
@@ -57,6 +57,9 @@ nn_status nn_bind_inputs(nn_model *m);
  * `fold`, so is every node whose inputs are all known (constant folding);
  * folded nodes leave the graph and *n_folded counts them. */
 nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded);
+/* NN_ERR_INVALID with a message when an input or output the node's op
+ * requires is absent (an empty name in the file). */
+nn_status nn_node_check_wiring(const nn_node *n, const nn_op_desc *d);
 /* Assign arena offsets by liveness (static models). */
 nn_status nn_plan_memory(nn_model *m);
 void nn_plan_free(nn_plan *p);

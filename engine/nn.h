@@ -84,6 +84,10 @@ typedef struct nn_options {
     const char *cache_dir;      /* NULL: $NN_CACHE_DIR, else $XDG_CACHE_HOME/nn, else ~/.cache/nn */
     int64_t max_memory;         /* refuse a model whose weights, activations and scratch together need
                                  * more bytes than this; 0 = no limit */
+    int tf32;                   /* GPU: let fp32 convs and GEMMs use TF32 tensor cores (default 0: exact
+                                 * fp32 parity with the CPU) */
+    int fp16;                   /* GPU: weights and activations in half precision, accumulating in fp32
+                                 * (default 0) */
 } nn_options;
 
 typedef struct nn_model nn_model;
@@ -137,7 +141,9 @@ NN_API nn_status nn_model_get_stats(const nn_model *model, nn_model_stats *stats
  * counted with their host) accumulated over all nn_predict calls so far. */
 NN_API nn_status nn_profile_print(const nn_model *model, FILE *out);
 
-/* Bytes per element of a dtype (0 for an unknown one) and element count of a tensor. */
+/* Bytes per element of a dtype (0 for an unknown one) and element count of a
+ * tensor (-1 when its rank or a dimension is unknown or negative, or the
+ * count overflows). */
 NN_API size_t nn_dtype_size(nn_dtype dtype);
 NN_API int64_t nn_tensor_elements(const nn_tensor *t);
 NN_API const char *nn_dtype_name(nn_dtype dtype);

@@ -301,6 +301,10 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
                        (declared.t.ndim > 0 && declared.t.dims[0] < 0); /* refined once shapes are inferred */
         g->outputs[g->n_outputs++] = *slot;
     }
+    if (!g->n_outputs) {
+        st = nn_set_error(NN_ERR_INVALID, "the graph has no outputs: nothing to compute");
+        goto out;
+    }
     st = nn_graph_toposort(g);
 out:
     free(map.slots);

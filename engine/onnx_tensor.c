@@ -37,11 +37,10 @@ NN_API size_t nn_dtype_size(nn_dtype d) {
     }
 }
 
+/* -1 for what has no count: an unknown rank or dimension, or one that overflows */
 NN_API int64_t nn_tensor_elements(const nn_tensor *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
-        n *= t->dims[i];
-    return n;
+    if (t->ndim < 0 || t->ndim > NN_MAX_DIMS) return -1;
+    return nn_dims_checked_elements(t->dims, (size_t)t->ndim);
 }
 
 int64_t nn_dims_checked_elements(const int64_t *dims, size_t ndim) {

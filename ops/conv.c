@@ -18,6 +18,7 @@
 #include "../engine/arena.h"
 #include "epilogue.h"
 #include "gemm.h"
+#include "geom.h"
 #include "op.h"
 #include "window.h"
 #include "winograd.h"
@@ -30,14 +31,9 @@ typedef struct conv_params {
     int64_t out_padding[NSP_MAX], out_shape[NN_MAX_DIMS];
 } conv_params;
 
-/* Everything a kernel needs, resolved once from params and input shapes. */
-typedef struct conv_geom {
-    int nsp; /* spatial dims */
-    int64_t batch, in_ch, out_ch, group;
-    int64_t in[NSP_MAX], out[NSP_MAX], kernel[NSP_MAX], stride[NSP_MAX], dilation[NSP_MAX];
-    int64_t pad[NSP_MAX];                   /* leading pad; negative for ConvTranspose when output_shape crops less */
-    int64_t in_size, out_size, kernel_size; /* products over the spatial dims */
-} conv_geom;
+/* Everything a kernel needs, resolved once from params and input shapes
+ * (geom.h: the CUDA backend resolves it through nn_conv_resolve). */
+typedef nn_conv_geom conv_geom;
 
 static nn_status parse_conv(nn_parse_ctx *ctx) {
     conv_params *p = nn_params_alloc(ctx, sizeof *p);
@@ -145,6 +141,8 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit sizes");
     return NN_OK;
 }
+
+nn_status nn_conv_resolve(const nn_call *c, bool transpose, nn_conv_geom *g) { return conv_resolve(c, transpose, g); }
 
 static nn_status infer_common(nn_call *c, bool transpose) {
     conv_geom g;

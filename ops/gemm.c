@@ -736,8 +736,17 @@ size_t nn_gemm_pack_b_block_bytes(const nn_gemm *g) {
 }
 
 static void store_block_header(void *block, nn_gemm_packed p) {
-    p.data = NULL; /* the data's place is implied: the block may move */
-    memcpy(block, &p, sizeof p);
+    /* Field by field into zeroed bytes: the padding after `kernel` would carry
+     * stack garbage into the plan cache.  `data` stays NULL: its place is
+     * implied, the block may move. */
+    nn_gemm_packed header;
+    memset(&header, 0, sizeof header);
+    header.kernel = p.kernel;
+    header.rows = p.rows;
+    header.k = p.k;
+    header.count = p.count;
+    header.stride = p.stride;
+    memcpy(block, &header, sizeof header);
 }
 
 void nn_gemm_pack_a_block(const nn_gemm *g, void *block) {
@@ -873,8 +882,9 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
     const gemm_kernel *kd = pl->kd;
     int mr = kd->mr, nr = kd->nr;
     kblocks kb = k_blocks(g->k);
-    const float *a = g->a + bo * g->stride_a[0] + bi * g->stride_a[1];
-    const float *b = g->b + bo * g->stride_b[0] + bi * g->stride_b[1];
+    /* a or b is NULL when the operand comes pre-packed (no offset on a null pointer) */
+    const float *a = g->a ? g->a + bo * g->stride_a[0] + bi * g->stride_a[1] : NULL;
+    const float *b = g->b ? g->b + bo * g->stride_b[0] + bi * g->stride_b[1] : NULL;
     int64_t coff = bo * g->stride_c[0] + bi * g->stride_c[1];
     float *c = g->c + coff;
     const float *res = g->residual ? g->residual + coff : NULL;

@@ -5,21 +5,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "geom.h"
 #include "op.h"
 #include "window.h"
 
-typedef struct pool_params {
-    nn_window_attrs w;
-    int64_t ceil_mode, count_include_pad, storage_order;
-} pool_params;
-
-typedef struct pool_geom {
-    int nsp;
-    int64_t planes; /* batch x channels */
-    int64_t in[NSP_MAX], out[NSP_MAX], kernel[NSP_MAX], stride[NSP_MAX], dilation[NSP_MAX];
-    int64_t pad[NSP_MAX], pad_end[NSP_MAX];
-    int64_t in_size, out_size;
-} pool_geom;
+/* shared with the CUDA backend (geom.h) */
+typedef nn_pool_params pool_params;
+typedef nn_pool_geom pool_geom;
 
 static nn_status parse_pool(nn_parse_ctx *ctx) {
     pool_params *p = nn_params_alloc(ctx, sizeof *p);
@@ -56,6 +48,8 @@ static nn_status pool_resolve(const nn_call *c, pool_geom *g) {
         int64_t pb = p->w.n_pads >= 0 ? p->w.pads[d] : 0, pe = p->w.n_pads >= 0 ? p->w.pads[nsp + d] : 0;
         if (k < 1 || s < 1 || dil < 1 || pb < 0 || pe < 0)
             return nn_call_error(c, NN_ERR_INVALID, "kernel, strides and dilations must be >= 1, pads >= 0");
+        /* padding alone would make windows with nothing to pool */
+        if (in < 1) return nn_call_error(c, NN_ERR_SHAPE, "spatial dim %d of the input is empty", d);
         int64_t ext = (k - 1) * dil + 1, out;
         if (p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER || p->w.auto_pad == NN_AUTO_PAD_SAME_LOWER) {
             out = (in + s - 1) / s;
@@ -85,6 +79,8 @@ static nn_status pool_resolve(const nn_call *c, pool_geom *g) {
     }
     return NN_OK;
 }
+
+nn_status nn_pool_resolve(const nn_call *c, nn_pool_geom *g) { return pool_resolve(c, g); }
 
 /* ---- MaxPool and AveragePool are separable: a box max (mean) is a max
  * (mean) along each axis in turn, and ONNX's divisor is a product of per-axis

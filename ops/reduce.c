@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "geom.h"
 #include "op.h"
 
 typedef enum reduce_kind { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L2, R_KIND_COUNT } reduce_kind;
@@ -65,6 +66,8 @@ static nn_status reduce_mask(nn_call *c, bool reduced[NN_MAX_DIMS], bool *noop) 
     }
     return NN_OK;
 }
+
+nn_status nn_reduce_mask(nn_call *c, bool reduced[NN_MAX_DIMS], bool *noop) { return reduce_mask(c, reduced, noop); }
 
 static bool reduce_dtype_ok(nn_dtype t) {
     return t == NN_DTYPE_FLOAT || t == NN_DTYPE_INT32 || t == NN_DTYPE_INT64;

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "geom.h"
 #include "op.h"
 
 typedef enum coord_mode {
@@ -207,12 +208,8 @@ static nn_status infer_resize(nn_call *c) {
     return NN_OK;
 }
 
-/* Taps of one output coordinate along one axis: input offsets (already
- * times the axis stride) and weights.  w1 == 0 marks a single tap. */
-typedef struct resize_tap {
-    int64_t i0, i1;
-    float w0, w1;
-} resize_tap;
+/* Taps of one output coordinate along one axis (geom.h). */
+typedef nn_resize_tap resize_tap;
 
 static size_t workspace_resize(const nn_call *c) {
     int64_t taps = 0;
@@ -266,6 +263,25 @@ static void axis_taps(const resize_params *p, double scale, int64_t in, int64_t 
         t[x].w0 = 1.0f;
         t[x].w1 = 0.0f;
     }
+}
+
+nn_status nn_resize_taps(nn_call *c, nn_resize_tap *taps, bool *linear) {
+    const resize_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    resize_geom g;
+    nn_status st = resize_geometry(c, &g);
+    if (st != NN_OK) return st;
+    int64_t first[NN_MAX_DIMS], at = 0, stride = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        first[d] = at;
+        at += g.out[d];
+    }
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        axis_taps(p, g.scale[d], x->dims[d], g.out[d], stride, taps + first[d]);
+        stride *= x->dims[d];
+    }
+    *linear = p->linear;
+    return NN_OK;
 }
 
 /* Most corners one output row can combine: two taps on every axis but the last. */

@@ -7,6 +7,7 @@
  * the new one with inner = 1. */
 #include <math.h>
 
+#include "geom.h"
 #include "op.h"
 
 typedef struct softmax_params {
@@ -46,6 +47,10 @@ static nn_status softmax_view(nn_call *c, int64_t *outer, int64_t *n, int64_t *i
         *inner = nn_shape_elements(x->dims + axis + 1, x->ndim - (int)axis - 1);
     }
     return NN_OK;
+}
+
+nn_status nn_softmax_view(nn_call *c, int64_t *outer, int64_t *n, int64_t *inner) {
+    return softmax_view(c, outer, n, inner);
 }
 
 static nn_status infer_softmax(nn_call *c) {

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "geom.h"
 #include "op.h"
 #include "params.h"
 
@@ -516,6 +517,8 @@ static nn_status transpose_perm(nn_call *c, int64_t *perm) {
     }
     return NN_OK;
 }
+
+nn_status nn_transpose_perm(nn_call *c, int64_t *perm) { return transpose_perm(c, perm); }
 
 static nn_status infer_transpose(nn_call *c) {
     const nn_tensor *x = &c->in[0];

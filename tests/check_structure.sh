@@ -21,8 +21,9 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
-BUILD=build
-DIR=$BUILD/models
+# NN_BUILD: another build folder (make sanitize), built by its caller
+BUILD=${NN_BUILD:-build}
+DIR=build/models
 PYTHON=/usr/bin/python3
 OUT_TOL=1e-5
 ARENA_RATIO=1.10
@@ -35,7 +36,7 @@ for name in $names; do
     esac
 done
 
-make -s $BUILD/nnrun $BUILD/nndump $BUILD/tests/compare_npy || exit 2
+[ -n "${NN_BUILD:-}" ] || make -s $BUILD/nnrun $BUILD/nndump $BUILD/tests/compare_npy || exit 2
 for name in $names; do
     if [ ! -f "$DIR/$name.onnx" ] || [ ! -f "$DIR/$name.input.npy" ]; then
         rm -f "$DIR/.done" # the stamp may outlive deleted files; export.py skips what exists

@@ -2,8 +2,9 @@
  * whose operators and dtypes the engine supports, and compares outputs
  * (floats: |got - want| <= atol + rtol * |want|; integers and bools exactly).
  *
- * usage: conformance [-v] [--cache-dir DIR] [FILTER...]   (FILTER: substring of the test name;
- *        --cache-dir: run each test twice, building its plan, then loading it from the cache)
+ * usage: conformance [-v] [--cache-dir DIR] [--device DEV] [FILTER...]   (FILTER: substring of the test name;
+ *        --cache-dir: run each test twice, building its plan, then loading it from the cache;
+ *        --device: run on DEV, e.g. gpu0, instead of the CPU)
  * Each test runs in a child process so that a crash is a reported failure,
  * not the end of the run. */
 #include <dirent.h>
@@ -126,6 +127,8 @@ enum { MAX_IO = 32 };
 /* --cache-dir DIR: every test runs twice, first building and writing its
  * plan (a miss), then from the cache (which must be a hit). */
 static const char *cache_dir;
+/* --device DEV: nn_options.device (NULL: the CPU) */
+static const char *device;
 
 static void run_test(const char *name, const char *dir, bool from_cache, result *r) {
     char model_path[4200];
@@ -157,6 +160,7 @@ static void run_test(const char *name, const char *dir, bool from_cache, result 
             nn_options opt = nn_options_default();
             opt.cache = cache_dir != NULL;
             opt.cache_dir = cache_dir;
+            if (device) opt.device = device;
             /* bind a symbolic batch dimension to the data's */
             if (n_in > 0 && in[0].ndim > 0 && in[0].dims[0] > 0) opt.batch = (int)in[0].dims[0];
             nn_status st = nn_load(model_path, &opt, &m);
@@ -262,6 +266,8 @@ int main(int argc, char **argv) {
             verbose = 1;
         else if (!strcmp(argv[i], "--cache-dir") && i + 1 < argc)
             cache_dir = argv[++i];
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            device = argv[++i];
         else
             filters[n_filters++] = argv[i];
     }

@@ -24,15 +24,41 @@ suite() {
         echo "=== $name: FAILED ($(($(date +%s) - start)) s)"
     fi
 }
+# NN_BUILD: the build folder whose binaries run (make sanitize: build/asan);
+# NN_SANITIZER set: they carry ASan + UBSan, which replace valgrind.
+BUILD=${NN_BUILD:-build}
+sanitizer=${NN_SANITIZER:-}
+skip() {
+    echo "=== $1: skipped ($2)"
+}
 # C unit tests under valgrind, so leaks and bad reads fail them
 # (libomp keeps its thread pool alive at exit: only definite leaks count)
 VALGRIND="valgrind -q --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite --error-exitcode=9"
-for t in build/tests/test_*; do
+[ -n "$sanitizer" ] && VALGRIND=""
+for t in "$BUILD"/tests/test_*; do
     suite "$(basename "$t")" $VALGRIND "$t"
 done
+# threads on one real model: valgrind would only serialize them (races: make tsan)
+suite concurrency "$BUILD/tests/concurrency"
 suite cli tests/test_cli.sh
-suite conformance build/tests/conformance --cache-dir "$NN_CACHE_DIR/conformance"
-suite install tests/test_install.sh
+suite conformance "$BUILD/tests/conformance" --cache-dir "$NN_CACHE_DIR/conformance"
+# CUDA builds: the models and conformance on a GPU (each check reported skipped when there is none)
+if [ -x "$BUILD/tests/gpu/pipeline" ] && [ -z "$sanitizer" ]; then
+    suite gpu tests/gpu/run.sh
+fi
+if [ -n "$sanitizer" ]; then
+    skip install "packaging, not memory safety: a program built against the installed library needs the sanitizer runtime"
+else
+    suite install tests/test_install.sh
+fi
+suite malformed tests/malformed/run.sh
+suite leaks tests/check_leaks.sh
+# load/free 1000 times: too slow for valgrind, and ASan's quarantine keeps freed memory resident on purpose
+if [ -n "$sanitizer" ]; then
+    skip load_free_rss "ASan holds freed memory; LeakSanitizer checks every run instead"
+else
+    suite load_free_rss "$BUILD/tests/load_free_rss"
+fi
 suite models tests/check_models.sh
 suite structure tests/check_structure.sh
 suite cache tests/test_cache.sh

@@ -274,6 +274,42 @@ static void test_concurrency(void) {
     builder_free(&b);
 }
 
+/* An input without the batch dimension feeds every chunk, even when the
+ * plan reuses its buffer once it has been read (here, without the
+ * optimizer, for t0 = x + y's successors). */
+static void test_unbatched_input(void) {
+    builder b;
+    builder_init(&b);
+    b.inputs[b.graph.n_input++] = value_info("x", 2, dims_n4);
+    b.inputs[b.graph.n_input++] = value_info("y", 1, dims_4);
+    b.outputs[b.graph.n_output++] = value_info("z", 2, dims_n4);
+    node(&b, "Add", "add", "x", "y", "t0");
+    node(&b, "Neg", "neg", "t0", NULL, "t1");
+    node(&b, "Sigmoid", "sigmoid", "t1", NULL, "t2");
+    node(&b, "Mul", "mul", "t2", "x", "z");
+    const char *path = save(&b, "unbatched.onnx");
+    builder_free(&b);
+    nn_options opt = nn_options_default();
+    opt.optimize = 0;
+    opt.cache = 0;
+    nn_model *m;
+    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
+    if (!m) return;
+    float xs[12], ys[4] = {0.5f, -1, 2, 0.25f};
+    for (int i = 0; i < 12; i++)
+        xs[i] = (float)i / 4 - 1;
+    nn_tensor in[2] = {{NN_DTYPE_FLOAT, 2, {3, 4}, xs}, {NN_DTYPE_FLOAT, 1, {4}, ys}}, out;
+    CHECK(nn_predict(m, in, 2, &out, 1) == NN_OK, "predict: %s", nn_last_error());
+    int wrong = 0;
+    for (int i = 0; out.data && i < 12; i++) {
+        float want = xs[i] / (1 + expf(xs[i] + ys[i % 4]));
+        wrong += fabsf(((float *)out.data)[i] - want) > 1e-6f;
+    }
+    CHECK(out.data && wrong == 0, "%d of 12 outputs wrong with an unbatched input over 3 chunks", wrong);
+    nn_tensor_release(&out);
+    nn_free(m);
+}
+
 /* options.cache: a miss writes, a hit reads back the same plan; options.max_memory refuses what does not fit */
 static void test_cache_and_limits(void) {
     builder b;
@@ -341,6 +377,7 @@ int main(void) {
     test_unsorted_nodes();
     test_concurrency();
     test_cache_and_limits();
+    test_unbatched_input();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", nn_test_dir);

@@ -3,7 +3,8 @@
 # a non-zero exit for every kind of bad input.
 set -u
 cd "$(dirname "$0")/.."
-NNRUN=build/nnrun
+BUILD=${NN_BUILD:-build}
+NNRUN=$BUILD/nnrun
 MODEL=models/mobilenetv2.onnx
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -71,7 +72,7 @@ done
 # the committed default model matches torch's output
 $NNRUN "$MODEL" --input input=models/mobilenetv2.input.npy --save-outputs "$tmp/saved" --iters 1 --warmup 0 >/dev/null
 check "default model runs with --input and --save-outputs" test -f "$tmp/saved/output.npy"
-check "default model matches torch (rel L2 <= 1e-4)" build/tests/compare_npy "$tmp/saved/output.npy" models/mobilenetv2.output.npy 1e-4
+check "default model matches torch (rel L2 <= 1e-4)" "$BUILD/tests/compare_npy" "$tmp/saved/output.npy" models/mobilenetv2.output.npy 1e-4
 
 echo "$((checks - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -249,11 +249,12 @@ static void print_pass_summary(const dump *d, const nn_model *m, bool json) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: nndump MODEL.onnx [--batch N] [--stage all|parsed|PASS|final] [--format text|dot|json]\n"
-               "                         [--passes LIST] [--disable-pass NAME] [--no-opt] [--cache-dir DIR] [--no-cache]\n"
-               "The final stage may come from the plan cache (as nnrun's would); other stages need the\n"
-               "passes to run, so they never read it.\n"
-               "passes, in pipeline order:\n");
+    fprintf(f,
+            "usage: nndump MODEL.onnx [--batch N] [--stage all|parsed|PASS|final] [--format text|dot|json]\n"
+            "                         [--passes LIST] [--disable-pass NAME] [--no-opt] [--cache-dir DIR] [--no-cache]\n"
+            "The final stage may come from the plan cache (as nnrun's would); other stages need the\n"
+            "passes to run, so they never read it.\n"
+            "passes, in pipeline order:\n");
     for (int i = 0; nn_default_pipeline[i]; i++)
         fprintf(f, "  %-18s %s\n", nn_default_pipeline[i]->name, nn_default_pipeline[i]->summary);
 }

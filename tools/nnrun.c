@@ -55,6 +55,8 @@ static void usage(FILE *f) {
                "  --verify             check the IR after every pass\n"
                "  --profile            print time per operator type after the run\n"
                "  --no-winograd        3x3 convs use the GEMM only (slower, about twice as exact)\n"
+               "  --tf32 on|off        GPU: fp32 convs and GEMMs may use TF32 tensor cores (default off)\n"
+               "  --fp16               GPU: weights and activations in half precision, fp32 accumulation\n"
                "  --cache-dir DIR      keep optimized plans in DIR (default: $NN_CACHE_DIR, else\n"
                "                       $XDG_CACHE_HOME/nn, else ~/.cache/nn)\n"
                "  --no-cache           neither read nor write the plan cache\n"
@@ -165,6 +167,13 @@ static int parse_args(int argc, char **argv, args *a) {
             if (!v || !v[0]) return fprintf(stderr, "nnrun: --cache-dir needs a folder\n"), -1;
             a->opt.cache_dir = v;
             i++;
+        } else if (!strcmp(s, "--tf32")) {
+            if (!v || (strcmp(v, "on") && strcmp(v, "off")))
+                return fprintf(stderr, "nnrun: --tf32 needs on or off\n"), -1;
+            a->opt.tf32 = !strcmp(v, "on");
+            i++;
+        } else if (!strcmp(s, "--fp16")) {
+            a->opt.fp16 = 1;
         } else if (!strcmp(s, "--no-cache")) {
             a->opt.cache = 0;
         } else if (!strcmp(s, "--max-memory")) {
@@ -275,20 +284,28 @@ static int fail(const char *what) {
     return EXIT_ERROR;
 }
 
-/* Load, run and (unless quiet) print the report for one configuration. */
-static int session(args *ap, report *rep) {
+/* What a session holds: released on every way out of it. */
+typedef struct held {
+    nn_tensor files[MAX_INPUT_FILES]; /* data not yet handed to `in` */
+    nn_model *m;
+    nn_tensor *in, *out;
+    int n_in, n_out;
+    double *lat;
+} held;
+
+static int run_session(args *ap, report *rep, held *h) {
     args a = *ap;
 
     /* Input files first: with --input the batch comes from the data. */
-    nn_tensor files[MAX_INPUT_FILES] = {0};
+    nn_tensor *files = h->files;
     for (int i = 0; i < a.n_input_files; i++) {
         if (nn_tensor_load(a.input_file[i], &files[i]) != NN_OK) return fail("");
         if (!a.batch_given && i == 0 && files[i].ndim > 0 && files[i].dims[0] > 0) a.opt.batch = (int)files[i].dims[0];
     }
 
     double t0 = now_ms();
-    nn_model *m;
-    nn_status st = nn_load(a.model, &a.opt, &m);
+    nn_status st = nn_load(a.model, &a.opt, &h->m);
+    nn_model *m = h->m;
     double load_ms = now_ms() - t0;
     if (st == NN_ERR_DEVICE || st == NN_ERR_ARG) {
         fprintf(stderr, "nnrun: %s\n", nn_last_error());
@@ -299,8 +316,9 @@ static int session(args *ap, report *rep) {
     nn_model_get_stats(m, &stats);
     if (stats.cache_warning) fprintf(stderr, "nnrun: warning: %s\n", stats.cache_warning);
 
-    int n_in = nn_input_count(m), n_out = nn_output_count(m);
-    nn_tensor *in = calloc((size_t)n_in + 1, sizeof *in), *out = calloc((size_t)n_out + 1, sizeof *out);
+    int n_in = h->n_in = nn_input_count(m), n_out = h->n_out = nn_output_count(m);
+    nn_tensor *in = h->in = calloc((size_t)n_in + 1, sizeof *in);
+    nn_tensor *out = h->out = calloc((size_t)n_out + 1, sizeof *out);
     if (!in || !out) return fail("out of memory");
     for (int f = 0; f < a.n_input_files; f++) {
         int found = -1;
@@ -314,6 +332,7 @@ static int session(args *ap, report *rep) {
             return EXIT_USAGE;
         }
         in[found] = files[f];
+        files[f].data = NULL; /* in[found] owns it now */
     }
     for (int i = 0; i < n_in; i++) {
         if (in[i].data) continue;
@@ -344,13 +363,15 @@ static int session(args *ap, report *rep) {
         if (w < a.warmup && nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
     }
     int cap = a.iters, n_runs = 0;
-    double *lat = malloc(sizeof(double) * (size_t)cap);
+    double *lat = h->lat = malloc(sizeof(double) * (size_t)cap);
     double start = now_ms();
     for (;;) {
         if (a.duration > 0 ? now_ms() - start >= a.duration * 1e3 && n_runs > 0 : n_runs == a.iters) break;
         if (n_runs == cap) {
             cap *= 2;
-            lat = realloc(lat, sizeof(double) * (size_t)cap);
+            double *grown = realloc(lat, sizeof(double) * (size_t)cap);
+            if (!grown) return fail("out of memory");
+            lat = h->lat = grown;
         }
         if (!lat) return fail("out of memory");
         double r0 = now_ms();
@@ -438,15 +459,24 @@ static int session(args *ap, report *rep) {
     }
     *rep = (report){1, stats.batch, load_ms, med, p90, p99, throughput, rss_mb};
     if (a.opt.profile) nn_profile_print(m, a.json ? stderr : stdout);
-    for (int k = 0; k < n_out; k++)
-        nn_tensor_release(&out[k]);
-    for (int i = 0; i < n_in; i++)
-        nn_tensor_release(&in[i]);
-    free(in);
-    free(out);
-    free(lat);
-    nn_free(m);
     return 0;
+}
+
+/* Load, run and (unless quiet) print the report for one configuration. */
+static int session(args *ap, report *rep) {
+    held h = {0};
+    int rc = run_session(ap, rep, &h);
+    for (int k = 0; h.out && k < h.n_out; k++)
+        nn_tensor_release(&h.out[k]);
+    for (int i = 0; h.in && i < h.n_in; i++)
+        nn_tensor_release(&h.in[i]);
+    for (int f = 0; f < MAX_INPUT_FILES; f++)
+        nn_tensor_release(&h.files[f]);
+    free(h.in);
+    free(h.out);
+    free(h.lat);
+    nn_free(h.m);
+    return rc;
 }
 
 /* Each batch size runs in its own process, so that its peak RSS is its own. */

@@ -1,6 +1,7 @@
 /* Windowed pooling (MaxPool, AveragePool) over any number of spatial dims,
  * global pooling, and LRN (a window across channels).  float; MaxPool also
  * uint8 and int8. */
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -350,6 +351,77 @@ static nn_status infer_max_pool(nn_call *c) {
 
 static size_t workspace_max_pool(const nn_call *c) { return pool_workspace(c, nn_dtype_size(c->in[0].dtype)); }
 
+/* 2-D float max pooling of planes small enough for a copy padded with
+ * -inf on the stack (the CNNs' pools, 56x56 and below): a plane per task,
+ * every window inside the copy, so a row's outputs have no edge cases and
+ * go 16 to a vector.  On such planes this beats the two separable passes
+ * (GoogLeNet's 13 pools: 2.7-3.1 ms against 3.7-5.4 ms at batch 1). */
+#define MAX_POOL_PLANE_MAX 16384
+
+static bool max_pool_2d_direct(const pool_geom *g, nn_dtype dtype, int64_t *ph_n, int64_t *pw_n) {
+    if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || g->dilation[0] != 1 || g->dilation[1] != 1) return false;
+    *ph_n = (g->out[0] - 1) * g->stride[0] + g->kernel[0];
+    *pw_n = (g->out[1] - 1) * g->stride[1] + g->kernel[1];
+    if (*ph_n < g->pad[0] + g->in[0]) *ph_n = g->pad[0] + g->in[0];
+    if (*pw_n < g->pad[1] + g->in[1]) *pw_n = g->pad[1] + g->in[1];
+    return *ph_n * *pw_n <= MAX_POOL_PLANE_MAX;
+}
+
+/* One output row: the max over kh_n rows of the padded plane, kw_n taps
+ * each.  The AVX-512 body takes 16 outputs per vector (a masked tail), the
+ * portable one leaves vectorizing to the compiler. */
+static inline __attribute__((always_inline)) void max_row_body(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
+                                                               int64_t kh_n, int64_t kw_n, int64_t sw) {
+    for (int64_t ow = 0; ow < ow_n; ow++)
+        yr[ow] = -INFINITY;
+    for (int64_t kh = 0; kh < kh_n; kh++)
+        for (int64_t kw = 0; kw < kw_n; kw++)
+            for (int64_t ow = 0; ow < ow_n; ow++)
+                yr[ow] = MAX_OP(yr[ow], buf[kh * pw_n + ow * sw + kw]);
+}
+
+static void max_row_portable(const float *buf, int64_t pw_n, float *yr, int64_t ow_n, int64_t kh_n, int64_t kw_n,
+                             int64_t sw) {
+    max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
+}
+
+__attribute__((target("avx512f"))) static void max_row_avx512(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
+                                                              int64_t kh_n, int64_t kw_n, int64_t sw) {
+    if (sw != 1) {
+        max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
+        return;
+    }
+    for (int64_t ow = 0; ow < ow_n; ow += 16) {
+        __mmask16 mask = ow_n - ow >= 16 ? 0xffff : (__mmask16)((1u << (ow_n - ow)) - 1);
+        __m512 acc = _mm512_set1_ps(-INFINITY);
+        for (int64_t kh = 0; kh < kh_n; kh++)
+            for (int64_t kw = 0; kw < kw_n; kw++) {
+                __m512 v = _mm512_maskz_loadu_ps(mask, buf + kh * pw_n + ow + kw);
+                acc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, acc, _CMP_GT_OQ), acc, v); /* MAX_OP */
+            }
+        _mm512_mask_storeu_ps(yr + ow, mask, acc);
+    }
+}
+
+static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const float *x, float *y, int threads) {
+    int64_t ih_n = g->in[0], iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1];
+    int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
+    int64_t pt = g->pad[0], pl = g->pad[1];
+    void (*row)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t) =
+        __builtin_cpu_supports("avx512f") ? max_row_avx512 : max_row_portable;
+#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > 32768)
+    for (int64_t p = 0; p < g->planes; p++) {
+        float buf[MAX_POOL_PLANE_MAX];
+        const float *xp = x + p * g->in_size;
+        for (int64_t i = 0; i < ph_n * pw_n; i++)
+            buf[i] = -INFINITY;
+        for (int64_t ih = 0; ih < ih_n; ih++)
+            memcpy(buf + (pt + ih) * pw_n + pl, xp + ih * iw_n, sizeof(float) * (size_t)iw_n);
+        for (int64_t oh = 0; oh < oh_n; oh++)
+            row(buf + oh * sh * pw_n, pw_n, y + p * g->out_size + oh * ow_n, ow_n, kh_n, kw_n, sw);
+    }
+}
+
 static nn_status run_max_pool(nn_call *c) {
     const pool_params *p = c->params;
     pool_geom g;
@@ -357,6 +429,11 @@ static nn_status run_max_pool(nn_call *c) {
     if (st != NN_OK) return st;
     if (c->n_out > 1 && c->out[1].data) {
         max_pool_indices(&g, c->in[0].data, c->out[0].data, c->out[1].data, p->storage_order == 1, c->threads);
+        return NN_OK;
+    }
+    int64_t ph_n, pw_n;
+    if (max_pool_2d_direct(&g, c->in[0].dtype, &ph_n, &pw_n)) {
+        max_pool_2d(&g, ph_n, pw_n, c->in[0].data, c->out[0].data, c->threads);
         return NN_OK;
     }
     size_t esize = nn_dtype_size(c->in[0].dtype);

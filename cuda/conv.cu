@@ -163,12 +163,95 @@ static nn_status first_fit(cu_ctx *c, cu_conv_state *cv, const cudnnConvolutionF
     return NN_OK;
 }
 
-/* The hook for the plan cache: today every attach measures; a cached
- * choice (algo, math, workspace) per conv would be applied here instead. */
+/* ---- the convs' choices in the plan cache (backend.h, save_choices):
+ * a header naming the GPU and the cuDNN version, then one entry per conv */
+#define CHOICES_MAGIC "nncudnn"
+typedef struct conv_choices_header {
+    char magic[8];
+    int32_t cudnn_version, count;
+    char gpu[256];
+} conv_choices_header;
+typedef struct conv_choice {
+    int32_t node, algo, math, fused;
+    uint64_t workspace;
+} conv_choice;
+
+static void choices_header_of(const cu_ctx *c, int count, conv_choices_header *h) {
+    cudaDeviceProp prop;
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, CHOICES_MAGIC, sizeof CHOICES_MAGIC);
+    h->cudnn_version = (int32_t)cudnnGetVersion();
+    h->count = count;
+    if (cudaGetDeviceProperties(&prop, c->m->device_index) == cudaSuccess)
+        snprintf(h->gpu, sizeof h->gpu, "%s", prop.name);
+}
+
+size_t cu_conv_save_choices(const nn_model *m, void *buf, size_t cap) {
+    const cu_ctx *c = (const cu_ctx *)m->device_state;
+    int count = 0;
+    for (int i = 0; c && i < m->g.n_nodes; i++)
+        count += c->nodes[i].kind == CU_CONV;
+    size_t bytes = sizeof(conv_choices_header) + sizeof(conv_choice) * (size_t)count;
+    if (!count || !buf || cap < bytes) return count ? bytes : 0;
+    conv_choices_header h;
+    choices_header_of(c, count, &h);
+    memcpy(buf, &h, sizeof h);
+    conv_choice *out = (conv_choice *)((char *)buf + sizeof h);
+    for (int i = 0; i < m->g.n_nodes; i++) {
+        const cu_node *dn = &c->nodes[i];
+        if (dn->kind != CU_CONV) continue;
+        conv_choice e;
+        memset(&e, 0, sizeof e);
+        e.node = i;
+        e.algo = (int32_t)dn->u.conv.algo;
+        e.math = (int32_t)dn->u.conv.math;
+        e.fused = dn->u.conv.relu != NULL;
+        e.workspace = dn->u.conv.algo_workspace;
+        memcpy(out++, &e, sizeof e);
+    }
+    return bytes;
+}
+
+/* The choice an earlier attach stored for this conv, when the cache holds
+ * one made on this GPU model with this cuDNN and it fits what this attach
+ * allows (workspace, math mode, fusion); false: measure. */
+static bool stored_choice(const cu_ctx *c, const cu_node *dn, size_t workspace_room, conv_choice *out) {
+    const nn_model *m = c->m;
+    conv_choices_header want, have;
+    if (!m->device_choices || m->device_choices_bytes < sizeof have) return false;
+    memcpy(&have, m->device_choices, sizeof have);
+    choices_header_of(c, have.count, &want);
+    if (memcmp(&have, &want, sizeof have) || have.count < 0 ||
+        (size_t)have.count > (m->device_choices_bytes - sizeof have) / sizeof(conv_choice))
+        return false;
+    const cu_conv_state *cv = &dn->u.conv;
+    for (int32_t k = 0; k < have.count; k++) {
+        memcpy(out, (const char *)m->device_choices + sizeof have + sizeof *out * (size_t)k, sizeof *out);
+        if (out->node != dn->node) continue;
+        bool math_ok = cv->math == CUDNN_FMA_MATH ? out->math == CUDNN_FMA_MATH
+                                                   : out->math >= CUDNN_DEFAULT_MATH && out->math <= CUDNN_FMA_MATH;
+        return out->algo >= 0 && out->algo < CUDNN_CONVOLUTION_FWD_ALGO_COUNT && math_ok &&
+               (out->fused == 0 || (out->fused == 1 && cv->relu)) && out->workspace <= workspace_room;
+    }
+    return false;
+}
+
+/* Measure cuDNN's algorithms for this conv, or take the choice the plan
+ * cache kept from an earlier attach on the same GPU model and cuDNN. */
 static nn_status choose_algo(cu_ctx *c, cu_node *dn, char *scratch, size_t x_room, size_t w_room,
                              size_t workspace_room) {
     const nn_node *n = &c->m->g.nodes[dn->node];
     cu_conv_state *cv = &dn->u.conv;
+    conv_choice stored;
+    if (stored_choice(c, dn, workspace_room, &stored)) {
+        if (!stored.fused && cv->relu) unfuse_relu(dn, c);
+        cv->algo = (cudnnConvolutionFwdAlgo_t)stored.algo;
+        cv->math = (cudnnMathType_t)stored.math;
+        cv->algo_workspace = (size_t)stored.workspace;
+        CU_CUDNN(c->device, cudnnSetConvolutionMathType(cv->conv, cv->math));
+        dn->workspace = cv->algo_workspace;
+        return NN_OK;
+    }
     char *x = scratch + misalignment(c, n->in[0]), *w = scratch + x_room + misalignment(c, n->in[1]);
     char *y = scratch + x_room + w_room + misalignment(c, n->out[0]);
     char *ws = scratch + x_room + w_room + x_room;            /* y's room is x_room: both hold the largest activation */

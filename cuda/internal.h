@@ -55,7 +55,7 @@ typedef struct cu_conv_state {
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
     cudnnActivationDescriptor_t relu; /* set: one cudnnConvolutionBiasActivationForward */
-    cudnnConvolutionFwdAlgo_t algo;   /* chosen once at attach (the plan cache hook: cu_conv_search) */
+    cudnnConvolutionFwdAlgo_t algo;   /* chosen once at attach, or taken from the plan cache (conv.cu) */
     cudnnMathType_t math;
     size_t algo_workspace;
     int bias_input, residual_input; /* node inputs, -1 for none */
@@ -187,6 +187,7 @@ void cu_host_release(cu_node *dn);
  * plan is known (before the arena exists: on scratch buffers aligned like
  * the real ones).  The plan cache will store the choice (README). */
 nn_status cu_conv_search(cu_ctx *c);
+size_t cu_conv_save_choices(const nn_model *m, void *buf, size_t cap); /* backend.h save_choices */
 
 /* ---- kernels shared between families (elementwise.cu, movement.cu) */
 nn_status cu_ew_launch(const cu_ctx *c, const nn_cu_ew *e, const void *const *in, void *out, cudaStream_t s);

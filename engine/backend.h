@@ -22,6 +22,13 @@ typedef struct nn_backend {
     nn_status (*predict)(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples);
     /* Release everything attach claimed. */
     void (*detach)(nn_model *m);
+    /* Optional: what attach measured and is worth keeping in the plan cache
+     * (convolution algorithms), as plain bytes; returns their size and
+     * writes them when `cap` holds it.  At a later attach from the cache,
+     * m->device_choices holds those bytes (or NULL): the backend checks that
+     * they are its own (device model, library version) before using them,
+     * and measures again when they are not. */
+    size_t (*save_choices)(const nn_model *m, void *buf, size_t cap);
 } nn_backend;
 
 #ifdef NN_HAVE_CUDA

@@ -37,11 +37,12 @@
 #include "../ops/gemm.h"
 #include "../ops/registry.h"
 #include "../passes/pass.h"
+#include "backend.h"
 #include "error.h"
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes: older files then read as stale. */
-#define CACHE_FORMAT 1
+#define CACHE_FORMAT 2
 #define CACHE_MAGIC  "nnplan\n"
 enum { DATA_ALIGN = 64, PAGE = 4096, MAX_IO = 64, MAX_PARAMS = 1 << 16, END_MARK = 0x21444e45 /* "END!" */ };
 
@@ -389,7 +390,7 @@ static size_t value_bytes(const nn_tensor *t) { return (size_t)nn_tensor_element
 
 enum { V_INPUT = 1, V_OUTPUT = 2, V_CONST = 4, V_SHAPE_KNOWN = 8, V_BATCHED = 16 };
 
-static void write_meta(writer *wr, const nn_model *m) {
+static void write_meta(writer *wr, const nn_model *m, const void *choices, size_t choices_bytes) {
     const nn_graph *g = &m->g;
     wbuf *w = &wr->meta;
     bool *read = calloc((size_t)g->n_values + 1, 1);                 /* constants still needed */
@@ -468,6 +469,7 @@ static void write_meta(writer *wr, const nn_model *m) {
         put(w, m->plan.first_use, sizeof(int) * (size_t)g->n_values);
         put(w, m->plan.last_use, sizeof(int) * (size_t)g->n_values);
     }
+    put_data(wr, choices, choices_bytes);
     PUT_AS(uint32_t, w, END_MARK);
 }
 
@@ -526,8 +528,12 @@ void nn_cache_store(nn_model *m) {
         warn(m, "not cached: the model keeps its weights in external data files, which the cache key does not cover");
         return;
     }
+    /* the device's measured choices (GPU algorithms) go along with the plan */
+    size_t choices_bytes = m->backend && m->backend->save_choices ? m->backend->save_choices(m, NULL, 0) : 0;
+    void *choices = choices_bytes ? malloc(choices_bytes) : NULL;
+    if (choices) m->backend->save_choices(m, choices, choices_bytes);
     writer wr = {0};
-    write_meta(&wr, m);
+    write_meta(&wr, m, choices, choices ? choices_bytes : 0);
     if (wr.meta.failed) {
         warn(m, "out of memory writing the plan cache");
         goto done;
@@ -571,6 +577,7 @@ void nn_cache_store(nn_model *m) {
 done:
     free(wr.meta.p);
     free(wr.blobs);
+    free(choices);
 }
 
 /* ---- reading */
@@ -857,6 +864,9 @@ static bool read_meta(reader *r, nn_model *m) {
         if (v < 0 || v >= g->n_values) return fail(r, "a graph input or output is out of range");
     }
     if (!m->dynamic && !read_plan(r, m)) return false;
+    uint64_t choices_bytes;
+    m->device_choices = get_data(r, &choices_bytes);
+    m->device_choices_bytes = (size_t)choices_bytes;
     if (get_u32(r) != END_MARK || r->at != r->n) return fail(r, "the meta section has a wrong length");
     return r->ok && check_memory(r, m);
 }
@@ -938,6 +948,8 @@ void nn_cache_load(nn_model *m, const char *model_path, bool *hit) {
     memset(&m->plan, 0, sizeof m->plan);
     nn_graph_free(&m->g);
     m->has_batch = m->dynamic = false;
+    m->device_choices = NULL;
+    m->device_choices_bytes = 0;
 }
 
 void nn_cache_release(nn_model *m) {

@@ -33,6 +33,8 @@ struct nn_model {
     const struct nn_backend *backend; /* NULL: the CPU executor; else the device backend attached */
     int device_index;                 /* gpuN: N */
     void *device_state;               /* the backend's */
+    const void *device_choices;       /* from the plan cache: what an earlier attach measured (backend.h) */
+    size_t device_choices_bytes;
     double *node_ns;                  /* per node: accumulated run time when profiling */
     int64_t profiled_runs;
     /* plan cache (engine/cache.c) */

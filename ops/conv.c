@@ -373,9 +373,8 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
     int64_t dh = g->dilation[0], dw = g->dilation[1], pt = g->pad[0], pl = g->pad[1];
     /* padded extent: everything the windows touch */
-    int64_t ph_n = (oh_n - 1) * sh + (kh_n - 1) * dh + 1, pw_n = (ow_n - 1) * sw + (kw_n - 1) * dw + 1;
-    if (ph_n < pt + ih_n) ph_n = pt + ih_n;
-    if (pw_n < pl + iw_n) pw_n = pl + iw_n;
+    int64_t ph_n = nn_padded_extent(oh_n, sh, kh_n, dh, pt, ih_n),
+            pw_n = nn_padded_extent(ow_n, sw, kw_n, dw, pl, iw_n);
     bool padded = ph_n * pw_n <= DW_PADDED_MAX;
     int64_t a = 0, b = ow_n; /* interior columns */
     if (!padded) nn_valid_range(-pl, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
@@ -390,15 +389,7 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
         const float *xp = x + (n * g->in_ch + oc / per_group) * g->in_size, *wp = w + oc * g->kernel_size;
         float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
         if (padded) {
-            /* zero only the border: the interior is overwritten */
-            memset(buf, 0, sizeof(float) * (size_t)(pt * pw_n));
-            for (int64_t ih = 0; ih < ih_n; ih++) {
-                float *row = buf + (pt + ih) * pw_n;
-                memset(row, 0, sizeof(float) * (size_t)pl);
-                memcpy(row + pl, xp + ih * iw_n, sizeof(float) * (size_t)iw_n);
-                memset(row + pl + iw_n, 0, sizeof(float) * (size_t)(pw_n - pl - iw_n));
-            }
-            memset(buf + (pt + ih_n) * pw_n, 0, sizeof(float) * (size_t)((ph_n - pt - ih_n) * pw_n + DW_SLACK));
+            nn_pad_plane(buf, ph_n, pw_n, DW_SLACK, xp, ih_n, iw_n, pt, pl, 0.0f);
             plane_fn(g, &(dw_plane){.xp = buf, .w = wp, .y = yp, .bias = b0, .pw_n = pw_n});
         } else {
             for (int64_t oh = 0; oh < oh_n; oh++) {
@@ -541,9 +532,7 @@ static nn_status prepare_conv(const nn_call *c, void *prepared) {
     conv_prepared *p = prepared;
     void *data = (char *)prepared + CONV_PREPARED_DATA;
     switch (prepare_kind(c, &g, &ws)) {
-    case PREP_WINOGRAD:
-        p->kind = PREP_WINOGRAD;
-        return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
+    case PREP_WINOGRAD: p->kind = PREP_WINOGRAD; return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
     case PREP_GEMM: {
         nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
         p->kind = PREP_GEMM;

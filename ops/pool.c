@@ -360,10 +360,8 @@ static size_t workspace_max_pool(const nn_call *c) { return pool_workspace(c, nn
 
 static bool max_pool_2d_direct(const pool_geom *g, nn_dtype dtype, int64_t *ph_n, int64_t *pw_n) {
     if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || g->dilation[0] != 1 || g->dilation[1] != 1) return false;
-    *ph_n = (g->out[0] - 1) * g->stride[0] + g->kernel[0];
-    *pw_n = (g->out[1] - 1) * g->stride[1] + g->kernel[1];
-    if (*ph_n < g->pad[0] + g->in[0]) *ph_n = g->pad[0] + g->in[0];
-    if (*pw_n < g->pad[1] + g->in[1]) *pw_n = g->pad[1] + g->in[1];
+    *ph_n = nn_padded_extent(g->out[0], g->stride[0], g->kernel[0], 1, g->pad[0], g->in[0]);
+    *pw_n = nn_padded_extent(g->out[1], g->stride[1], g->kernel[1], 1, g->pad[1], g->in[1]);
     return *ph_n * *pw_n <= MAX_POOL_PLANE_MAX;
 }
 
@@ -412,11 +410,7 @@ static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const fl
 #pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > 32768)
     for (int64_t p = 0; p < g->planes; p++) {
         float buf[MAX_POOL_PLANE_MAX];
-        const float *xp = x + p * g->in_size;
-        for (int64_t i = 0; i < ph_n * pw_n; i++)
-            buf[i] = -INFINITY;
-        for (int64_t ih = 0; ih < ih_n; ih++)
-            memcpy(buf + (pt + ih) * pw_n + pl, xp + ih * iw_n, sizeof(float) * (size_t)iw_n);
+        nn_pad_plane(buf, ph_n, pw_n, 0, x + p * g->in_size, ih_n, iw_n, pt, pl, -INFINITY);
         for (int64_t oh = 0; oh < oh_n; oh++)
             row(buf + oh * sh * pw_n, pw_n, y + p * g->out_size + oh * ow_n, ow_n, kh_n, kw_n, sw);
     }

@@ -34,6 +34,29 @@ void nn_valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, i
     *hi = h;
 }
 
+int64_t nn_padded_extent(int64_t out, int64_t stride, int64_t kernel, int64_t dilation, int64_t pad, int64_t in) {
+    int64_t touched = (out - 1) * stride + (kernel - 1) * dilation + 1;
+    return touched > pad + in ? touched : pad + in;
+}
+
+static void fill_run(float *dst, int64_t n, float fill) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = fill;
+}
+
+void nn_pad_plane(float *dst, int64_t ph, int64_t pw, int64_t slack, const float *src, int64_t h, int64_t w, int64_t pt,
+                  int64_t pl, float fill) {
+    /* only the border is filled: the interior is copied over */
+    fill_run(dst, pt * pw, fill);
+    for (int64_t r = 0; r < h; r++) {
+        float *row = dst + (pt + r) * pw;
+        fill_run(row, pl, fill);
+        memcpy(row + pl, src + r * w, sizeof(float) * (size_t)w);
+        fill_run(row + pl + w, pw - pl - w, fill);
+    }
+    fill_run(dst + (pt + h) * pw, (ph - pt - h) * pw + slack, fill);
+}
+
 void nn_odometer_next(int64_t *pos, const int64_t *dims, int n) {
     for (int d = n - 1; d >= 0; d--) {
         if (++pos[d] < dims[d]) return;

@@ -210,6 +210,8 @@ static void cpu_features(char *buf, size_t size) {
              __builtin_cpu_supports("fma") != 0);
 }
 
+enum { PLAN_OPTIONS_MAX = 512 };
+
 /* Everything besides the model's bytes that changes the plan.  Threads do
  * not: packing is the same for any count, and scratch is sized at load. */
 static void plan_options(const nn_model *m, char *buf, size_t size) {
@@ -253,8 +255,8 @@ static void model_identity(const struct stat *st, uint64_t id[5]) {
 /* The cache file's path, named after where the model is and how it is
  * planned (not after its bytes, so that a changed model finds its stale
  * plan and replaces it), and the model's identity. */
-static bool locate(nn_model *m, const char *model_path) {
-    char dir[PATH_MAX], real[PATH_MAX], opts[512];
+static bool locate(nn_model *m, const char *model_path, const char *opts) {
+    char dir[PATH_MAX], real[PATH_MAX];
     struct stat st;
     if (!cache_folder(m, dir, sizeof dir)) {
         warn(m, "no cache folder: set NN_CACHE_DIR, XDG_CACHE_HOME or HOME");
@@ -263,7 +265,6 @@ static bool locate(nn_model *m, const char *model_path) {
     if (stat(model_path, &st) != 0 || !S_ISREG(st.st_mode) || !realpath(model_path, real))
         return false; /* the import reports the problem with the model file */
     model_identity(&st, m->cache_model_id);
-    plan_options(m, opts, sizeof opts);
     size_t ol = strlen(opts), rl = strlen(real);
     char *buf = malloc(ol + rl + 1);
     if (!buf) return false;
@@ -284,7 +285,7 @@ static bool locate(nn_model *m, const char *model_path) {
 /* The key: the model's bytes (hashed now, unless `known_content` is given
  * because the file's identity matches the one recorded with it), the
  * options and the CPU. */
-static bool derive_key(nn_model *m, const char *model_path, const uint64_t *known_content) {
+static bool derive_key(nn_model *m, const char *model_path, const char *opts, const uint64_t *known_content) {
     if (known_content) {
         memcpy(m->cache_content, known_content, sizeof m->cache_content);
     } else {
@@ -303,10 +304,8 @@ static bool derive_key(nn_model *m, const char *model_path, const uint64_t *know
         if (size) nn_hash128(map, size, m->threads, m->cache_content);
         if (size) munmap(map, size);
     }
-    char opts[512];
-    plan_options(m, opts, sizeof opts);
     size_t ol = strlen(opts);
-    unsigned char buf[sizeof m->cache_content + sizeof opts];
+    unsigned char buf[sizeof m->cache_content + PLAN_OPTIONS_MAX];
     memcpy(buf, m->cache_content, sizeof m->cache_content);
     memcpy(buf + sizeof m->cache_content, opts, ol);
     nn_hash128(buf, sizeof m->cache_content + ol, 1, m->cache_key);
@@ -908,7 +907,9 @@ static bool read_plan_file(nn_model *m, const unsigned char *file, size_t size, 
 void nn_cache_load(nn_model *m, const char *model_path, bool *hit) {
     *hit = false;
     m->cache_state = NN_CACHE_MISS;
-    if (!locate(m, model_path)) return;
+    char opts[PLAN_OPTIONS_MAX];
+    plan_options(m, opts, sizeof opts);
+    if (!locate(m, model_path, opts)) return;
     const char *why = NULL;
     size_t size = 0;
     void *map = MAP_FAILED;
@@ -930,7 +931,7 @@ void nn_cache_load(nn_model *m, const char *model_path, bool *hit) {
     bool same_model = map != MAP_FAILED && size >= sizeof h && (memcpy(&h, map, sizeof h), true) &&
                       !memcmp(h.magic, CACHE_MAGIC, sizeof h.magic) && h.format == CACHE_FORMAT &&
                       !memcmp(h.model_id, m->cache_model_id, sizeof h.model_id);
-    if (!derive_key(m, model_path, same_model ? h.content : NULL)) {
+    if (!derive_key(m, model_path, opts, same_model ? h.content : NULL)) {
         if (map != MAP_FAILED) munmap(map, size);
         return;
     }

@@ -434,8 +434,8 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
         .a_packed = packed,
         .b = c->in[0].data,
         .ldb = g->in_size,
-        /* a pointwise conv with one output position is a matrix-vector product */
-        .b_conv = pointwise && g->out_size == 1 ? NULL : cv,
+        /* a pointwise conv's B is its input as it lies: channels x positions */
+        .b_conv = pointwise ? NULL : cv,
         .c = c->out[0].data,
         .ldc = g->out_size,
         .alpha = 1.0f,

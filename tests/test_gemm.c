@@ -98,6 +98,7 @@ static void verify(const nn_gemm *g, const float *c0, const char *what) {
 
 typedef struct variant {
     bool trans_a, trans_b, pack_a, pack_b, accumulate, residual, pad_ldc;
+    bool pad_ldb; /* B's rows longer than it uses: a B read in place must stop at each row's end */
     nn_gemm_bias bias;
     nn_act act;
     float alpha;
@@ -105,8 +106,8 @@ typedef struct variant {
 } variant;
 
 static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o, int64_t batch_i) {
-    int64_t ldc = n + (v.pad_ldc ? 3 : 0), lda = v.trans_a ? m : k, ldb = v.trans_b ? k : n;
-    int64_t sa = m * k, sb = k * n, sc = m * ldc, nb = batch_o * batch_i;
+    int64_t ldc = n + (v.pad_ldc ? 3 : 0), lda = v.trans_a ? m : k, ldb = (v.trans_b ? k : n) + (v.pad_ldb ? 5 : 0);
+    int64_t sa = m * k, sb = (v.trans_b ? n : k) * ldb, sc = m * ldc, nb = batch_o * batch_i;
     float *a = rand_buf((size_t)(sa * batch_i)), *b = rand_buf((size_t)(sb * nb)), *c = rand_buf((size_t)(sc * nb));
     float *res = v.residual ? rand_buf((size_t)(sc * nb)) : NULL;
     float *bias = rand_buf((size_t)((m > n ? m : n) * batch_i));
@@ -154,9 +155,10 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
     check(nn_gemm_run(&g, w, ws, v.threads), "run refused its own workspace size %zu", ws);
     char what[200];
     snprintf(what, sizeof what,
-             "%lldx%lldx%lld batch %lldx%lld ta%d tb%d pa%d pb%d acc%d res%d bias%d act%d alpha%g threads%d",
+             "%lldx%lldx%lld batch %lldx%lld ta%d tb%d pa%d pb%d ldb+%d acc%d res%d bias%d act%d alpha%g threads%d",
              (long long)m, (long long)n, (long long)k, (long long)batch_o, (long long)batch_i, v.trans_a, v.trans_b,
-             v.pack_a, v.pack_b, v.accumulate, v.residual, (int)v.bias, (int)v.act, v.alpha, v.threads);
+             v.pack_a, v.pack_b, v.pad_ldb ? 5 : 0, v.accumulate, v.residual, (int)v.bias, (int)v.act, v.alpha,
+             v.threads);
     verify(&g, c0, what);
     free(w);
     free(a);
@@ -185,6 +187,7 @@ static void test_products(void) {
                          .accumulate = r % 6 == 5,
                          .residual = r % 4 == 1,
                          .pad_ldc = r % 5 == 3,
+                         .pad_ldb = r % 4 == 3,
                          .bias = (nn_gemm_bias)(r % 3),
                          .act = (nn_act)(r % 9),
                          .alpha = r % 8 == 7 ? -0.5f : 1.0f,
@@ -200,7 +203,8 @@ static void test_products(void) {
                        .act = NN_ACT_SILU,
                        .alpha = 1.0f,
                        .threads = t,
-                       .pad_ldc = true};
+                       .pad_ldc = true,
+                       .pad_ldb = true};
         run_case(67, 75, 600, all, 1, 1);
         all.bias = NN_GEMM_BIAS_COL;
         all.act = NN_ACT_LEAKY_RELU;

@@ -19,6 +19,7 @@
  * a block's tiles and split its weight panels instead.  A 16-float vector
  * carries 16 channels throughout; the same code is compiled for AVX-512,
  * AVX2 and plain C and picked at run time. */
+#include <math.h>
 #include <omp.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ enum {
     NPOS = ALPHA * ALPHA,
     LANES = 16,         /* floats per vector */
     PANEL = 2 * LANES,  /* output channels per weight panel */
+    GEMM_PANEL = 32,    /* output positions per panel of the GEMM path (AVX-512) */
     NR_MAX = 12,        /* most tiles per product step (AVX-512: 24 accumulators) */
     /* Up to RUN tiles of one tile row are staged together: their 6 input
      * rows, 16 channels interleaved, written once for all patches. */
@@ -42,9 +44,11 @@ enum {
  * and at most WORK_BYTES when larger blocks save weight traffic. */
 #define BLOCK_BYTES (1 << 20)
 #define WORK_BYTES (8 << 20)
-/* Measured (1 thread): 512 -> 512 channels at 7x7 loses at batch 1 (4 tiles,
- * 9.4 MiB of weights per tile), wins at batch 2. */
-#define WEIGHT_BYTES_PER_TILE (8.0 * (1 << 20))
+/* Multiply-adds (x2) this machine kind does in the time it reads a byte of
+ * weights from memory: about 200 GFLOP/s of sustained GEMM on 2 cores
+ * against about 12 GB/s.  A network's weights come from memory, not cache,
+ * on every call. */
+#define FLOPS_PER_WEIGHT_BYTE 16.0
 
 typedef float vf __attribute__((vector_size(LANES * sizeof(float))));
 _Static_assert(TILE * TILE == LANES, "an output tile is transposed as one 16x16 block");
@@ -370,11 +374,18 @@ bool nn_winograd_supported(const nn_winograd_shape *s) {
 bool nn_winograd_applicable(const nn_winograd_shape *s) {
     if (!nn_winograd_supported(s)) return false;
     int64_t cg = s->in_ch / s->group, mg = s->out_ch / s->group;
-    double weight_bytes = (double)(NPOS * sizeof(float)) * (double)(cg * mg);
-    double tiles = (double)(s->batch * cdiv(s->out_h, TILE) * cdiv(s->out_w, TILE));
-    /* Fewer channels leave vector lanes idle; fewer tiles per byte of
-     * transformed weights (4x the direct weights) wait on memory. */
-    return cg >= LANES && mg >= LANES && weight_bytes <= WEIGHT_BYTES_PER_TILE * tiles;
+    if (cg < LANES || mg < LANES) return false; /* idle vector lanes */
+    /* Estimated time of each path (per group, in flops): the larger of its
+     * multiply-adds and its weight traffic.  Winograd does 36 where the
+     * GEMM does 9 per 16 outputs, but its weights are 4x larger, which
+     * decides on small images at batch 1 (measured on chains of 30 convs,
+     * weights cold: 192 -> 192 at 7x7 is 15% faster on the GEMM path,
+     * 128 -> 128 at 14x14 27% and 512 -> 512 at 14x14 70% faster here). */
+    double pairs = (double)(cg * mg), tiles = (double)(s->batch * cdiv(s->out_h, TILE) * cdiv(s->out_w, TILE));
+    double columns = (double)s->batch * (double)(cdiv(s->out_h * s->out_w, GEMM_PANEL) * GEMM_PANEL);
+    double winograd = fmax(FLOPS_PER_WEIGHT_BYTE * NPOS * sizeof(float) * pairs, 2.0 * NPOS * pairs * tiles);
+    double gemm = fmax(FLOPS_PER_WEIGHT_BYTE * 9 * sizeof(float) * pairs, 2.0 * 9 * pairs * columns);
+    return winograd < gemm;
 }
 
 size_t nn_winograd_prepared_size(const nn_winograd_shape *s) {

@@ -25,10 +25,10 @@ typedef struct nn_winograd_shape {
 bool nn_winograd_supported(const nn_winograd_shape *s);
 
 /* Supported and expected to beat the GEMM path: at least 16 input and 16
- * output channels per group, and at least one 4x4 output tile (over the
- * batch) per 8 MiB of transformed weights (36 * 4 bytes per channel pair),
- * which of the ResNet-50 / VGG-19 layers rules out 512 -> 512 at 7x7 on
- * batch 1 only. */
+ * output channels per group, and less time estimated for the larger of its
+ * multiply-adds and its weight traffic (its weights are 4x the direct
+ * ones); at batch 1 that rules out the 7x7 layers of ResNet-50 and
+ * GoogLeNet. */
 bool nn_winograd_applicable(const nn_winograd_shape *s);
 
 /* Bytes of transformed weights (any alignment); they depend on the channel

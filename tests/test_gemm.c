@@ -343,6 +343,30 @@ static void test_convs(void) {
                           .dilation = {1, 1},
                           .pad = {1, 1},
                           .pad_end = {1, 1}});
+    /* stride 2 on rows longer than a vector (runs of every other element),
+     * the 7x7 stem and ResNet's 1x1 downsampling */
+    test_conv((conv_case){.nsp = 2,
+                          .batch = 1,
+                          .in_ch = 3,
+                          .out_ch = 8,
+                          .group = 1,
+                          .in = {21, 77},
+                          .kernel = {7, 7},
+                          .stride = {2, 2},
+                          .dilation = {1, 1},
+                          .pad = {3, 3},
+                          .pad_end = {3, 3}});
+    test_conv((conv_case){.nsp = 2,
+                          .batch = 2,
+                          .in_ch = 9,
+                          .out_ch = 20,
+                          .group = 1,
+                          .in = {10, 70},
+                          .kernel = {1, 1},
+                          .stride = {2, 2},
+                          .dilation = {1, 1},
+                          .pad = {0, 0},
+                          .pad_end = {0, 0}});
     /* stride 2, asymmetric pads, groups */
     test_conv((conv_case){.nsp = 2,
                           .batch = 1,

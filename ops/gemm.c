@@ -802,13 +802,20 @@ typedef struct plan {
 } plan;
 
 /* Whether the tiles read a plain B unpacked.  Packing pays for itself when
- * each packed float is used by many rows of A; a B used by few is cheaper
- * to read where it lies.  Measured with 2 threads: pointwise-conv shapes
- * with M <= 192 gain 2-30% (M = 32, K = 192, N = 784: 30%), M >= 1024
- * loses 3-7%. */
+ * each packed float is used by many rows of A, or when B comes from memory:
+ * a tile reads each of its K rows from another page, which the prefetchers
+ * do not follow.  A small B still in cache (a pointwise conv at batch 1,
+ * right after the layer that wrote it) used by few rows is cheaper to read
+ * where it lies.  Measured with 2 threads: pointwise-conv shapes with
+ * M <= 192 and B in cache gain 2-30% (M = 32, K = 192, N = 784: 30%);
+ * M >= 1024 loses 3-7%; B out of cache (MobileNetV2 at batch 64) loses 12%. */
 #define B_IN_PLACE_MAX_ROWS 192
+#define B_IN_PLACE_MAX_BYTES (1 << 20)
 static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
-    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && g->m <= B_IN_PLACE_MAX_ROWS;
+    double b_bytes = (double)sizeof(float) * (double)g->k * (double)g->n * (double)batch_count(g, 0) *
+                     (double)batch_count(g, 1);
+    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && g->m <= B_IN_PLACE_MAX_ROWS &&
+           b_bytes <= B_IN_PLACE_MAX_BYTES;
 }
 
 static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) {

@@ -351,6 +351,45 @@ T512 static void dw_plane_avx512(const conv_geom *g, const dw_plane *p) {
         dw_plane_body(g, p);
 }
 
+/* AVX-512, stride-1 K x K kernels (K <= 5) that keep a small plane's size
+ * (MobileNet's and EfficientNet's 14x14 and 7x7 layers): 16 positions of
+ * the flat plane per vector, each tap a load masked to the lanes whose
+ * neighbour is inside (window.h), so no padded copy and no half-empty
+ * vectors at the ends of short rows. */
+static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, const nn_flat_taps *t,
+                                                                  const float *x, const float *w, float bias,
+                                                                  float *y) {
+    __m512 wv[25];
+    for (int i = 0; i < K * K; i++)
+        wv[i] = _mm512_set1_ps(w[i]);
+    for (int64_t v = 0; v < t->vecs; v++) {
+        __m512 acc = _mm512_set1_ps(bias);
+        for (int kh = 0; kh < K; kh++)
+            for (int kw = 0; kw < K; kw++) {
+                const float *src = x + v * 16 + (kh - t->pt) * t->w + (kw - t->pl);
+                __m512 xv = _mm512_maskz_loadu_ps(t->row_tap[v][kw] & t->col_tap[v][kh], src);
+                acc = _mm512_fmadd_ps(wv[kh * K + kw], xv, acc);
+            }
+        _mm512_mask_storeu_ps(y + v * 16, nn_flat_lanes(t->n, v), acc);
+    }
+}
+
+T512 static void dw_flat_avx512(const nn_flat_taps *t, const float *x, const float *w, float bias, float *y) {
+    if (t->kh == 3)
+        dw_flat512(3, t, x, w, bias, y);
+    else
+        dw_flat512(5, t, x, w, bias, y);
+}
+
+/* Whether depthwise_2d runs g on the flat plane. */
+static bool dw_flat(const conv_geom *g, nn_flat_taps *t) {
+    int64_t k = g->kernel[0];
+    if (strcmp(nn_gemm_kernel_name(), "avx512") || (k != 3 && k != 5) || g->kernel[1] != k) return false;
+    for (int d = 0; d < 2; d++)
+        if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d]) return false;
+    return nn_flat_taps_init(t, g->in[0], g->in[1], k, k, g->pad[0], g->pad[1]);
+}
+
 /* y += residual, then the activation, over n outputs. */
 static void dw_epilogue(const nn_epilogue *e, float *y, const float *res, int64_t n) {
     if (!e) return;
@@ -378,6 +417,8 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     bool padded = ph_n * pw_n <= DW_PADDED_MAX;
     int64_t a = 0, b = ow_n; /* interior columns */
     if (!padded) nn_valid_range(-pl, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
+    nn_flat_taps flat;
+    bool flat_plane = dw_flat(g, &flat);
     const char *isa = nn_gemm_kernel_name();
     void (*plane_fn)(const conv_geom *, const dw_plane *) = !strcmp(isa, "avx512") ? dw_plane_avx512
                                                             : !strcmp(isa, "avx2") ? dw_plane_avx2
@@ -388,7 +429,9 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
         int64_t n = p / g->out_ch, oc = p % g->out_ch;
         const float *xp = x + (n * g->in_ch + oc / per_group) * g->in_size, *wp = w + oc * g->kernel_size;
         float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
-        if (padded) {
+        if (flat_plane) {
+            dw_flat_avx512(&flat, xp, wp, b0, yp);
+        } else if (padded) {
             nn_pad_plane(buf, ph_n, pw_n, DW_SLACK, xp, ih_n, iw_n, pt, pl, 0.0f);
             plane_fn(g, &(dw_plane){.xp = buf, .w = wp, .y = yp, .bias = b0, .pw_n = pw_n});
         } else {

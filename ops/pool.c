@@ -415,64 +415,37 @@ __attribute__((target("avx512f"))) static void max_row_avx512(const float *buf, 
 }
 
 /* Stride-1 pools that keep the plane's size (GoogLeNet's 3x3/1 pad 1 on
- * 28x28 and smaller planes) run on the flat plane, 16 positions to a vector
- * whatever the row width: a pass along rows, then one along columns, each
- * tap a load masked to the lanes whose neighbour lies inside the plane.  The
- * masks depend on the geometry only, so they are made once per call. */
-enum { SAME_POOL_VECS = 64, SAME_POOL_TAPS = 7 };
-
-typedef struct same_pool {
-    int64_t n, w, vecs, kw_n, kh_n, pl, pt;
-    uint16_t row_tap[SAME_POOL_VECS][SAME_POOL_TAPS], col_tap[SAME_POOL_VECS][SAME_POOL_TAPS];
-} same_pool;
-
-static bool max_pool_same(const pool_geom *g, nn_dtype dtype, same_pool *sp) {
+ * 28x28 and smaller planes): a pass along rows, then one along columns, on
+ * the flat plane (window.h). */
+static bool max_pool_flat(const pool_geom *g, nn_dtype dtype, nn_flat_taps *t) {
     if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || !__builtin_cpu_supports("avx512f")) return false;
     for (int d = 0; d < 2; d++)
-        if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d] || g->kernel[d] > SAME_POOL_TAPS ||
-            g->pad[d] >= g->kernel[d])
-            return false;
-    int64_t h = g->in[0], w = g->in[1];
-    *sp = (same_pool){.n = h * w, .w = w, .vecs = (h * w + 15) / 16, .kh_n = g->kernel[0], .kw_n = g->kernel[1],
-                      .pt = g->pad[0], .pl = g->pad[1]};
-    if (sp->vecs > SAME_POOL_VECS) return false;
-    for (int64_t v = 0; v < sp->vecs; v++)
-        for (int64_t t = 0; t < SAME_POOL_TAPS; t++) {
-            uint16_t rows = 0, cols = 0;
-            for (int64_t l = 0; l < 16; l++) {
-                int64_t i = v * 16 + l, col = i % w + t - sp->pl, row = i / w + t - sp->pt;
-                if (i < sp->n && col >= 0 && col < w) rows |= (uint16_t)(1u << l);
-                if (i < sp->n && row >= 0 && row < h) cols |= (uint16_t)(1u << l);
-            }
-            sp->row_tap[v][t] = rows;
-            sp->col_tap[v][t] = cols;
-        }
-    return true;
+        if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d]) return false;
+    return nn_flat_taps_init(t, g->in[0], g->in[1], g->kernel[0], g->kernel[1], g->pad[0], g->pad[1]);
 }
 
-/* One pass over a flat plane: taps at distance `step` (1: along a row, w:
- * along a column), masks from `tap`. */
-__attribute__((target("avx512f"))) static void same_pass(const same_pool *sp, const float *src, float *dst,
+/* One pass over a flat plane: taps `step` apart (1: along a row, w: along
+ * a column), lanes from `lanes`. */
+__attribute__((target("avx512f"))) static void flat_pass(const nn_flat_taps *t, const float *src, float *dst,
                                                           int64_t taps, int64_t pad, int64_t step,
-                                                          const uint16_t (*tap)[SAME_POOL_TAPS]) {
+                                                          const uint16_t (*lanes)[NN_FLAT_TAPS]) {
     const __m512 empty = _mm512_set1_ps(-INFINITY);
-    for (int64_t v = 0; v < sp->vecs; v++) {
+    for (int64_t v = 0; v < t->vecs; v++) {
         __m512 acc = empty;
-        for (int64_t t = 0; t < taps; t++) {
-            __m512 x = _mm512_mask_loadu_ps(empty, tap[v][t], src + v * 16 + (t - pad) * step);
+        for (int64_t k = 0; k < taps; k++) {
+            __m512 x = _mm512_mask_loadu_ps(empty, lanes[v][k], src + v * 16 + (k - pad) * step);
             acc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, acc, _CMP_GT_OQ), acc, x); /* MAX_OP */
         }
-        _mm512_mask_storeu_ps(dst + v * 16, (__mmask16)(sp->n - v * 16 >= 16 ? 0xffff : (1u << (sp->n - v * 16)) - 1),
-                              acc);
+        _mm512_mask_storeu_ps(dst + v * 16, nn_flat_lanes(t->n, v), acc);
     }
 }
 
-static void max_pool_same_planes(const same_pool *sp, int64_t planes, const float *x, float *y, int threads) {
-#pragma omp parallel for num_threads(threads) if (planes * sp->n * (sp->kh_n + sp->kw_n) > 65536)
+static void max_pool_flat_planes(const nn_flat_taps *t, int64_t planes, const float *x, float *y, int threads) {
+#pragma omp parallel for num_threads(threads) if (planes * t->n * (t->kh + t->kw) > 65536)
     for (int64_t p = 0; p < planes; p++) {
-        float rows[SAME_POOL_VECS * 16];
-        same_pass(sp, x + p * sp->n, rows, sp->kw_n, sp->pl, 1, sp->row_tap);
-        same_pass(sp, rows, y + p * sp->n, sp->kh_n, sp->pt, sp->w, sp->col_tap);
+        float rows[NN_FLAT_VECS * 16];
+        flat_pass(t, x + p * t->n, rows, t->kw, t->pl, 1, t->row_tap);
+        flat_pass(t, rows, y + p * t->n, t->kh, t->pt, t->w, t->col_tap);
     }
 }
 
@@ -500,9 +473,9 @@ static nn_status run_max_pool(nn_call *c) {
         max_pool_indices(&g, c->in[0].data, c->out[0].data, c->out[1].data, p->storage_order == 1, c->threads);
         return NN_OK;
     }
-    same_pool sp;
-    if (max_pool_same(&g, c->in[0].dtype, &sp)) {
-        max_pool_same_planes(&sp, g.planes, c->in[0].data, c->out[0].data, c->threads);
+    nn_flat_taps flat;
+    if (max_pool_flat(&g, c->in[0].dtype, &flat)) {
+        max_pool_flat_planes(&flat, g.planes, c->in[0].data, c->out[0].data, c->threads);
         return NN_OK;
     }
     int64_t ph_n, pw_n;

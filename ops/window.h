@@ -35,6 +35,27 @@ int64_t nn_padded_extent(int64_t out, int64_t stride, int64_t kernel, int64_t di
  * `fill` (0 for convolutions, -inf for max pooling). */
 void nn_pad_plane(float *dst, int64_t ph, int64_t pw, int64_t slack, const float *src, int64_t h, int64_t w, int64_t pt,
                   int64_t pl, float fill);
+/* Stride-1 windows that keep a small plane's size (GoogLeNet's 3x3 pools,
+ * MobileNet's and EfficientNet's depthwise convs on 14x14 and 7x7) run on
+ * the flat plane, 16 positions to a vector whatever the row width: a tap is
+ * one load masked to the lanes whose neighbour lies inside the plane.  The
+ * masks depend on the geometry only; for vector v, a tap kw columns along
+ * (kw - pad_w away) keeps the lanes of row_tap[v][kw], a tap kh rows along
+ * those of col_tap[v][kh], a 2-D tap both. */
+enum { NN_FLAT_VECS = 64, NN_FLAT_TAPS = 7 };
+typedef struct nn_flat_taps {
+    int64_t n, w, vecs; /* plane floats, row length, 16-float vectors */
+    int64_t kh, kw, pt, pl;
+    uint16_t row_tap[NN_FLAT_VECS][NN_FLAT_TAPS], col_tap[NN_FLAT_VECS][NN_FLAT_TAPS];
+} nn_flat_taps;
+/* false when the plane or the kernel is too large, or a pad reaches past
+ * the kernel (the caller checks stride 1, dilation 1, output size = input). */
+bool nn_flat_taps_init(nn_flat_taps *t, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl);
+/* Lanes of vector v that a plane of n floats holds. */
+static inline uint16_t nn_flat_lanes(int64_t n, int64_t v) {
+    return (uint16_t)(n - v * 16 >= 16 ? 0xffff : (1u << (n - v * 16)) - 1);
+}
+
 /* Advance a multi-dimensional position over dims, last dim fastest. */
 void nn_odometer_next(int64_t *pos, const int64_t *dims, int n);
 

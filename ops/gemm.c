@@ -806,15 +806,17 @@ typedef struct plan {
  * a tile reads each of its K rows from another page, which the prefetchers
  * do not follow.  A small B still in cache (a pointwise conv at batch 1,
  * right after the layer that wrote it) used by few rows is cheaper to read
- * where it lies.  Measured with 2 threads: pointwise-conv shapes with
- * M <= 192 and B in cache gain 2-30% (M = 32, K = 192, N = 784: 30%);
- * M >= 1024 loses 3-7%; B out of cache (MobileNetV2 at batch 64) loses 12%. */
+ * where it lies, while its K rows are few (one K block).  Measured with 2
+ * threads: pointwise-conv shapes with M <= 192 and B in cache gain 2-30%
+ * (M = 32, K = 192, N = 784: 30%); M >= 1024 loses 3-7%; B out of cache
+ * (MobileNetV2 at batch 64) loses 12%, and K = 752 (DenseNet's 14x14
+ * bottlenecks) 14%. */
 #define B_IN_PLACE_MAX_ROWS 192
 #define B_IN_PLACE_MAX_BYTES (1 << 20)
 static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
     double b_bytes = (double)sizeof(float) * (double)g->k * (double)g->n * (double)batch_count(g, 0) *
                      (double)batch_count(g, 1);
-    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && g->m <= B_IN_PLACE_MAX_ROWS &&
+    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && g->k <= KC_MAX && g->m <= B_IN_PLACE_MAX_ROWS &&
            b_bytes <= B_IN_PLACE_MAX_BYTES;
 }
 

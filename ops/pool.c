@@ -388,30 +388,66 @@ __attribute__((target("avx512f"))) static __mmask16 first_lanes(int64_t n) {
     return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
 
-/* Stride 1 loads 16 neighbouring taps; stride 2 loads 32 and keeps the even
- * ones (ResNet's and GoogLeNet's 3x3/2 pools).  Loads stop at the end of the
- * kh_n rows the window covers, inside the padded plane. */
-__attribute__((target("avx512f"))) static void max_row_avx512(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
-                                                              int64_t kh_n, int64_t kw_n, int64_t sw) {
-    if (sw > 2) {
-        max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
-        return;
-    }
+/* One output row of a pool whose windows all lie inside buf (a plane with
+ * rows pw_n long), window rows kh_n, taps kw_n, column stride sw (1 or 2):
+ * the max, or the mean.  Stride 1 loads 16 neighbouring taps; stride 2
+ * loads 32 and keeps the even ones (the 3x3/2 and 2x2/2 pools of ResNet,
+ * GoogLeNet and DenseNet).  Loads stop at the end of each row. */
+static inline __attribute__((always_inline, target("avx512f"))) void pool_row512(const float *buf, int64_t pw_n,
+                                                                                  float *yr, int64_t ow_n,
+                                                                                  int64_t kh_n, int64_t kw_n,
+                                                                                  int64_t sw, const bool mean) {
     const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     for (int64_t ow = 0; ow < ow_n; ow += 16) {
         __mmask16 mask = first_lanes(ow_n - ow);
-        __m512 acc = _mm512_set1_ps(-INFINITY);
+        __m512 acc = _mm512_set1_ps(mean ? 0.0f : -INFINITY);
         for (int64_t kw = 0; kw < kw_n; kw++) {
             int64_t at = ow * sw + kw;
             __mmask16 lo = first_lanes(pw_n - at), hi = first_lanes(pw_n - at - 16);
             for (int64_t kh = 0; kh < kh_n; kh++, at += pw_n) {
                 __m512 v = _mm512_maskz_loadu_ps(lo, buf + at);
                 if (sw == 2) v = _mm512_permutex2var_ps(v, evens, _mm512_maskz_loadu_ps(hi, buf + at + 16));
-                acc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, acc, _CMP_GT_OQ), acc, v); /* MAX_OP */
+                acc = mean ? _mm512_add_ps(acc, v)
+                           : _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, acc, _CMP_GT_OQ), acc, v); /* MAX_OP */
             }
         }
+        if (mean) acc = _mm512_mul_ps(acc, _mm512_set1_ps(1.0f / (float)(kh_n * kw_n)));
         _mm512_mask_storeu_ps(yr + ow, mask, acc);
     }
+}
+
+__attribute__((target("avx512f"))) static void max_row_avx512(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
+                                                              int64_t kh_n, int64_t kw_n, int64_t sw) {
+    if (sw > 2)
+        max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
+    else
+        pool_row512(buf, pw_n, yr, ow_n, kh_n, kw_n, sw, false);
+}
+
+/* AveragePool without pads whose windows all lie inside the input
+ * (DenseNet's 2x2/2 transitions): the mean of whole windows, read in place,
+ * instead of the separable passes through scratch. */
+static bool average_pool_2d_direct(const pool_geom *g) {
+    if (g->nsp != 2 || !__builtin_cpu_supports("avx512f") || g->stride[1] > 2) return false;
+    for (int d = 0; d < 2; d++)
+        if (g->dilation[d] != 1 || g->pad[d] != 0 || g->pad_end[d] != 0 ||
+            (g->out[d] - 1) * g->stride[d] + g->kernel[d] > g->in[d])
+            return false;
+    return true;
+}
+
+__attribute__((target("avx512f"))) static void mean_row_avx512(const float *buf, int64_t pw_n, float *yr,
+                                                               int64_t ow_n, int64_t kh_n, int64_t kw_n, int64_t sw) {
+    pool_row512(buf, pw_n, yr, ow_n, kh_n, kw_n, sw, true);
+}
+
+static void average_pool_2d(const pool_geom *g, const float *x, float *y, int threads) {
+    int64_t iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1], sh = g->stride[0];
+#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * g->kernel[0] * g->kernel[1] > 32768)
+    for (int64_t p = 0; p < g->planes; p++)
+        for (int64_t oh = 0; oh < oh_n; oh++)
+            mean_row_avx512(x + p * g->in_size + oh * sh * iw_n, iw_n, y + p * g->out_size + oh * ow_n, ow_n,
+                            g->kernel[0], g->kernel[1], g->stride[1]);
 }
 
 /* Stride-1 pools that keep the plane's size (GoogLeNet's 3x3/1 pad 1 on
@@ -507,6 +543,10 @@ static nn_status run_average_pool(nn_call *c) {
     pool_geom g;
     nn_status st = pool_resolve(c, &g);
     if (st != NN_OK) return st;
+    if (average_pool_2d_direct(&g)) {
+        average_pool_2d(&g, c->in[0].data, c->out[0].data, c->threads);
+        return NN_OK;
+    }
     if (c->workspace_size < pool_workspace(c, sizeof(float)))
         return nn_call_error(c, NN_ERR_INTERNAL, "pool workspace too small");
     pool_separable(&g, avg_axis, p->count_include_pad != 0, c->in[0].data, c->out[0].data, c->workspace, sizeof(float),

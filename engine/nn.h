@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define NN_VERSION_STRING "0.1.0"
+#define NN_VERSION_STRING "0.1.1"
 /* Most dimensions a tensor may have. */
 #define NN_MAX_DIMS 8
 

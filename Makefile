@@ -70,6 +70,9 @@ $(BUILD)/proto/onnx.pb-c.c $(BUILD)/proto/onnx.pb-c.h &: $(ONNX_PROTO) | $(BUILD
 	cp $(ONNX_PROTO) $(BUILD)/proto/onnx.proto
 	cd $(BUILD)/proto && protoc-c --c_out=. onnx.proto
 
+# on a fresh machine the schema itself comes with the build dependencies
+$(ONNX_PROTO): | $(BUILD)/.deps-build
+
 $(BUILD)/proto/onnx.pb-c.o: $(BUILD)/proto/onnx.pb-c.c
 	$(CC) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@
 

@@ -1,0 +1,183 @@
+/* Test harness for single ops: check counters, seeded random tensors,
+ * attributes, and one op run through the op table (parse, infer, run) as
+ * the engine runs it. */
+#ifndef NN_TEST_OP_HARNESS_H
+#define NN_TEST_OP_HARNESS_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/arena.h"
+#include "../ops/registry.h"
+
+static int passed, failed;
+/* threads each cpu_run gives the op */
+static int cpu_threads = 1;
+
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (cond) {                                                                                                    \
+            passed++;                                                                                                  \
+        } else {                                                                                                       \
+            failed++;                                                                                                  \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
+            printf(__VA_ARGS__);                                                                                       \
+            printf("\n");                                                                                              \
+        }                                                                                                              \
+    } while (0)
+
+static uint32_t seed = 2024;
+static inline float uniform(float lo, float hi) {
+    seed = seed * 1664525u + 1013904223u;
+    return lo + (hi - lo) * (float)(seed >> 8) / (float)(1u << 24);
+}
+
+/* ---- tensors and attributes */
+
+static inline nn_tensor tensor(nn_dtype dt, int ndim, ...) {
+    nn_tensor t = {.dtype = dt, .ndim = ndim};
+    va_list ap;
+    va_start(ap, ndim);
+    for (int d = 0; d < ndim; d++)
+        t.dims[d] = va_arg(ap, int);
+    va_end(ap);
+    t.data = calloc((size_t)nn_tensor_elements(&t) + 1, nn_dtype_size(dt));
+    return t;
+}
+
+/* random floats in [lo, hi] */
+static inline nn_tensor rand_tensor(float lo, float hi, int ndim, ...) {
+    nn_tensor t = {.dtype = NN_DTYPE_FLOAT, .ndim = ndim};
+    va_list ap;
+    va_start(ap, ndim);
+    for (int d = 0; d < ndim; d++)
+        t.dims[d] = va_arg(ap, int);
+    va_end(ap);
+    int64_t n = nn_tensor_elements(&t);
+    float *p = malloc(sizeof(float) * (size_t)(n + 1));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = uniform(lo, hi);
+    t.data = p;
+    return t;
+}
+
+static inline nn_tensor int64_tensor(int n, const int64_t *v) {
+    nn_tensor t = tensor(NN_DTYPE_INT64, 1, n);
+    memcpy(t.data, v, sizeof(int64_t) * (size_t)n);
+    return t;
+}
+
+static inline nn_tensor float_values(int n, const float *v) {
+    nn_tensor t = tensor(NN_DTYPE_FLOAT, 1, n);
+    memcpy(t.data, v, sizeof(float) * (size_t)n);
+    return t;
+}
+
+static inline nn_attr attr_int(const char *name, int64_t v) { return (nn_attr){.name = name, .type = NN_ATTR_INT, .i = v}; }
+static inline nn_attr attr_float(const char *name, float v) { return (nn_attr){.name = name, .type = NN_ATTR_FLOAT, .f = v}; }
+static inline nn_attr attr_string(const char *name, const char *s) {
+    return (nn_attr){.name = name, .type = NN_ATTR_STRING, .s = s};
+}
+/* ints from a static list (the attribute points at it) */
+static inline nn_attr attr_ints(const char *name, int n, const int64_t *v) {
+    return (nn_attr){.name = name, .type = NN_ATTR_INTS, .n = n, .ints = v};
+}
+
+/* ---- one CPU op through the op table */
+
+enum { MAX_IO = 8 };
+
+typedef struct op_run {
+    nn_arena arena;
+    nn_call call;
+    nn_tensor in[MAX_IO], out[2];
+    char err[256];
+} op_run;
+
+/* Parse (unless params are given), infer and run op `name` on inputs `in`;
+ * the run keeps the call, whose params and shapes the descriptors come from. */
+static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr *attrs, int n_attrs, const void *params,
+                    const nn_tensor *in, int n_in, int n_out, const nn_epilogue *ep) {
+    memset(r, 0, sizeof *r);
+    const nn_op_desc *d = nn_op_get(nn_op_lookup(name));
+    if (!d) {
+        printf("FAIL: no op %s\n", name);
+        failed++;
+        return false;
+    }
+    memcpy(r->in, in, sizeof(nn_tensor) * (size_t)n_in);
+    if (!params && d->parse) {
+        nn_parse_ctx ctx = {.attrs = attrs,
+                            .n_attrs = n_attrs,
+                            .opset = opset,
+                            .n_inputs = n_in,
+                            .n_outputs = n_out,
+                            .arena = &r->arena,
+                            .err = r->err,
+                            .err_size = sizeof r->err};
+        if (d->parse(&ctx) != NN_OK) {
+            printf("FAIL %s: parse: %s\n", name, r->err);
+            failed++;
+            return false;
+        }
+        params = ctx.params;
+    }
+    r->call = (nn_call){.params = params,
+                        .n_in = n_in,
+                        .n_out = n_out,
+                        .in = r->in,
+                        .out = r->out,
+                        .threads = cpu_threads,
+                        .epilogue = ep,
+                        .err = r->err,
+                        .err_size = sizeof r->err};
+    nn_status st = d->infer(&r->call);
+    if (st != NN_OK) {
+        printf("FAIL %s: infer: %s\n", name, r->err);
+        failed++;
+        return false;
+    }
+    for (int k = 0; k < n_out; k++)
+        r->out[k].data = calloc((size_t)nn_tensor_elements(&r->out[k]) + 1, nn_dtype_size(r->out[k].dtype));
+    size_t ws = d->workspace ? d->workspace(&r->call) : 0;
+    r->call.workspace = ws ? malloc(ws) : NULL;
+    r->call.workspace_size = ws;
+    st = d->run(&r->call);
+    free(r->call.workspace);
+    r->call.workspace = NULL;
+    if (st != NN_OK) {
+        printf("FAIL %s: run: %s\n", name, r->err);
+        failed++;
+        return false;
+    }
+    return true;
+}
+
+static inline void release(op_run *r) {
+    for (int k = 0; k < r->call.n_in; k++)
+        free(r->in[k].data);
+    for (int k = 0; k < r->call.n_out; k++)
+        free(r->out[k].data);
+    nn_arena_free(&r->arena);
+}
+
+/* |got - want| <= atol + rtol * |want| everywhere, else the worst element */
+static inline void expect_close(const char *what, const float *got, const float *want, int64_t n, double atol, double rtol) {
+    int64_t worst = -1;
+    double worst_excess = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double excess = fabs((double)got[i] - want[i]) - (atol + rtol * fabs((double)want[i]));
+        bool both_nan = isnan(got[i]) && isnan(want[i]), same_inf = isinf(want[i]) && got[i] == want[i];
+        if (!both_nan && !same_inf && !(excess <= 0.0) && (worst < 0 || excess > worst_excess || isnan(excess))) {
+            worst = i;
+            worst_excess = excess;
+        }
+    }
+    CHECK(worst < 0, "%s: element %lld is %.9g, the CPU op gives %.9g", what, (long long)worst,
+          worst >= 0 ? got[worst] : 0.0, worst >= 0 ? want[worst] : 0.0);
+}
+
+#endif

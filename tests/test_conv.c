@@ -1,0 +1,113 @@
+/* Depthwise convolutions (one channel per group, MobileNet's and
+ * EfficientNet's) against a double-precision reference, through the op
+ * table as the engine runs them: every kernel family this CPU has (each has
+ * its own depthwise paths), one and two threads, channel counts that leave
+ * a partial vector of channels, planes from 5x5 to 30x30 (small ones take
+ * the channel-blocked path, larger ones the per-plane paths), odd and
+ * non-square sizes, asymmetric pads, 3x3 and 5x5 kernels at strides 1 and
+ * 2, dilation, and fused epilogues (bias, residual, activation). */
+#include "../ops/act.h"
+#include "../ops/gemm.h"
+#include "op_harness.h"
+
+typedef struct dw_case {
+    int batch, channels, h, w, k, stride, dilation;
+    int64_t pads[4]; /* top, left, bottom, right */
+    bool bias;
+    nn_epilogue ep; /* residual 3 when set: the input after x, w and bias */
+} dw_case;
+
+/* y = act(conv(x, w) + bias + residual), in double */
+static void reference(const dw_case *c, const float *x, const float *w, const float *bias, const float *res, int oh_n,
+                      int ow_n, float *y) {
+    for (int n = 0; n < c->batch; n++)
+        for (int ch = 0; ch < c->channels; ch++)
+            for (int oh = 0; oh < oh_n; oh++)
+                for (int ow = 0; ow < ow_n; ow++) {
+                    double acc = bias ? bias[ch] : 0.0;
+                    for (int kh = 0; kh < c->k; kh++)
+                        for (int kw = 0; kw < c->k; kw++) {
+                            int ih = oh * c->stride - (int)c->pads[0] + kh * c->dilation;
+                            int iw = ow * c->stride - (int)c->pads[1] + kw * c->dilation;
+                            if (ih < 0 || ih >= c->h || iw < 0 || iw >= c->w) continue;
+                            acc += (double)x[((n * c->channels + ch) * c->h + ih) * c->w + iw] *
+                                   w[(ch * c->k + kh) * c->k + kw];
+                        }
+                    int64_t at = ((int64_t)(n * c->channels + ch) * oh_n + oh) * ow_n + ow;
+                    if (res) acc += res[at];
+                    y[at] = nn_act_apply(c->ep.act, c->ep.alpha, c->ep.beta, (float)acc);
+                }
+}
+
+static void check_case(const dw_case *c, const char *kernel) {
+    int64_t kernel_shape[2] = {c->k, c->k}, strides[2] = {c->stride, c->stride},
+            dilations[2] = {c->dilation, c->dilation};
+    nn_attr attrs[] = {attr_int("group", c->channels), attr_ints("kernel_shape", 2, kernel_shape),
+                       attr_ints("strides", 2, strides), attr_ints("dilations", 2, dilations),
+                       attr_ints("pads", 4, c->pads)};
+    int span = (c->k - 1) * c->dilation + 1;
+    int oh_n = (c->h + (int)(c->pads[0] + c->pads[2]) - span) / c->stride + 1;
+    int ow_n = (c->w + (int)(c->pads[1] + c->pads[3]) - span) / c->stride + 1;
+    bool residual = c->ep.residual >= 0;
+    nn_tensor in[4] = {rand_tensor(-1, 1, 4, c->batch, c->channels, c->h, c->w),
+                       rand_tensor(-1, 1, 4, c->channels, 1, c->k, c->k),
+                       c->bias ? rand_tensor(-1, 1, 1, c->channels) : (nn_tensor){0},
+                       residual ? rand_tensor(-1, 1, 4, c->batch, c->channels, oh_n, ow_n) : (nn_tensor){0}};
+    int n_in = residual ? 4 : c->bias ? 3 : 2;
+    char label[200];
+    snprintf(label, sizeof label, "%s, %d thread(s): N=%d C=%d %dx%d k%d s%d d%d pads %lld,%lld,%lld,%lld%s act %d%s",
+             kernel, cpu_threads, c->batch, c->channels, c->h, c->w, c->k, c->stride, c->dilation,
+             (long long)c->pads[0], (long long)c->pads[1], (long long)c->pads[2], (long long)c->pads[3],
+             c->bias ? " bias" : "", (int)c->ep.act, residual ? " residual" : "");
+    op_run r;
+    bool fused = residual || c->ep.act != NN_ACT_NONE;
+    if (cpu_run(&r, "Conv", 13, attrs, 5, NULL, in, n_in, 1, fused ? &c->ep : NULL)) {
+        CHECK(r.out[0].ndim == 4 && r.out[0].dims[2] == oh_n && r.out[0].dims[3] == ow_n, "%s: output shape", label);
+        int64_t n = (int64_t)c->batch * c->channels * oh_n * ow_n;
+        float *want = malloc(sizeof(float) * (size_t)n);
+        reference(c, r.in[0].data, r.in[1].data, c->bias ? r.in[2].data : NULL, residual ? r.in[3].data : NULL, oh_n,
+                  ow_n, want);
+        expect_close(label, r.out[0].data, want, n, 1e-5, 1e-5);
+        free(want);
+    } else {
+        for (int k = 0; k < n_in; k++)
+            free(in[k].data);
+        memset(r.in, 0, sizeof r.in);
+    }
+    release(&r);
+}
+
+int main(void) {
+    const nn_epilogue none = {.residual = -1}, relu6 = {.residual = -1, .act = NN_ACT_CLIP, .beta = 6.0f},
+                      res_clip = {.residual = 3, .act = NN_ACT_CLIP, .alpha = -0.5f, .beta = 0.5f},
+                      silu = {.residual = -1, .act = NN_ACT_SILU}, res_only = {.residual = 3};
+    const dw_case cases[] = {
+        /* MobileNetV2's 7x7 and 14x14 layers, a partial vector of channels */
+        {1, 20, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, relu6},
+        {2, 13, 14, 14, 3, 1, 1, {1, 1, 1, 1}, true, res_clip},
+        {1, 24, 14, 14, 3, 2, 1, {1, 1, 1, 1}, true, relu6},
+        /* EfficientNet's 5x5, stride 1 and 2 */
+        {2, 17, 7, 7, 5, 1, 1, {2, 2, 2, 2}, true, silu},
+        {1, 9, 14, 14, 5, 2, 1, {2, 2, 2, 2}, false, silu},
+        /* odd, non-square, asymmetric pads, no pads, a lone channel */
+        {1, 11, 9, 13, 3, 2, 1, {0, 1, 1, 0}, true, res_only},
+        {3, 1, 5, 6, 3, 1, 1, {0, 0, 0, 0}, false, none},
+        {1, 8, 6, 11, 5, 1, 1, {1, 2, 3, 0}, true, res_clip},
+        /* dilation, and planes larger than the blocked path takes */
+        {1, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, true, relu6},
+        {1, 19, 28, 28, 3, 1, 1, {1, 1, 1, 1}, true, res_clip},
+        {1, 12, 30, 29, 3, 2, 1, {1, 1, 1, 1}, false, relu6},
+    };
+    const char *kernels[] = {"avx512", "avx2", "scalar"};
+    int families = 0;
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        if (!nn_gemm_use_kernel(kernels[k])) continue;
+        families++;
+        for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                check_case(&cases[i], kernels[k]);
+    }
+    CHECK(families >= 2, "only %d kernel families ran (the scalar one is always there)", families);
+    printf("conv: %d checks passed, %d failed (%d kernel families)\n", passed, failed, families);
+    return failed ? 1 : 0;
+}

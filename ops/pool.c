@@ -424,6 +424,39 @@ __attribute__((target("avx512f"))) static void max_row_avx512(const float *buf, 
         pool_row512(buf, pw_n, yr, ow_n, kh_n, kw_n, sw, false);
 }
 
+/* The same with AVX2, max only, 8 outputs per vector: the copy has
+ * POOL_SLACK floats after its last row, so loads run past row ends without
+ * masks (maskstore and maskload are slow on AMD); those lanes are never
+ * stored, and a partial last vector is stored through a scratch vector. */
+#define POOL_SLACK 16
+__attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
+                                                         int64_t kh_n, int64_t kw_n, int64_t sw) {
+    if (sw > 2) {
+        max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
+        return;
+    }
+    for (int64_t ow = 0; ow < ow_n; ow += 8) {
+        __m256 acc = _mm256_set1_ps(-INFINITY);
+        for (int64_t kh = 0; kh < kh_n; kh++)
+            for (int64_t kw = 0; kw < kw_n; kw++) {
+                const float *at = buf + kh * pw_n + ow * sw + kw;
+                __m256 v = _mm256_loadu_ps(at);
+                if (sw == 2) { /* the even floats of 16: per 128-bit half, then the halves in order */
+                    __m256 evens = _mm256_shuffle_ps(v, _mm256_loadu_ps(at + 8), _MM_SHUFFLE(2, 0, 2, 0));
+                    v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), _MM_SHUFFLE(3, 1, 2, 0)));
+                }
+                acc = _mm256_max_ps(v, acc); /* MAX_OP: v > acc ? v : acc */
+            }
+        if (ow_n - ow >= 8) {
+            _mm256_storeu_ps(yr + ow, acc);
+        } else {
+            float last[8];
+            _mm256_storeu_ps(last, acc);
+            memcpy(yr + ow, last, sizeof(float) * (size_t)(ow_n - ow));
+        }
+    }
+}
+
 /* AveragePool without pads whose windows all lie inside the input
  * (DenseNet's 2x2/2 transitions): the mean of whole windows, read in place,
  * instead of the separable passes through scratch. */
@@ -490,11 +523,13 @@ static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const fl
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
     int64_t pt = g->pad[0], pl = g->pad[1];
     void (*row)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t) =
-        __builtin_cpu_supports("avx512f") ? max_row_avx512 : max_row_portable;
+        __builtin_cpu_supports("avx512f") ? max_row_avx512
+        : __builtin_cpu_supports("avx2")  ? max_row_avx2
+                                          : max_row_portable;
 #pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > 32768)
     for (int64_t p = 0; p < g->planes; p++) {
-        float buf[MAX_POOL_PLANE_MAX];
-        nn_pad_plane(buf, ph_n, pw_n, 0, x + p * g->in_size, ih_n, iw_n, pt, pl, -INFINITY);
+        float buf[MAX_POOL_PLANE_MAX + POOL_SLACK];
+        nn_pad_plane(buf, ph_n, pw_n, POOL_SLACK, x + p * g->in_size, ih_n, iw_n, pt, pl, -INFINITY);
         for (int64_t oh = 0; oh < oh_n; oh++)
             row(buf + oh * sh * pw_n, pw_n, y + p * g->out_size + oh * ow_n, ow_n, kh_n, kw_n, sw);
     }

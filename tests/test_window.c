@@ -1,11 +1,17 @@
-/* Depthwise convolutions (one channel per group, MobileNet's and
- * EfficientNet's) against a double-precision reference, through the op
- * table as the engine runs them: every kernel family this CPU has (each has
- * its own depthwise paths), one and two threads, channel counts that leave
- * a partial vector of channels, planes from 5x5 to 30x30 (small ones take
- * the channel-blocked path, larger ones the per-plane paths), odd and
- * non-square sizes, asymmetric pads, 3x3 and 5x5 kernels at strides 1 and
- * 2, dilation, and fused epilogues (bias, residual, activation). */
+/* Sliding-window ops against references, through the op table as the
+ * engine runs them.
+ *
+ * Depthwise convolutions (one channel per group, MobileNet's and
+ * EfficientNet's), against double precision: every kernel family this CPU
+ * has (each has its own depthwise paths), one and two threads, channel
+ * counts that leave a partial vector of channels, planes from 5x5 to 30x30
+ * (small ones take the channel-blocked path, larger ones the per-plane
+ * paths), odd and non-square sizes, asymmetric pads, 3x3 and 5x5 kernels at
+ * strides 1 and 2, dilation, and fused epilogues (bias, residual,
+ * activation).
+ *
+ * MaxPool, exactly: row widths that leave partial vectors, strides 1 to 3,
+ * pads, ceil mode, the kernels of ResNet's, GoogLeNet's and VGG's pools. */
 #include "../ops/act.h"
 #include "../ops/gemm.h"
 #include "op_harness.h"
@@ -77,6 +83,46 @@ static void check_case(const dw_case *c, const char *kernel) {
     release(&r);
 }
 
+typedef struct pool_case {
+    int channels, h, w, k, stride, ceil_mode;
+    int64_t pads[4];
+} pool_case;
+
+static void check_max_pool(const pool_case *c) {
+    int64_t kernel_shape[2] = {c->k, c->k}, strides[2] = {c->stride, c->stride};
+    nn_attr attrs[] = {attr_ints("kernel_shape", 2, kernel_shape), attr_ints("strides", 2, strides),
+                       attr_ints("pads", 4, c->pads), attr_int("ceil_mode", c->ceil_mode)};
+    nn_tensor in[1] = {rand_tensor(-1, 1, 4, 2, c->channels, c->h, c->w)};
+    char label[160];
+    snprintf(label, sizeof label, "MaxPool, %d thread(s): C=%d %dx%d k%d s%d pads %lld,%lld,%lld,%lld ceil %d",
+             cpu_threads, c->channels, c->h, c->w, c->k, c->stride, (long long)c->pads[0], (long long)c->pads[1],
+             (long long)c->pads[2], (long long)c->pads[3], c->ceil_mode);
+    op_run r;
+    if (cpu_run(&r, "MaxPool", 12, attrs, 4, NULL, in, 1, 1, NULL)) {
+        const float *x = r.in[0].data;
+        int64_t oh_n = r.out[0].dims[2], ow_n = r.out[0].dims[3], n = 2LL * c->channels * oh_n * ow_n;
+        float *want = malloc(sizeof(float) * (size_t)n);
+        for (int64_t p = 0; p < 2LL * c->channels; p++)
+            for (int64_t oh = 0; oh < oh_n; oh++)
+                for (int64_t ow = 0; ow < ow_n; ow++) {
+                    float m = -INFINITY;
+                    for (int kh = 0; kh < c->k; kh++)
+                        for (int kw = 0; kw < c->k; kw++) {
+                            int64_t ih = oh * c->stride - c->pads[0] + kh, iw = ow * c->stride - c->pads[1] + kw;
+                            if (ih >= 0 && ih < c->h && iw >= 0 && iw < c->w && x[(p * c->h + ih) * c->w + iw] > m)
+                                m = x[(p * c->h + ih) * c->w + iw];
+                        }
+                    want[(p * oh_n + oh) * ow_n + ow] = m;
+                }
+        expect_close(label, r.out[0].data, want, n, 0.0, 0.0);
+        free(want);
+    } else {
+        free(in[0].data);
+        memset(r.in, 0, sizeof r.in);
+    }
+    release(&r);
+}
+
 int main(void) {
     const nn_epilogue none = {.residual = -1}, relu6 = {.residual = -1, .act = NN_ACT_CLIP, .beta = 6.0f},
                       res_clip = {.residual = 3, .act = NN_ACT_CLIP, .alpha = -0.5f, .beta = 0.5f},
@@ -108,6 +154,18 @@ int main(void) {
                 check_case(&cases[i], kernels[k]);
     }
     CHECK(families >= 2, "only %d kernel families ran (the scalar one is always there)", families);
-    printf("conv: %d checks passed, %d failed (%d kernel families)\n", passed, failed, families);
+    const pool_case pools[] = {
+        {5, 112, 112, 3, 2, 0, {1, 1, 1, 1}}, /* ResNet's */
+        {3, 56, 56, 3, 2, 1, {0, 0, 0, 0}},   /* GoogLeNet's, ceil mode */
+        {4, 28, 28, 3, 1, 0, {1, 1, 1, 1}},   /* GoogLeNet's branch pools */
+        {6, 14, 14, 3, 1, 0, {1, 1, 1, 1}},  {7, 7, 7, 3, 1, 0, {1, 1, 1, 1}},
+        {2, 14, 14, 2, 2, 0, {0, 0, 0, 0}}, /* VGG's */
+        {3, 13, 19, 3, 2, 1, {1, 0, 0, 1}},  {2, 9, 23, 5, 3, 0, {2, 2, 2, 2}},
+        {3, 10, 17, 2, 1, 0, {0, 1, 1, 0}},
+    };
+    for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+        for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++)
+            check_max_pool(&pools[i]);
+    printf("window ops: %d checks passed, %d failed (%d kernel families)\n", passed, failed, families);
     return failed ? 1 : 0;
 }

@@ -468,9 +468,18 @@ static inline __attribute__((always_inline)) T256 void transpose8(__m256 r[8]) {
     }
 }
 
-/* lanes [0, n) of a maskload/maskstore (slow on AMD: only for the tails) */
-static inline __attribute__((always_inline)) T256 __m256i lanes8(int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+/* The first n (< 8) floats at p, the rest zero; and the converse store.
+ * Through a buffer: masked stores are slow on AMD, and masked loads would
+ * still address floats past the tensor's end. */
+static inline __attribute__((always_inline)) T256 __m256 load_first(const float *p, int64_t n) {
+    float part[8] = {0};
+    memcpy(part, p, sizeof(float) * (size_t)n);
+    return _mm256_loadu_ps(part);
+}
+static inline __attribute__((always_inline)) T256 void store_first(float *p, __m256 v, int64_t n) {
+    float part[8];
+    _mm256_storeu_ps(part, v);
+    memcpy(p, part, sizeof(float) * (size_t)n);
 }
 
 /* nch (<= 8) channels: planes x (in_n apart) into y (out_n apart). */
@@ -478,13 +487,12 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
                                                                   const float *x, const float *w, const float *bias,
                                                                   float *pixels, float *outs, float *y) {
     for (int64_t p = 0; p < b->in_n; p += 8) {
-        bool whole = b->in_n - p >= 8;
-        __m256i lanes = lanes8(b->in_n - p);
+        int64_t left = b->in_n - p;
         __m256 r[8];
         for (int c = 0; c < 8; c++)
-            r[c] = c >= nch ? _mm256_setzero_ps()
-                   : whole  ? _mm256_loadu_ps(x + c * b->in_n + p)
-                            : _mm256_maskload_ps(x + c * b->in_n + p, lanes);
+            r[c] = c >= nch    ? _mm256_setzero_ps()
+                   : left >= 8 ? _mm256_loadu_ps(x + c * b->in_n + p)
+                               : load_first(x + c * b->in_n + p, left);
         transpose8(r);
         for (int64_t i = 0; i < 8 && p + i < b->in_n; i++)
             _mm256_storeu_ps(pixels + (int64_t)b->in_pixel[p + i] * 8, r[i]);
@@ -493,7 +501,7 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
     for (int t = 0; t < K * K; t++)
         for (int c = 0; c < 8; c++)
             wt[t][c] = c < nch ? w[c * K * K + t] : 0.0f;
-    __m256 bv = bias ? _mm256_maskload_ps(bias, lanes8(nch)) : _mm256_setzero_ps();
+    __m256 bv = !bias ? _mm256_setzero_ps() : nch == 8 ? _mm256_loadu_ps(bias) : load_first(bias, nch);
     for (int64_t o = 0; o < b->out_n; o += 4) {
         __m256 acc[4];
         const float *src[4];
@@ -515,13 +523,12 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
         for (int i = 0; i < 8; i++)
             r[i] = _mm256_loadu_ps(outs + (o + i) * 8);
         transpose8(r);
-        if (b->out_n - o >= 8) {
-            for (int c = 0; c < nch; c++)
+        int64_t left = b->out_n - o;
+        for (int c = 0; c < nch; c++) {
+            if (left >= 8)
                 _mm256_storeu_ps(y + c * b->out_n + o, r[c]);
-        } else {
-            __m256i lanes = lanes8(b->out_n - o);
-            for (int c = 0; c < nch; c++)
-                _mm256_maskstore_ps(y + c * b->out_n + o, lanes, r[c]);
+            else
+                store_first(y + c * b->out_n + o, r[c], left);
         }
     }
 }

@@ -401,14 +401,16 @@ static void dw_epilogue(const nn_epilogue *e, float *y, const float *res, int64_
 }
 
 /* AVX2, channel-blocked: on small planes (MobileNet's and EfficientNet's
- * 14x14 and 7x7 layers) vectors along a row are short and each output's
- * taps form one dependent chain.  Here 8 channels' planes are transposed
- * into one zero-padded block of 8-float pixels (12.5 KiB at most: L1), where
- * each tap of 4 outputs is 4 independent full-width FMAs with the 8
- * channels' weights, and the outputs are transposed back to planes.  On
- * 28x28 planes it measured no better than dw_plane, on 56x56 up to 1.6x
- * slower (the block leaves L1). */
-#define DWB_MAX_PIXELS 400
+ * 28x28 and below) vectors along a row are short and each output's taps
+ * form one dependent chain.  Here 8 channels' planes are transposed into
+ * one zero-padded block of 8-float pixels, where each tap of 4 outputs is 4
+ * independent full-width FMAs with the 8 channels' weights, and the outputs
+ * are transposed back to planes.  Measured on Zen 3 against dw_plane: 0.2x
+ * (5x5 on 28x28) to 0.4-0.9x (3x3 on 14x14 and 7x7), and 0.5x for 5x5
+ * stride 2 on 56x56; but 1.2-2x slower for 3x3 on 56x56 and 112x112 planes,
+ * whose rows already fill vectors, so 3x3 stops at 32x32 padded pixels. */
+#define DWB_MAX_PIXELS_3X3 1024
+#define DWB_MAX_PIXELS_5X5 4096
 #define DWB_LANES      8
 
 typedef struct dw_blocked {
@@ -425,7 +427,7 @@ static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
         return false;
     *ph = nn_padded_extent(g->out[0], s, k, 1, g->pad[0], g->in[0]);
     *pw = nn_padded_extent(g->out[1], s, k, 1, g->pad[1], g->in[1]);
-    return *ph * *pw <= DWB_MAX_PIXELS;
+    return *ph * *pw <= (k == 3 ? DWB_MAX_PIXELS_3X3 : DWB_MAX_PIXELS_5X5);
 }
 
 static int64_t round_up64(int64_t x, int64_t m) { return (x + m - 1) / m * m; }

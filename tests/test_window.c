@@ -4,9 +4,9 @@
  * Depthwise convolutions (one channel per group, MobileNet's and
  * EfficientNet's), against double precision: every kernel family this CPU
  * has (each has its own depthwise paths), one and two threads, channel
- * counts that leave a partial vector of channels, planes from 5x5 to 30x30
- * (small ones take the channel-blocked path, larger ones the per-plane
- * paths), odd and non-square sizes, asymmetric pads, 3x3 and 5x5 kernels at
+ * counts that leave a partial vector of channels, planes from 5x5 to 66x62
+ * (up to 28x28 they take the channel-blocked path on AVX2, larger ones the
+ * per-plane paths), odd and non-square sizes, asymmetric pads, 3x3 and 5x5 kernels at
  * strides 1 and 2, dilation, and fused epilogues (bias, residual,
  * activation).
  *
@@ -139,10 +139,12 @@ int main(void) {
         {1, 11, 9, 13, 3, 2, 1, {0, 1, 1, 0}, true, res_only},
         {3, 1, 5, 6, 3, 1, 1, {0, 0, 0, 0}, false, none},
         {1, 8, 6, 11, 5, 1, 1, {1, 2, 3, 0}, true, res_clip},
-        /* dilation, and planes larger than the blocked path takes */
+        /* dilation, and planes around and past the blocked path's limits */
         {1, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, true, relu6},
         {1, 19, 28, 28, 3, 1, 1, {1, 1, 1, 1}, true, res_clip},
         {1, 12, 30, 29, 3, 2, 1, {1, 1, 1, 1}, false, relu6},
+        {1, 9, 40, 40, 3, 1, 1, {1, 1, 1, 1}, true, relu6},
+        {1, 5, 66, 62, 5, 2, 1, {2, 2, 2, 2}, true, silu},
     };
     const char *kernels[] = {"avx512", "avx2", "scalar"};
     int families = 0;

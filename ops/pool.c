@@ -426,7 +426,7 @@ __attribute__((target("avx512f"))) static void max_row_avx512(const float *buf, 
 
 /* The same with AVX2, max only, 8 outputs per vector: the copy has
  * POOL_SLACK floats after its last row, so loads run past row ends without
- * masks (maskstore and maskload are slow on AMD); those lanes are never
+ * masks (masked stores are slow on AMD); those lanes are never
  * stored, and a partial last vector is stored through a scratch vector. */
 #define POOL_SLACK 16
 __attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,

@@ -76,8 +76,12 @@ static inline nn_tensor float_values(int n, const float *v) {
     return t;
 }
 
-static inline nn_attr attr_int(const char *name, int64_t v) { return (nn_attr){.name = name, .type = NN_ATTR_INT, .i = v}; }
-static inline nn_attr attr_float(const char *name, float v) { return (nn_attr){.name = name, .type = NN_ATTR_FLOAT, .f = v}; }
+static inline nn_attr attr_int(const char *name, int64_t v) {
+    return (nn_attr){.name = name, .type = NN_ATTR_INT, .i = v};
+}
+static inline nn_attr attr_float(const char *name, float v) {
+    return (nn_attr){.name = name, .type = NN_ATTR_FLOAT, .f = v};
+}
 static inline nn_attr attr_string(const char *name, const char *s) {
     return (nn_attr){.name = name, .type = NN_ATTR_STRING, .s = s};
 }
@@ -98,17 +102,20 @@ typedef struct op_run {
 } op_run;
 
 /* Parse (unless params are given), infer and run op `name` on inputs `in`;
- * the run keeps the call, whose params and shapes the descriptors come from. */
-static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr *attrs, int n_attrs, const void *params,
-                    const nn_tensor *in, int n_in, int n_out, const nn_epilogue *ep) {
+ * the run keeps the call, whose params and shapes the descriptors come from.
+ * Call release afterwards, whether it succeeded or not. */
+static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr *attrs, int n_attrs,
+                           const void *params, const nn_tensor *in, int n_in, int n_out, const nn_epilogue *ep) {
     memset(r, 0, sizeof *r);
+    /* the run owns the inputs from here: release frees them whatever fails */
+    memcpy(r->in, in, sizeof(nn_tensor) * (size_t)n_in);
+    r->call.n_in = n_in;
     const nn_op_desc *d = nn_op_get(nn_op_lookup(name));
     if (!d) {
         printf("FAIL: no op %s\n", name);
         failed++;
         return false;
     }
-    memcpy(r->in, in, sizeof(nn_tensor) * (size_t)n_in);
     if (!params && d->parse) {
         nn_parse_ctx ctx = {.attrs = attrs,
                             .n_attrs = n_attrs,
@@ -165,7 +172,8 @@ static inline void release(op_run *r) {
 }
 
 /* |got - want| <= atol + rtol * |want| everywhere, else the worst element */
-static inline void expect_close(const char *what, const float *got, const float *want, int64_t n, double atol, double rtol) {
+static inline void expect_close(const char *what, const float *got, const float *want, int64_t n, double atol,
+                                double rtol) {
     int64_t worst = -1;
     double worst_excess = 0.0;
     for (int64_t i = 0; i < n; i++) {

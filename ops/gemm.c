@@ -249,48 +249,59 @@ static inline __attribute__((always_inline)) T256 __m256 epi256(__m256 v, const 
     return act256(v, t->act, t->alpha, t->beta);
 }
 
-static inline __attribute__((always_inline)) T256 void tile256_rows(const int R, const tile_args *t) {
-    __m256 c0[V8_MR], c1[V8_MR];
+/* R rows by V vectors of 8 columns: V = 1 serves a tile whose valid columns
+ * fit in the panel's first half (N = 49 ends on a 1-column tile), at half
+ * the multiply-adds of a full one. */
+static inline __attribute__((always_inline)) T256 void tile256_rows(const int R, const int V, const tile_args *t) {
+    __m256 c[2][V8_MR];
 #pragma clang loop unroll(full)
     for (int i = 0; i < R; i++)
-        c0[i] = c1[i] = _mm256_setzero_ps();
+        c[0][i] = c[1][i] = _mm256_setzero_ps();
     const float *a = t->a, *b = t->b;
     for (int64_t p = 0; p < t->kc; p++, a += V8_MR, b += t->ldb) {
-        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+        __m256 b0 = _mm256_load_ps(b), b1 = V > 1 ? _mm256_load_ps(b + 8) : b0;
 #pragma clang loop unroll(full)
         for (int i = 0; i < R; i++) {
             __m256 ai = _mm256_broadcast_ss(a + i);
-            c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
-            c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+            c[0][i] = _mm256_fmadd_ps(ai, b0, c[0][i]);
+            if (V > 1) c[1][i] = _mm256_fmadd_ps(ai, b1, c[1][i]);
         }
     }
-    if (t->nr < 16) { /* ragged right edge: through a buffer */
+    if (t->nr < 8 * V) { /* ragged right edge: through a buffer */
         float acc[V8_MR * 16];
 #pragma clang loop unroll(full)
-        for (int i = 0; i < R; i++) {
-            _mm256_storeu_ps(acc + i * 16, c0[i]);
-            _mm256_storeu_ps(acc + i * 16 + 8, c1[i]);
-        }
+        for (int i = 0; i < R; i++)
+#pragma clang loop unroll(full)
+            for (int v = 0; v < V; v++)
+                _mm256_storeu_ps(acc + i * 16 + 8 * v, c[v][i]);
         merge_tile(t, acc, 16);
         return;
     }
 #pragma clang loop unroll(full)
     for (int i = 0; i < R && i < t->mr; i++) {
-        float *c = t->c + i * t->ldc;
-        _mm256_storeu_ps(c, epi256(c0[i], t, i, 0));
-        _mm256_storeu_ps(c + 8, epi256(c1[i], t, i, 8));
+        float *row = t->c + i * t->ldc;
+#pragma clang loop unroll(full)
+        for (int v = 0; v < V; v++)
+            _mm256_storeu_ps(row + 8 * v, epi256(c[v][i], t, i, 8 * v));
     }
 }
 
-T256 static void tile_avx2(const tile_args *t) {
+static inline __attribute__((always_inline)) T256 void tile256_width(const int V, const tile_args *t) {
     if (t->mr > 4)
-        tile256_rows(6, t);
+        tile256_rows(6, V, t);
     else if (t->mr > 2)
-        tile256_rows(4, t);
+        tile256_rows(4, V, t);
     else if (t->mr > 1)
-        tile256_rows(2, t);
+        tile256_rows(2, V, t);
     else
-        tile256_rows(1, t);
+        tile256_rows(1, V, t);
+}
+
+T256 static void tile_avx2(const tile_args *t) {
+    if (t->nr > 8)
+        tile256_width(2, t);
+    else
+        tile256_width(1, t);
 }
 
 /* ---- AVX-512 kernel: 14 x 32; ragged edges through masks */

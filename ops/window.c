@@ -57,6 +57,30 @@ void nn_pad_plane(float *dst, int64_t ph, int64_t pw, int64_t slack, const float
     fill_run(dst + (pt + h) * pw, (ph - pt - h) * pw + slack, fill);
 }
 
+/* Each padded row as [even columns | odd columns]: padded column c lands at
+ * (c & 1) * ceil(pw / 2) + c / 2. */
+void nn_pad_plane_split(float *dst, int64_t ph, int64_t pw, int64_t slack, const float *src, int64_t h, int64_t w,
+                        int64_t pt, int64_t pl, float fill) {
+    int64_t half = (pw + 1) / 2;
+    fill_run(dst, pt * pw, fill);
+    for (int64_t r = 0; r < h; r++) {
+        float *even = dst + (pt + r) * pw, *odd = even + half;
+        for (int64_t c = 0; c < pl; c++)
+            (c & 1 ? odd : even)[c / 2] = fill;
+        for (int64_t c = pl + w; c < pw; c++)
+            (c & 1 ? odd : even)[c / 2] = fill;
+        /* src[2j] lands in column pl + 2j, src[2j + 1] in the other parity */
+        const float *s = src + r * w;
+        float *restrict to_a = (pl & 1 ? odd : even) + pl / 2, *restrict to_b = (pl & 1 ? even : odd) + (pl + 1) / 2;
+        for (int64_t j = 0; j < w / 2; j++) {
+            to_a[j] = s[2 * j];
+            to_b[j] = s[2 * j + 1];
+        }
+        if (w & 1) to_a[w / 2] = s[w - 1];
+    }
+    fill_run(dst + (pt + h) * pw, (ph - pt - h) * pw + slack, fill);
+}
+
 bool nn_flat_taps_init(nn_flat_taps *t, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl) {
     if (kh > NN_FLAT_TAPS || kw > NN_FLAT_TAPS || pt < 0 || pl < 0 || pt >= kh || pl >= kw || h < 1 || w < 1 ||
         h * w > NN_FLAT_VECS * 16)

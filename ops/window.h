@@ -35,6 +35,10 @@ int64_t nn_padded_extent(int64_t out, int64_t stride, int64_t kernel, int64_t di
  * `fill` (0 for convolutions, -inf for max pooling). */
 void nn_pad_plane(float *dst, int64_t ph, int64_t pw, int64_t slack, const float *src, int64_t h, int64_t w, int64_t pt,
                   int64_t pl, float fill);
+/* nn_pad_plane with each row's even columns first, then its odd ones: a
+ * stride-2 window's taps then read consecutive floats. */
+void nn_pad_plane_split(float *dst, int64_t ph, int64_t pw, int64_t slack, const float *src, int64_t h, int64_t w,
+                        int64_t pt, int64_t pl, float fill);
 /* Stride-1 windows that keep a small plane's size (GoogLeNet's 3x3 pools,
  * MobileNet's and EfficientNet's depthwise convs on 14x14 and 7x7) run on
  * the flat plane, 16 positions to a vector whatever the row width: a tap is

@@ -138,6 +138,11 @@ int main(void) {
         {1, 12, 30, 29, 3, 2, 1, {1, 1, 1, 1}, false, relu6},
         {1, 9, 40, 40, 3, 1, 1, {1, 1, 1, 1}, true, relu6},
         {1, 5, 66, 62, 5, 2, 1, {2, 2, 2, 2}, true, silu},
+        /* stride 2 on rows of 48 outputs and more, past the blocked path
+         * (rows split by column parity): odd and even left pads, odd widths */
+        {1, 4, 15, 97, 3, 2, 1, {1, 1, 1, 1}, true, relu6},
+        {1, 3, 20, 100, 3, 2, 1, {0, 0, 1, 1}, false, none},
+        {2, 2, 40, 104, 5, 2, 1, {2, 3, 1, 2}, true, res_clip},
     };
     const char *kernels[] = {"avx512", "avx2", "scalar"};
     int families = 0;

@@ -371,9 +371,8 @@ T512 static void dw_plane_avx512(const conv_geom *g, const dw_plane *p) {
  * the flat plane per vector, each tap a load masked to the lanes whose
  * neighbour is inside (window.h), so no padded copy and no half-empty
  * vectors at the ends of short rows. */
-static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, const nn_flat_taps *t,
-                                                                  const float *x, const float *w, float bias,
-                                                                  float *y) {
+static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, const nn_flat_taps *t, const float *x,
+                                                                  const float *w, float bias, float *y) {
     __m512 wv[25];
     for (int i = 0; i < K * K; i++)
         wv[i] = _mm512_set1_ps(w[i]);
@@ -425,7 +424,7 @@ static void dw_epilogue(const nn_epilogue *e, float *y, const float *res, int64_
  * whose rows already fill vectors, so 3x3 stops at 32x32 padded pixels. */
 #define DWB_MAX_PIXELS_3X3 1024
 #define DWB_MAX_PIXELS_5X5 4096
-#define DWB_LANES      8
+#define DWB_LANES          8
 
 typedef struct dw_blocked {
     int64_t pw;               /* padded row, in pixels */
@@ -500,8 +499,8 @@ static inline __attribute__((always_inline)) T256 void store_first(float *p, __m
 
 /* nch (<= 8) channels: planes x (in_n apart) into y (out_n apart). */
 static inline __attribute__((always_inline)) T256 void dw_block8(const int K, const dw_blocked *b, int64_t nch,
-                                                                  const float *x, const float *w, const float *bias,
-                                                                  float *pixels, float *outs, float *y) {
+                                                                 const float *x, const float *w, const float *bias,
+                                                                 float *pixels, float *outs, float *y) {
     for (int64_t p = 0; p < b->in_n; p += 8) {
         int64_t left = b->in_n - p;
         __m256 r[8];
@@ -592,8 +591,8 @@ static void depthwise_blocked(const conv_geom *g, const float *x, const float *w
 
 /* Planes up to this many floats are copied into a zero-padded stack buffer
  * first, so that every tap is in bounds; larger ones check at the edges. */
-#define DW_PADDED_MAX 16384
-#define DW_SLACK      64 /* vector reads past the last row */
+#define DW_PADDED_MAX     16384
+#define DW_SLACK          64 /* vector reads past the last row */
 #define DW_SPLIT_MIN_COLS 48
 
 /* One output plane per task. */
@@ -620,7 +619,8 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
      * Measured on Zen 3 (AVX2), 3x3: 112x112 in, 56 out per row: 0.75x the
      * time; 56x56 in, 28 out per row: 1.15x, the copy costing more than
      * the short rows save. */
-    bool split = padded && !flat_plane && sw == 2 && dw == 1 && ow_n >= DW_SPLIT_MIN_COLS && plane_fn != dw_plane_avx512;
+    bool split =
+        padded && !flat_plane && sw == 2 && dw == 1 && ow_n >= DW_SPLIT_MIN_COLS && plane_fn != dw_plane_avx512;
     int64_t half = split ? (pw_n + 1) / 2 : 0;
 #pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
     for (int64_t p = 0; p < planes; p++) {
@@ -808,8 +808,8 @@ static nn_status run_conv(nn_call *c) {
     if (is_depthwise_2d(&g)) {
         size_t blocked = dw_blocked_workspace(&g, c->threads);
         if (blocked && c->workspace_size >= blocked) {
-            depthwise_blocked(&g, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL,
-                              c->out[0].data, c->epilogue, nn_epilogue_residual(c), c->workspace, c->threads);
+            depthwise_blocked(&g, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL, c->out[0].data,
+                              c->epilogue, nn_epilogue_residual(c), c->workspace, c->threads);
             return NN_OK;
         }
         depthwise_2d(&g, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL, c->out[0].data,

@@ -43,7 +43,7 @@ typedef struct conv_table conv_table;
 typedef struct gemm_kernel {
     const char *name;
     int mr, nr;
-    int mc, nc; /* cache blocks (multiples of mr, nr) */
+    int mc, nc;      /* cache blocks (multiples of mr, nr) */
     bool b_in_place; /* tile reads a plain B where it lies (masked at its right edge) */
     bool (*available)(void);
     void (*tile)(const tile_args *t);
@@ -843,11 +843,11 @@ typedef struct plan {
  * (M = 32, K = 192, N = 784: 30%); M >= 1024 loses 3-7%; B out of cache
  * (MobileNetV2 at batch 64) loses 12%, and K = 752 (DenseNet's 14x14
  * bottlenecks) 14%. */
-#define B_IN_PLACE_MAX_ROWS 192
+#define B_IN_PLACE_MAX_ROWS  192
 #define B_IN_PLACE_MAX_BYTES (1 << 20)
 static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
-    double b_bytes = (double)sizeof(float) * (double)g->k * (double)g->n * (double)batch_count(g, 0) *
-                     (double)batch_count(g, 1);
+    double b_bytes =
+        (double)sizeof(float) * (double)g->k * (double)g->n * (double)batch_count(g, 0) * (double)batch_count(g, 1);
     return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && g->k <= KC_MAX && g->m <= B_IN_PLACE_MAX_ROWS &&
            b_bytes <= B_IN_PLACE_MAX_BYTES;
 }

@@ -45,6 +45,7 @@ typedef struct gemm_kernel {
     int mr, nr;
     int mc, nc;      /* cache blocks (multiples of mr, nr) */
     bool b_in_place; /* tile reads a plain B where it lies (masked at its right edge) */
+    bool shares_b;   /* plan->shared_b may be chosen (see there) */
     bool (*available)(void);
     void (*tile)(const tile_args *t);
     void (*act)(float *y, int64_t n, nn_act act, float alpha, float beta);
@@ -606,6 +607,7 @@ static const gemm_kernel kernels[] = {
      .mc = 14 * 24,
      .nc = 512,
      .b_in_place = true,
+     .shares_b = true,
      .available = has_avx512,
      .tile = tile_avx512,
      .act = act_avx512,
@@ -827,7 +829,13 @@ typedef struct plan {
     bool a_packed, b_packed;
     bool b_in_place; /* the tiles read a plain B where it lies, unpacked */
     /* few batch entries and one column block: the threads pack B together
-     * into a shared buffer, then split M, instead of each packing it again */
+     * into a shared buffer, then split M, instead of each packing it again.
+     * Only where the kernel says so: on Zen 3 (AVX2, 2 threads) each thread
+     * packing its own B was faster for nearly every such product, by up to
+     * 39% (M = 32..256, N = 49..196, K = 384..3000: the packing of one K
+     * block is one thread's, the other waits at the barrier), the
+     * exception 6% slower (M = 512, N = 49, K = 2048).  The AVX-512 kernel
+     * keeps it: it was chosen on Intel and is not re-measured there. */
     bool shared_b;
     int64_t mparts, nparts, mrange, nrange; /* ranges: multiples of mr / nr */
     int64_t tasks;
@@ -871,7 +879,7 @@ static plan make_plan(const nn_gemm *g, int threads) {
     pl.b_in_place = !pl.b_packed && reads_b_in_place(g, pl.kd);
     int64_t mr = pl.kd->mr, nr = pl.kd->nr, bt = batch_count(g, 0) * batch_count(g, 1);
     int64_t mt = (g->m + mr - 1) / mr, nt = (g->n + nr - 1) / nr, k = g->k > 0 ? g->k : 1;
-    pl.shared_b = !g->b_packed && !pl.b_in_place && threads > 1 && bt < threads && nt * nr <= pl.kd->nc && g->k > 0;
+    pl.shared_b = pl.kd->shares_b && !g->b_packed && !pl.b_in_place && threads > 1 && bt < threads && nt * nr <= pl.kd->nc && g->k > 0;
     bool b_ready = pl.b_packed || pl.shared_b || pl.b_in_place;
     double best = -1;
     for (int64_t sm = 1; sm <= mt && sm <= 16; sm++)

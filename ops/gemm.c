@@ -879,7 +879,8 @@ static plan make_plan(const nn_gemm *g, int threads) {
     pl.b_in_place = !pl.b_packed && reads_b_in_place(g, pl.kd);
     int64_t mr = pl.kd->mr, nr = pl.kd->nr, bt = batch_count(g, 0) * batch_count(g, 1);
     int64_t mt = (g->m + mr - 1) / mr, nt = (g->n + nr - 1) / nr, k = g->k > 0 ? g->k : 1;
-    pl.shared_b = pl.kd->shares_b && !g->b_packed && !pl.b_in_place && threads > 1 && bt < threads && nt * nr <= pl.kd->nc && g->k > 0;
+    pl.shared_b = pl.kd->shares_b && !g->b_packed && !pl.b_in_place && threads > 1 && bt < threads &&
+                  nt * nr <= pl.kd->nc && g->k > 0;
     bool b_ready = pl.b_packed || pl.shared_b || pl.b_in_place;
     double best = -1;
     for (int64_t sm = 1; sm <= mt && sm <= 16; sm++)

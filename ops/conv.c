@@ -295,14 +295,9 @@ static inline __attribute__((always_inline)) void dw_plane_body(const conv_geom 
     int64_t kh = g->kernel[0], kw = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
     int64_t oh_n = g->out[0], ow_n = g->out[1], dh = g->dilation[0];
     bool unit = dh == 1 && g->dilation[1] == 1;
-    if (p->half) { /* column stride 2, dilation 1 */
-        if (unit && kh == 3 && kw == 3 && sh == 2)
-            dw_window(true, p->xp, p->pw_n, p->half, p->w, p->y, oh_n, ow_n, 3, 3, 2, 2, 1, 1, p->bias);
-        else if (unit && kh == 5 && kw == 5 && sh == 2)
-            dw_window(true, p->xp, p->pw_n, p->half, p->w, p->y, oh_n, ow_n, 5, 5, 2, 2, 1, 1, p->bias);
-        else
-            dw_window(true, p->xp, p->pw_n, p->half, p->w, p->y, oh_n, ow_n, kh, kw, sh, 2, dh, 1, p->bias);
-    } else if (unit && kh == 3 && kw == 3 && sh == 1 && sw == 1)
+    if (p->half) /* see depthwise_2d: 3x3, stride 2, dilation 1 */
+        dw_window(true, p->xp, p->pw_n, p->half, p->w, p->y, oh_n, ow_n, 3, 3, 2, 2, 1, 1, p->bias);
+    else if (unit && kh == 3 && kw == 3 && sh == 1 && sw == 1)
         dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, 3, 3, 1, 1, 1, 1, p->bias);
     else if (unit && kh == 3 && kw == 3 && sh == 2 && sw == 2)
         dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, 3, 3, 2, 2, 1, 1, p->bias);
@@ -593,7 +588,7 @@ static void depthwise_blocked(const conv_geom *g, const float *x, const float *w
  * first, so that every tap is in bounds; larger ones check at the edges. */
 #define DW_PADDED_MAX     16384
 #define DW_SLACK          64 /* vector reads past the last row */
-#define DW_SPLIT_MIN_COLS 48
+#define DW_SPLIT_MIN_COLS 32
 
 /* One output plane per task. */
 static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
@@ -616,11 +611,11 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
                                                                                    : dw_plane_scalar;
     /* Stride 2 along rows reads every other float; the padded copy splits
      * each row by column parity instead (AVX-512 keeps its permute kernel).
-     * Measured on Zen 3 (AVX2), 3x3: 112x112 in, 56 out per row: 0.75x the
-     * time; 56x56 in, 28 out per row: 1.15x, the copy costing more than
-     * the short rows save. */
-    bool split =
-        padded && !flat_plane && sw == 2 && dw == 1 && ow_n >= DW_SPLIT_MIN_COLS && plane_fn != dw_plane_avx512;
+     * Measured in-process on Zen 3 (AVX2) for 3x3: 0.80x the time with 56
+     * outputs per row, 0.85x with 40, 0.96x with 32; but 1.08-1.24x with
+     * 28, 30 and 36, rows that end in a partial vector; and 2x for 5x5. */
+    bool split = padded && !flat_plane && kh_n == 3 && kw_n == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 &&
+                 ow_n >= DW_SPLIT_MIN_COLS && ow_n % 8 == 0 && plane_fn != dw_plane_avx512;
     int64_t half = split ? (pw_n + 1) / 2 : 0;
 #pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
     for (int64_t p = 0; p < planes; p++) {

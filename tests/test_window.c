@@ -138,10 +138,13 @@ int main(void) {
         {1, 12, 30, 29, 3, 2, 1, {1, 1, 1, 1}, false, relu6},
         {1, 9, 40, 40, 3, 1, 1, {1, 1, 1, 1}, true, relu6},
         {1, 5, 66, 62, 5, 2, 1, {2, 2, 2, 2}, true, silu},
-        /* stride 2 on rows of 48 outputs and more, past the blocked path
-         * (rows split by column parity): odd and even left pads, odd widths */
-        {1, 4, 15, 97, 3, 2, 1, {1, 1, 1, 1}, true, relu6},
-        {1, 3, 20, 100, 3, 2, 1, {0, 0, 1, 1}, false, none},
+        /* 3x3 stride 2 past the blocked path, rows of 32 outputs and more,
+         * a multiple of 8 (rows split by column parity): odd and even left
+         * pads, odd and even widths; beside them rows of 36 and a 5x5 */
+        {1, 4, 15, 79, 3, 2, 1, {1, 1, 1, 1}, true, relu6},
+        {2, 3, 20, 64, 3, 2, 1, {0, 0, 1, 1}, false, none},
+        {1, 3, 17, 112, 3, 2, 1, {1, 1, 1, 1}, true, res_clip},
+        {1, 2, 33, 72, 3, 2, 1, {1, 1, 1, 1}, true, relu6},
         {2, 2, 40, 104, 5, 2, 1, {2, 3, 1, 2}, true, res_clip},
     };
     const char *kernels[] = {"avx512", "avx2", "scalar"};

@@ -549,84 +549,82 @@ static void pack_plain_scalar(const float *src, int64_t ld, int64_t kc, int64_t 
     pack_plain_body(src, ld, kc, nc, nr, dst);
 }
 
+/* Rows [p0, p0 + kc) of an implicit im2col matrix into NR panels, one
+ * VEC-column vector at a time by `pack_vec`: the vector's descriptor, its
+ * input indices (negative: padding, zero), the input plane, where it goes. */
+typedef void pack_vec_fn(const vec_desc *dv, const int32_t *idx, const float *plane, float *d);
+static inline __attribute__((always_inline)) void pack_conv_rows(const conv_table *t, const float *x, int64_t p0,
+                                                                 int64_t kc, int nr, float *dst,
+                                                                 pack_vec_fn *const pack_vec) {
+    for (int64_t p = p0; p < p0 + kc; p++) {
+        int64_t ch = p / t->taps, tap = p - ch * t->taps;
+        const float *plane = x + ch * t->in_size;
+        const vec_desc *desc = t->desc + tap * t->nvec;
+        const int32_t *idx = t->idx + tap * t->nvec * VEC;
+        float *row = dst + (p - p0) * nr;
+        for (int64_t v = 0; v < t->nvec; v++)
+            pack_vec(&desc[v], idx + v * VEC, plane, row + v * VEC / nr * (kc * nr) + v * VEC % nr);
+    }
+}
+
+static inline __attribute__((always_inline)) void pack_vec_scalar(const vec_desc *dv, const int32_t *idx,
+                                                                  const float *plane, float *d) {
+    (void)dv;
+    for (int j = 0; j < VEC; j++)
+        d[j] = idx[j] >= 0 ? plane[idx[j]] : 0.0f;
+}
+
+static inline __attribute__((always_inline)) T512 void pack_vec_avx512(const vec_desc *dv, const int32_t *idx,
+                                                                       const float *plane, float *d) {
+    __m512 val;
+    if (dv->kind == VEC_GATHER) {
+        __m512i vi = _mm512_loadu_si512(idx);
+        __mmask16 ok = _mm512_cmpge_epi32_mask(vi, _mm512_setzero_si512());
+        val = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, vi, plane, 4);
+    } else { /* zeros and one run are two runs with empty masks: no branch to mispredict */
+        val = _mm512_maskz_loadu_ps(dv->mask[0], plane + dv->off[0]);
+        val = _mm512_mask_loadu_ps(val, dv->mask[1], plane + dv->off[1]);
+    }
+    _mm512_store_ps(d, val);
+}
+
 /* Lanes whose bit is set in `bits` (8 bits), as an AVX2 lane mask. */
 static inline __attribute__((always_inline)) T256 __m256i lane_mask8(unsigned bits) {
     const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
     return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), bit), bit);
 }
 
-/* pack_conv_avx512 in two halves of 8 lanes: runs as masked loads (they
+/* pack_vec_avx512 in two halves of 8 lanes: runs as masked loads (they
  * never touch masked-out lanes, so a run's vector may start before the
  * plane), the rest gathered.  The compiler's own loop went one float and
  * one branch at a time; against it, in-process medians on Zen 3 with 2
  * threads: stride-1 3x3 and 5x5 convs -5% to -22%, stride-2 ones (all
  * gathers) -4% to -7%. */
-T256 static void pack_conv_avx2(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst) {
-    for (int64_t p = p0; p < p0 + kc; p++) {
-        int64_t ch = p / t->taps, tap = p - ch * t->taps;
-        const float *plane = x + ch * t->in_size;
-        const vec_desc *desc = t->desc + tap * t->nvec;
-        const int32_t *idx = t->idx + tap * t->nvec * VEC;
-        float *row = dst + (p - p0) * nr;
-        for (int64_t v = 0; v < t->nvec; v++) {
-            const vec_desc *dv = &desc[v];
-            float *d = row + v * VEC / nr * (kc * nr) + v * VEC % nr;
-            for (int h = 0; h < VEC; h += 8) {
-                __m256 val;
-                if (dv->kind == VEC_GATHER) {
-                    __m256i vi = _mm256_loadu_si256((const __m256i *)(idx + v * VEC + h));
-                    __m256 ok = _mm256_castsi256_ps(_mm256_cmpgt_epi32(vi, _mm256_set1_epi32(-1)));
-                    val = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, vi, ok, 4);
-                } else {
-                    __m256i m0 = lane_mask8((dv->mask[0] >> h) & 0xffu), m1 = lane_mask8((dv->mask[1] >> h) & 0xffu);
-                    val = _mm256_maskload_ps(plane + dv->off[0] + h, m0);
-                    val =
-                        _mm256_blendv_ps(val, _mm256_maskload_ps(plane + dv->off[1] + h, m1), _mm256_castsi256_ps(m1));
-                }
-                _mm256_store_ps(d + h, val);
-            }
+static inline __attribute__((always_inline)) T256 void pack_vec_avx2(const vec_desc *dv, const int32_t *idx,
+                                                                     const float *plane, float *d) {
+    for (int h = 0; h < VEC; h += 8) {
+        __m256 val;
+        if (dv->kind == VEC_GATHER) {
+            __m256i vi = _mm256_loadu_si256((const __m256i *)(idx + h));
+            __m256 ok = _mm256_castsi256_ps(_mm256_cmpgt_epi32(vi, _mm256_set1_epi32(-1)));
+            val = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, vi, ok, 4);
+        } else {
+            __m256i m0 = lane_mask8((dv->mask[0] >> h) & 0xffu), m1 = lane_mask8((dv->mask[1] >> h) & 0xffu);
+            val = _mm256_maskload_ps(plane + dv->off[0] + h, m0);
+            val = _mm256_blendv_ps(val, _mm256_maskload_ps(plane + dv->off[1] + h, m1), _mm256_castsi256_ps(m1));
         }
+        _mm256_store_ps(d + h, val);
     }
 }
 
-static void pack_conv_scalar(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst) {
-    for (int64_t p = p0; p < p0 + kc; p++) {
-        int64_t ch = p / t->taps, tap = p - ch * t->taps;
-        const float *plane = x + ch * t->in_size;
-        const int32_t *idx = t->idx + tap * t->nvec * VEC;
-        float *row = dst + (p - p0) * nr;
-        for (int64_t v = 0; v < t->nvec; v++) {
-            float *d = row + v * VEC / nr * (kc * nr) + v * VEC % nr;
-            for (int j = 0; j < VEC; j++) {
-                int32_t i = idx[v * VEC + j];
-                d[j] = i >= 0 ? plane[i] : 0.0f;
-            }
-        }
+#define PACK_CONV_FOR(SUFFIX, TARGET)                                                                                  \
+    TARGET static void pack_conv_##SUFFIX(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr,         \
+                                          float *dst) {                                                                \
+        pack_conv_rows(t, x, p0, kc, nr, dst, pack_vec_##SUFFIX);                                                      \
     }
-}
-
-T512 static void pack_conv_avx512(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst) {
-    for (int64_t p = p0; p < p0 + kc; p++) {
-        int64_t ch = p / t->taps, tap = p - ch * t->taps;
-        const float *plane = x + ch * t->in_size;
-        const vec_desc *desc = t->desc + tap * t->nvec;
-        const int32_t *idx = t->idx + tap * t->nvec * VEC;
-        float *row = dst + (p - p0) * nr;
-        for (int64_t v = 0; v < t->nvec; v++) {
-            const vec_desc *dv = &desc[v];
-            __m512 val;
-            if (dv->kind == VEC_GATHER) {
-                __m512i vi = _mm512_loadu_si512(idx + v * VEC);
-                __mmask16 ok = _mm512_cmpge_epi32_mask(vi, _mm512_setzero_si512());
-                val = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, vi, plane, 4);
-            } else { /* zeros and one run are two runs with empty masks: no branch to mispredict */
-                val = _mm512_maskz_loadu_ps(dv->mask[0], plane + dv->off[0]);
-                val = _mm512_mask_loadu_ps(val, dv->mask[1], plane + dv->off[1]);
-            }
-            _mm512_store_ps(row + v * VEC / nr * (kc * nr) + v * VEC % nr, val);
-        }
-    }
-}
+PACK_CONV_FOR(avx512, T512)
+PACK_CONV_FOR(avx2, T256)
+PACK_CONV_FOR(scalar, )
 
 static bool has_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"); }
 static bool has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }

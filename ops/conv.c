@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../engine/arena.h"
+#include "avx2.h"
 #include "epilogue.h"
 #include "gemm.h"
 #include "geom.h"
@@ -438,22 +439,24 @@ static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     return *ph * *pw <= (k == 3 ? DWB_MAX_PIXELS_3X3 : DWB_MAX_PIXELS_5X5);
 }
 
-static int64_t round_up64(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 /* floats of one thread's scratch: the padded block, then the outputs */
 static size_t dw_blocked_thread_floats(const conv_geom *g, int64_t ph, int64_t pw) {
-    return (size_t)((ph * pw + round_up64(g->out_size, DWB_LANES)) * DWB_LANES);
+    return (size_t)((ph * pw + nn_round_up(g->out_size, DWB_LANES)) * DWB_LANES);
 }
 
 /* bytes of the position tables ahead of the threads' scratch */
 static size_t dw_blocked_table_bytes(const conv_geom *g) {
-    return (size_t)round_up64(g->in_size + round_up64(g->out_size, 4), 16) * sizeof(int32_t);
+    return (size_t)nn_round_up(g->in_size + nn_round_up(g->out_size, 4), 16) * sizeof(int32_t);
+}
+
+/* workspace bytes for a g that fits, with padded extents ph x pw */
+static size_t dw_blocked_bytes(const conv_geom *g, int64_t ph, int64_t pw, int threads) {
+    return dw_blocked_table_bytes(g) + (size_t)threads * dw_blocked_thread_floats(g, ph, pw) * sizeof(float);
 }
 
 static size_t dw_blocked_workspace(const conv_geom *g, int threads) {
     int64_t ph, pw;
-    if (!dw_blocked_fits(g, &ph, &pw)) return 0;
-    return dw_blocked_table_bytes(g) + (size_t)threads * dw_blocked_thread_floats(g, ph, pw) * sizeof(float);
+    return dw_blocked_fits(g, &ph, &pw) ? dw_blocked_bytes(g, ph, pw, threads) : 0;
 }
 
 #define T256 __attribute__((target("avx2,fma")))
@@ -478,20 +481,6 @@ static inline __attribute__((always_inline)) T256 void transpose8(__m256 r[8]) {
     }
 }
 
-/* The first n (< 8) floats at p, the rest zero; and the converse store.
- * Through a buffer: masked stores are slow on AMD, and masked loads would
- * still address floats past the tensor's end. */
-static inline __attribute__((always_inline)) T256 __m256 load_first(const float *p, int64_t n) {
-    float part[8] = {0};
-    memcpy(part, p, sizeof(float) * (size_t)n);
-    return _mm256_loadu_ps(part);
-}
-static inline __attribute__((always_inline)) T256 void store_first(float *p, __m256 v, int64_t n) {
-    float part[8];
-    _mm256_storeu_ps(part, v);
-    memcpy(p, part, sizeof(float) * (size_t)n);
-}
-
 /* nch (<= 8) channels: planes x (in_n apart) into y (out_n apart). */
 static inline __attribute__((always_inline)) T256 void dw_block8(const int K, const dw_blocked *b, int64_t nch,
                                                                  const float *x, const float *w, const float *bias,
@@ -502,7 +491,7 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
         for (int c = 0; c < 8; c++)
             r[c] = c >= nch    ? _mm256_setzero_ps()
                    : left >= 8 ? _mm256_loadu_ps(x + c * b->in_n + p)
-                               : load_first(x + c * b->in_n + p, left);
+                               : nn_load_first8(x + c * b->in_n + p, left);
         transpose8(r);
         for (int64_t i = 0; i < 8 && p + i < b->in_n; i++)
             _mm256_storeu_ps(pixels + (int64_t)b->in_pixel[p + i] * 8, r[i]);
@@ -511,7 +500,7 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
     for (int t = 0; t < K * K; t++)
         for (int c = 0; c < 8; c++)
             wt[t][c] = c < nch ? w[c * K * K + t] : 0.0f;
-    __m256 bv = !bias ? _mm256_setzero_ps() : nch == 8 ? _mm256_loadu_ps(bias) : load_first(bias, nch);
+    __m256 bv = !bias ? _mm256_setzero_ps() : nch == 8 ? _mm256_loadu_ps(bias) : nn_load_first8(bias, nch);
     for (int64_t o = 0; o < b->out_n; o += 4) {
         __m256 acc[4];
         const float *src[4];
@@ -538,7 +527,7 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
             if (left >= 8)
                 _mm256_storeu_ps(y + c * b->out_n + o, r[c]);
             else
-                store_first(y + c * b->out_n + o, r[c], left);
+                nn_store_first8(y + c * b->out_n + o, r[c], left);
         }
     }
 }
@@ -551,17 +540,16 @@ T256 static void dw_block8_avx2(const dw_blocked *b, int k, int64_t nch, const f
         dw_block8(5, b, nch, x, w, bias, pixels, outs, y);
 }
 
-/* One (image, 8 channels) block per task; g fits (dw_blocked_fits) and the
- * workspace holds dw_blocked_workspace bytes. */
-static void depthwise_blocked(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
-                              const nn_epilogue *e, const float *res, void *workspace, int threads) {
-    int64_t ph, pw;
-    dw_blocked_fits(g, &ph, &pw);
+/* One (image, 8 channels) block per task; g fits (dw_blocked_fits, which
+ * gave ph and pw) and the workspace holds dw_blocked_bytes. */
+static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
+                              const float *bias, float *y, const nn_epilogue *e, const float *res, void *workspace,
+                              int threads) {
     int64_t s = g->stride[0], ow_n = g->out[1];
     int32_t *in_pixel = workspace, *out_pixel = in_pixel + g->in_size;
     for (int64_t i = 0; i < g->in_size; i++)
         in_pixel[i] = (int32_t)((i / g->in[1] + g->pad[0]) * pw + i % g->in[1] + g->pad[1]);
-    for (int64_t o = 0; o < round_up64(g->out_size, 4); o++) { /* those past the plane repeat its last window */
+    for (int64_t o = 0; o < nn_round_up(g->out_size, 4); o++) { /* those past the plane repeat its last window */
         int64_t q = o < g->out_size ? o : g->out_size - 1;
         out_pixel[o] = (int32_t)(q / ow_n * s * pw + q % ow_n * s);
     }
@@ -801,10 +789,10 @@ static nn_status run_conv(nn_call *c) {
     nn_status st = conv_resolve(c, false, &g);
     if (st != NN_OK) return st;
     if (is_depthwise_2d(&g)) {
-        size_t blocked = dw_blocked_workspace(&g, c->threads);
-        if (blocked && c->workspace_size >= blocked) {
-            depthwise_blocked(&g, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL, c->out[0].data,
-                              c->epilogue, nn_epilogue_residual(c), c->workspace, c->threads);
+        int64_t ph, pw;
+        if (dw_blocked_fits(&g, &ph, &pw) && c->workspace_size >= dw_blocked_bytes(&g, ph, pw, c->threads)) {
+            depthwise_blocked(&g, ph, pw, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL,
+                              c->out[0].data, c->epilogue, nn_epilogue_residual(c), c->workspace, c->threads);
             return NN_OK;
         }
         depthwise_2d(&g, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL, c->out[0].data,

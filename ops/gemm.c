@@ -368,7 +368,6 @@ static kblocks k_blocks(int64_t k) {
     return b;
 }
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t batch_count(const nn_gemm *g, int i) { return g->batch[i] > 0 ? g->batch[i] : 1; }
 
@@ -512,7 +511,7 @@ T512 static void pack_plain_avx512(const float *src, int64_t ld, int64_t kc, int
     for (int64_t p = 0; p < kc; p++) {
         const float *s = src + p * ld;
         float *row = dst + p * nr;
-        for (int64_t j = 0; j < round_up(nc, nr); j += VEC) {
+        for (int64_t j = 0; j < nn_round_up(nc, nr); j += VEC) {
             int64_t left = nc - j;
             __mmask16 m = left >= VEC ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
             _mm512_store_ps(row + j / nr * (kc * nr) + j % nr, _mm512_maskz_loadu_ps(m, s + j));
@@ -705,7 +704,7 @@ void nn_gemm_act(float *y, int64_t n, nn_act act, float alpha, float beta) {
 static void pack_b_block(const gemm_kernel *kd, const nn_gemm *g, const float *b, const conv_table *table, int64_t p0,
                          int64_t kc, int64_t n0, int64_t nc, float *dst) {
     int nr = kd->nr;
-    int64_t panel = kc * nr, ncp = round_up(nc, nr);
+    int64_t panel = kc * nr, ncp = nn_round_up(nc, nr);
     if (table) {
         kd->pack_conv(table, b, p0, kc, nr, dst);
     } else if (g->trans_b) {
@@ -727,7 +726,7 @@ static void pack_b_block(const gemm_kernel *kd, const nn_gemm *g, const float *b
 /* A rows [m0, m0 + mc) x K [p0, p0 + kc), scaled by alpha, into MR panels. */
 static void pack_a_block(const nn_gemm *g, const float *a, int mr, int64_t p0, int64_t kc, int64_t m0, int64_t mc,
                          float *dst) {
-    int64_t mcp = round_up(mc, mr);
+    int64_t mcp = nn_round_up(mc, mr);
     for (int64_t i = 0; i < mcp; i++) {
         float *d = dst + i / mr * mr * kc + i % mr;
         if (i >= mc) {
@@ -747,12 +746,12 @@ static void pack_a_block(const nn_gemm *g, const float *a, int mr, int64_t p0, i
 
 size_t nn_gemm_pack_a_floats(const nn_gemm *g) {
     const gemm_kernel *kd = &kernels[kernel_index()];
-    return (size_t)(batch_count(g, 1) * round_up(g->m, kd->mr) * g->k);
+    return (size_t)(batch_count(g, 1) * nn_round_up(g->m, kd->mr) * g->k);
 }
 
 size_t nn_gemm_pack_b_floats(const nn_gemm *g) {
     const gemm_kernel *kd = &kernels[kernel_index()];
-    return (size_t)(round_up(g->n, kd->nr) * g->k);
+    return (size_t)(nn_round_up(g->n, kd->nr) * g->k);
 }
 
 /* Packed layouts: K block kb starts at kb * kcs * (rows rounded to the panel
@@ -761,20 +760,20 @@ size_t nn_gemm_pack_b_floats(const nn_gemm *g) {
 /* The header packing `g`'s A (or B) gives with the current kernel. */
 static nn_gemm_packed packed_a_layout(const nn_gemm *g) {
     int ki = kernel_index();
-    int64_t mp = round_up(g->m, kernels[ki].mr);
+    int64_t mp = nn_round_up(g->m, kernels[ki].mr);
     return (nn_gemm_packed){
         .kernel = ki, .rows = g->m, .k = g->k, .count = batch_count(g, 1), .stride = (size_t)(mp * g->k)};
 }
 
 static nn_gemm_packed packed_b_layout(const nn_gemm *g) {
     int ki = kernel_index();
-    int64_t np = round_up(g->n, kernels[ki].nr);
+    int64_t np = nn_round_up(g->n, kernels[ki].nr);
     return (nn_gemm_packed){.kernel = ki, .rows = g->n, .k = g->k, .count = 1, .stride = (size_t)(np * g->k)};
 }
 
 void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
     const gemm_kernel *kd = &kernels[kernel_index()];
-    int64_t mp = round_up(g->m, kd->mr);
+    int64_t mp = nn_round_up(g->m, kd->mr);
     kblocks kb = k_blocks(g->k);
     *out = packed_a_layout(g);
     out->data = mem;
@@ -786,7 +785,7 @@ void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
 
 void nn_gemm_pack_b(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
     const gemm_kernel *kd = &kernels[kernel_index()];
-    int64_t np = round_up(g->n, kd->nr);
+    int64_t np = nn_round_up(g->n, kd->nr);
     kblocks kb = k_blocks(g->k);
     *out = packed_b_layout(g);
     out->data = mem;
@@ -938,8 +937,8 @@ static plan make_plan(const nn_gemm *g, int threads) {
 /* Per-thread packing buffers: a KC x NC slab of B and a KC x MC block of A,
  * where these are not pre-packed, and a conv B's table.  Independent of the
  * split, so that a workspace sized before A was packed still fits. */
-static int64_t block_cols(const nn_gemm *g, const gemm_kernel *kd) { return min64(round_up(g->n, kd->nr), kd->nc); }
-static int64_t block_rows(const nn_gemm *g, const gemm_kernel *kd) { return min64(round_up(g->m, kd->mr), kd->mc); }
+static int64_t block_cols(const nn_gemm *g, const gemm_kernel *kd) { return min64(nn_round_up(g->n, kd->nr), kd->nc); }
+static int64_t block_rows(const nn_gemm *g, const gemm_kernel *kd) { return min64(nn_round_up(g->m, kd->mr), kd->mc); }
 
 /* Whether each thread packs B into its own buffer. */
 static bool b_buffered(const plan *pl) { return !pl->b_packed && !pl->b_in_place; }
@@ -956,7 +955,7 @@ static size_t thread_scratch_floats(const nn_gemm *g, const plan *pl) {
 
 /* The shared B of plan->shared_b: packed like nn_gemm_pack_b. */
 static size_t shared_b_floats(const nn_gemm *g, const plan *pl) {
-    return pl->shared_b ? (size_t)(g->k * round_up(g->n, pl->kd->nr)) : 0;
+    return pl->shared_b ? (size_t)(g->k * nn_round_up(g->n, pl->kd->nr)) : 0;
 }
 
 size_t nn_gemm_workspace(const nn_gemm *g, int threads) {
@@ -1001,13 +1000,13 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                    .beta = g->act_beta};
     for (int64_t nb = n0; nb < n1; nb += kd->nc) {
         int64_t nc = min64(kd->nc, n1 - nb);
-        if (g->b_conv) conv_table_build(g->b_conv, nb, nc, round_up(nc, nr), tbuf, &table);
+        if (g->b_conv) conv_table_build(g->b_conv, nb, nc, nn_round_up(nc, nr), tbuf, &table);
         int64_t p0 = 0;
         do {
             int64_t kc = min64(kb.size, g->k - p0);
             const float *bblk = bbuf;
             if (pl->b_packed)
-                bblk = g->b_packed->data + p0 * round_up(g->n, nr) + nb * kc;
+                bblk = g->b_packed->data + p0 * nn_round_up(g->n, nr) + nb * kc;
             else if (pl->b_in_place)
                 bblk = b + p0 * g->ldb + nb;
             else
@@ -1019,7 +1018,7 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                 int64_t mc = min64(kd->mc, m1 - mb);
                 const float *ablk = abuf;
                 if (pl->a_packed)
-                    ablk = g->a_packed->data + (size_t)bi * g->a_packed->stride + p0 * round_up(g->m, mr) + mb * kc;
+                    ablk = g->a_packed->data + (size_t)bi * g->a_packed->stride + p0 * nn_round_up(g->m, mr) + mb * kc;
                 else
                     pack_a_block(g, a, mr, p0, kc, mb, mc, abuf);
                 for (int64_t ir = 0; ir < mc; ir += mr)
@@ -1103,7 +1102,7 @@ static void gemv(const nn_gemm *g, int threads) {
 static void run_shared_b(const nn_gemm *g, const plan *pl, float *shared, float *scratch) {
     const gemm_kernel *kd = pl->kd;
     kblocks kb = k_blocks(g->k);
-    int64_t ncp = round_up(g->n, kd->nr), bin = batch_count(g, 1), per_batch = pl->mparts * pl->nparts;
+    int64_t ncp = nn_round_up(g->n, kd->nr), bin = batch_count(g, 1), per_batch = pl->mparts * pl->nparts;
     nn_gemm_packed sp = {.kernel = (int)(kd - kernels),
                          .rows = g->n,
                          .k = g->k,

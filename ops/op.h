@@ -179,6 +179,8 @@ int64_t nn_tensor_get_int(const nn_tensor *t, int64_t i);
 /* read element i of a FLOAT / INT32 / INT64 tensor as double */
 double nn_tensor_get_double(const nn_tensor *t, int64_t i);
 static inline bool nn_present(const nn_call *c, int i) { return i < c->n_in && c->in[i].dtype != NN_DTYPE_UNDEFINED; }
+/* x rounded up to a multiple of m (> 0) */
+static inline int64_t nn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* ---- numpy broadcasting (ops/support.c) */
 /* output shape of broadcasting a and b; NN_ERR_SHAPE with message if they do not fit */

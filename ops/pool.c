@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "avx2.h"
 #include "geom.h"
 #include "op.h"
 #include "window.h"
@@ -394,9 +395,9 @@ __attribute__((target("avx512f"))) static __mmask16 first_lanes(int64_t n) {
  * loads 32 and keeps the even ones (the 3x3/2 and 2x2/2 pools of ResNet,
  * GoogLeNet and DenseNet).  Loads stop at the end of each row. */
 static inline __attribute__((always_inline, target("avx512f"))) void pool_row512(const float *buf, int64_t pw_n,
-                                                                                  float *yr, int64_t ow_n,
-                                                                                  int64_t kh_n, int64_t kw_n,
-                                                                                  int64_t sw, const bool mean) {
+                                                                                 float *yr, int64_t ow_n, int64_t kh_n,
+                                                                                 int64_t kw_n, int64_t sw,
+                                                                                 const bool mean) {
     const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     for (int64_t ow = 0; ow < ow_n; ow += 16) {
         __mmask16 mask = first_lanes(ow_n - ow);
@@ -447,13 +448,10 @@ __attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64
                 }
                 acc = _mm256_max_ps(v, acc); /* MAX_OP: v > acc ? v : acc */
             }
-        if (ow_n - ow >= 8) {
+        if (ow_n - ow >= 8)
             _mm256_storeu_ps(yr + ow, acc);
-        } else {
-            float last[8];
-            _mm256_storeu_ps(last, acc);
-            memcpy(yr + ow, last, sizeof(float) * (size_t)(ow_n - ow));
-        }
+        else
+            nn_store_first8(yr + ow, acc, ow_n - ow);
     }
 }
 
@@ -469,8 +467,8 @@ static bool average_pool_2d_direct(const pool_geom *g) {
     return true;
 }
 
-__attribute__((target("avx512f"))) static void mean_row_avx512(const float *buf, int64_t pw_n, float *yr,
-                                                               int64_t ow_n, int64_t kh_n, int64_t kw_n, int64_t sw) {
+__attribute__((target("avx512f"))) static void mean_row_avx512(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
+                                                               int64_t kh_n, int64_t kw_n, int64_t sw) {
     pool_row512(buf, pw_n, yr, ow_n, kh_n, kw_n, sw, true);
 }
 
@@ -496,8 +494,8 @@ static bool max_pool_flat(const pool_geom *g, nn_dtype dtype, nn_flat_taps *t) {
 /* One pass over a flat plane: taps `step` apart (1: along a row, w: along
  * a column), lanes from `lanes`. */
 __attribute__((target("avx512f"))) static void flat_pass(const nn_flat_taps *t, const float *src, float *dst,
-                                                          int64_t taps, int64_t pad, int64_t step,
-                                                          const uint16_t (*lanes)[NN_FLAT_TAPS]) {
+                                                         int64_t taps, int64_t pad, int64_t step,
+                                                         const uint16_t (*lanes)[NN_FLAT_TAPS]) {
     const __m512 empty = _mm512_set1_ps(-INFINITY);
     for (int64_t v = 0; v < t->vecs; v++) {
         __m512 acc = empty;

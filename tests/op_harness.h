@@ -37,12 +37,18 @@ static inline float uniform(float lo, float hi) {
 
 /* ---- tensors and attributes */
 
-static inline nn_tensor tensor(nn_dtype dt, int ndim, ...) {
+/* dtype and ndim int dims from ap; no data yet */
+static inline nn_tensor shape_of(nn_dtype dt, int ndim, va_list ap) {
     nn_tensor t = {.dtype = dt, .ndim = ndim};
-    va_list ap;
-    va_start(ap, ndim);
     for (int d = 0; d < ndim; d++)
         t.dims[d] = va_arg(ap, int);
+    return t;
+}
+
+static inline nn_tensor tensor(nn_dtype dt, int ndim, ...) {
+    va_list ap;
+    va_start(ap, ndim);
+    nn_tensor t = shape_of(dt, ndim, ap);
     va_end(ap);
     t.data = calloc((size_t)nn_tensor_elements(&t) + 1, nn_dtype_size(dt));
     return t;
@@ -50,11 +56,9 @@ static inline nn_tensor tensor(nn_dtype dt, int ndim, ...) {
 
 /* random floats in [lo, hi] */
 static inline nn_tensor rand_tensor(float lo, float hi, int ndim, ...) {
-    nn_tensor t = {.dtype = NN_DTYPE_FLOAT, .ndim = ndim};
     va_list ap;
     va_start(ap, ndim);
-    for (int d = 0; d < ndim; d++)
-        t.dims[d] = va_arg(ap, int);
+    nn_tensor t = shape_of(NN_DTYPE_FLOAT, ndim, ap);
     va_end(ap);
     int64_t n = nn_tensor_elements(&t);
     float *p = malloc(sizeof(float) * (size_t)(n + 1));

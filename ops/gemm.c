@@ -240,14 +240,33 @@ static inline __attribute__((always_inline)) T256 __m256 act256(__m256 v, nn_act
 
 /* ---- AVX2 kernel: 6 x 16 */
 #define V8_MR 6
-static inline __attribute__((always_inline)) T256 __m256 epi256(__m256 v, const tile_args *t, int i, int j) {
-    const float *c = t->c + i * t->ldc + j;
-    if (t->load_c) v = _mm256_add_ps(v, _mm256_loadu_ps(c));
-    if (!t->last) return v;
-    if (t->bias_row) v = _mm256_add_ps(v, _mm256_set1_ps(t->bias_row[i]));
-    if (t->bias_col) v = _mm256_add_ps(v, _mm256_loadu_ps(t->bias_col + j));
-    if (t->res) v = _mm256_add_ps(v, _mm256_loadu_ps(t->res + i * t->ldr + j));
-    return act256(v, t->act, t->alpha, t->beta);
+/* The epilogue of a full-width tile, one step at a time over all of its
+ * accumulators: each test is made once per tile, not once per vector, and
+ * the accumulators stay in registers (per vector, the activation's switch
+ * spilled them).  Rows past t->mr are neither read nor written. */
+static inline __attribute__((always_inline)) T256 void epilogue256(const int R, const int V, __m256 c[2][V8_MR],
+                                                                   const tile_args *t) {
+#define EACH_ROW_VEC                                                                                                   \
+    _Pragma("clang loop unroll(full)") for (int i = 0; i < R; i++) if (i < t->mr)                                      \
+        _Pragma("clang loop unroll(full)") for (int v = 0; v < V; v++)
+    if (t->load_c) EACH_ROW_VEC c[v][i] = _mm256_add_ps(c[v][i], _mm256_loadu_ps(t->c + i * t->ldc + 8 * v));
+    if (t->last) {
+        if (t->bias_row) EACH_ROW_VEC c[v][i] = _mm256_add_ps(c[v][i], _mm256_broadcast_ss(t->bias_row + i));
+        if (t->bias_col) EACH_ROW_VEC c[v][i] = _mm256_add_ps(c[v][i], _mm256_loadu_ps(t->bias_col + 8 * v));
+        if (t->res) EACH_ROW_VEC c[v][i] = _mm256_add_ps(c[v][i], _mm256_loadu_ps(t->res + i * t->ldr + 8 * v));
+        switch (t->act) {
+        case NN_ACT_NONE: break;
+        case NN_ACT_RELU: EACH_ROW_VEC c[v][i] = _mm256_max_ps(c[v][i], _mm256_setzero_ps()); break;
+        case NN_ACT_CLIP: {
+            __m256 lo = _mm256_set1_ps(t->alpha), hi = _mm256_set1_ps(t->beta);
+            EACH_ROW_VEC c[v][i] = _mm256_min_ps(_mm256_max_ps(c[v][i], lo), hi);
+            break;
+        }
+        default: EACH_ROW_VEC c[v][i] = act256(c[v][i], t->act, t->alpha, t->beta);
+        }
+    }
+    EACH_ROW_VEC _mm256_storeu_ps(t->c + i * t->ldc + 8 * v, c[v][i]);
+#undef EACH_ROW_VEC
 }
 
 /* R rows by V vectors of 8 columns: V = 1 serves a tile whose valid columns
@@ -278,13 +297,7 @@ static inline __attribute__((always_inline)) T256 void tile256_rows(const int R,
         merge_tile(t, acc, 16);
         return;
     }
-#pragma clang loop unroll(full)
-    for (int i = 0; i < R && i < t->mr; i++) {
-        float *row = t->c + i * t->ldc;
-#pragma clang loop unroll(full)
-        for (int v = 0; v < V; v++)
-            _mm256_storeu_ps(row + 8 * v, epi256(c[v][i], t, i, 8 * v));
-    }
+    epilogue256(R, V, c, t);
 }
 
 static inline __attribute__((always_inline)) T256 void tile256_width(const int V, const tile_args *t) {

@@ -240,35 +240,6 @@ static inline __attribute__((always_inline)) T256 __m256 act256(__m256 v, nn_act
 
 /* ---- AVX2 kernel: 6 x 16 */
 #define V8_MR 6
-/* The epilogue of a full-width tile, one step at a time over all of its
- * accumulators: each test is made once per tile, not once per vector, and
- * the accumulators stay in registers (per vector, the activation's switch
- * spilled them).  Rows past t->mr are neither read nor written. */
-static inline __attribute__((always_inline)) T256 void epilogue256(const int R, const int V, __m256 c[2][V8_MR],
-                                                                   const tile_args *t) {
-#define EACH_ROW_VEC                                                                                                   \
-    _Pragma("clang loop unroll(full)") for (int i = 0; i < R; i++) if (i < t->mr)                                      \
-        _Pragma("clang loop unroll(full)") for (int v = 0; v < V; v++)
-    if (t->load_c) EACH_ROW_VEC c[v][i] = _mm256_add_ps(c[v][i], _mm256_loadu_ps(t->c + i * t->ldc + 8 * v));
-    if (t->last) {
-        if (t->bias_row) EACH_ROW_VEC c[v][i] = _mm256_add_ps(c[v][i], _mm256_broadcast_ss(t->bias_row + i));
-        if (t->bias_col) EACH_ROW_VEC c[v][i] = _mm256_add_ps(c[v][i], _mm256_loadu_ps(t->bias_col + 8 * v));
-        if (t->res) EACH_ROW_VEC c[v][i] = _mm256_add_ps(c[v][i], _mm256_loadu_ps(t->res + i * t->ldr + 8 * v));
-        switch (t->act) {
-        case NN_ACT_NONE: break;
-        case NN_ACT_RELU: EACH_ROW_VEC c[v][i] = _mm256_max_ps(c[v][i], _mm256_setzero_ps()); break;
-        case NN_ACT_CLIP: {
-            __m256 lo = _mm256_set1_ps(t->alpha), hi = _mm256_set1_ps(t->beta);
-            EACH_ROW_VEC c[v][i] = _mm256_min_ps(_mm256_max_ps(c[v][i], lo), hi);
-            break;
-        }
-        default: EACH_ROW_VEC c[v][i] = act256(c[v][i], t->act, t->alpha, t->beta);
-        }
-    }
-    EACH_ROW_VEC _mm256_storeu_ps(t->c + i * t->ldc + 8 * v, c[v][i]);
-#undef EACH_ROW_VEC
-}
-
 /* R rows by V vectors of 8 columns: V = 1 serves a tile whose valid columns
  * fit in the panel's first half (N = 49 ends on a 1-column tile), at half
  * the multiply-adds of a full one. */
@@ -297,7 +268,34 @@ static inline __attribute__((always_inline)) T256 void tile256_rows(const int R,
         merge_tile(t, acc, 16);
         return;
     }
-    epilogue256(R, V, c, t);
+    /* The epilogue, one step at a time over all of the tile's values: each
+     * test is made once per tile, not once per vector (tested per vector,
+     * the activation's switch spilled the accumulators).  It works on a copy:
+     * updating c itself here, clang kept c in memory and stored all of it
+     * on every k step.  Rows past t->mr are neither read nor written. */
+#define EACH_ROW_VEC                                                                                                   \
+    _Pragma("clang loop unroll(full)") for (int i = 0; i < R; i++) if (i < t->mr)                                      \
+        _Pragma("clang loop unroll(full)") for (int v = 0; v < V; v++)
+    __m256 y[2][V8_MR];
+    EACH_ROW_VEC y[v][i] = c[v][i];
+    if (t->load_c) EACH_ROW_VEC y[v][i] = _mm256_add_ps(y[v][i], _mm256_loadu_ps(t->c + i * t->ldc + 8 * v));
+    if (t->last) {
+        if (t->bias_row) EACH_ROW_VEC y[v][i] = _mm256_add_ps(y[v][i], _mm256_broadcast_ss(t->bias_row + i));
+        if (t->bias_col) EACH_ROW_VEC y[v][i] = _mm256_add_ps(y[v][i], _mm256_loadu_ps(t->bias_col + 8 * v));
+        if (t->res) EACH_ROW_VEC y[v][i] = _mm256_add_ps(y[v][i], _mm256_loadu_ps(t->res + i * t->ldr + 8 * v));
+        switch (t->act) {
+        case NN_ACT_NONE: break;
+        case NN_ACT_RELU: EACH_ROW_VEC y[v][i] = _mm256_max_ps(y[v][i], _mm256_setzero_ps()); break;
+        case NN_ACT_CLIP: {
+            __m256 lo = _mm256_set1_ps(t->alpha), hi = _mm256_set1_ps(t->beta);
+            EACH_ROW_VEC y[v][i] = _mm256_min_ps(_mm256_max_ps(y[v][i], lo), hi);
+            break;
+        }
+        default: EACH_ROW_VEC y[v][i] = act256(y[v][i], t->act, t->alpha, t->beta);
+        }
+    }
+    EACH_ROW_VEC _mm256_storeu_ps(t->c + i * t->ldc + 8 * v, y[v][i]);
+#undef EACH_ROW_VEC
 }
 
 static inline __attribute__((always_inline)) T256 void tile256_width(const int V, const tile_args *t) {

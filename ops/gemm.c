@@ -270,9 +270,11 @@ static inline __attribute__((always_inline)) T256 void tile256_rows(const int R,
     }
     /* The epilogue, one step at a time over all of the tile's values: each
      * test is made once per tile, not once per vector (tested per vector,
-     * the activation's switch spilled the accumulators).  It works on a copy:
-     * updating c itself here, clang kept c in memory and stored all of it
-     * on every k step.  Rows past t->mr are neither read nor written. */
+     * the activation's switch spilled the accumulators); ReLU and Clip, the
+     * common ones, are spelled out, the others go through act256.  It works
+     * on a copy: updating c itself here, clang kept c in memory and stored
+     * all of it on every k step (check the k loop's code after changes
+     * here).  Rows past t->mr are neither read nor written. */
 #define EACH_ROW_VEC                                                                                                   \
     _Pragma("clang loop unroll(full)") for (int i = 0; i < R; i++) if (i < t->mr)                                      \
         _Pragma("clang loop unroll(full)") for (int v = 0; v < V; v++)

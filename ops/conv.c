@@ -6,7 +6,9 @@
  * and the fused epilogue (residual, activation) to each output tile while it
  * is in cache.  The weights are packed for the kernel once, in prepare.
  * Depthwise 2-D convolutions (one input channel per group, the MobileNet
- * case) skip the GEMM: per-group products would be tiny.  ConvTranspose is
+ * case) skip the GEMM: per-group products would be tiny; so do, on AVX2,
+ * convs with a few input channels (the RGB stems), whose short K makes the
+ * im2col packing cost as much as the product.  ConvTranspose is
  * the adjoint: the GEMM W[g]^T x X[g] (OpenBLAS) gives per-tap contributions
  * that col2im scatter-adds into the output. */
 #include <cblas.h>
@@ -638,6 +640,167 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     }
 }
 
+/* AVX2, direct, for convs with few input channels: the RGB stems (3 -> 32
+ * 3x3 stride 2 in MobileNetV2 and EfficientNet-B0, 3 -> 64 7x7 stride 2 in
+ * ResNet-50, GoogLeNet and DenseNet-201, 3 -> 64 3x3 in VGG-19).  As a GEMM
+ * their K (channels x taps: 27 to 147) is short, and gathering the im2col
+ * panels costs about as much as the multiply-adds.  Here each image's
+ * channels are copied once into zero-padded planes (rows split by column
+ * parity for stride 2, so a tap's outputs are consecutive floats), and a
+ * block of 4 output channels x 24 outputs along a row accumulates every tap
+ * in 12 registers: per tap 3 loads, 4 broadcasts of the weights as they
+ * lie, 12 multiply-adds. */
+#define DIRECT_MAX_IN_CH 4
+#define DIRECT_OC        4
+#define DIRECT_VECS      3
+#define DIRECT_COLS      (8 * DIRECT_VECS)
+#define DIRECT_SLACK     64 /* vector reads past a plane's last row */
+#define DIRECT_MAX_KW    11
+
+typedef struct conv_direct {
+    const conv_geom *g;
+    const float *planes; /* in_ch padded planes of one image, `plane` floats apart */
+    int64_t plane, pw;
+    int64_t col[DIRECT_MAX_KW]; /* where tap kw of a row's first output lies in its padded row */
+    const float *w, *bias, *res;
+    float *y;
+    const nn_epilogue *e;
+    /* the stems' ReLU and Clip are applied in registers, min(max(acc, lo),
+     * hi); any other epilogue runs over each finished row */
+    bool clip, row_epilogue;
+    float lo, hi;
+} conv_direct;
+
+static bool direct_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
+    int64_t s = g->stride[0];
+    if (strcmp(nn_gemm_kernel_name(), "avx2") || g->nsp != 2 || g->group != 1 || g->in_ch > DIRECT_MAX_IN_CH ||
+        (s != 1 && s != 2) || g->stride[1] != s || g->dilation[0] != 1 || g->dilation[1] != 1 ||
+        g->kernel[1] > DIRECT_MAX_KW)
+        return false;
+    *ph = nn_padded_extent(g->out[0], s, g->kernel[0], 1, g->pad[0], g->in[0]);
+    *pw = nn_padded_extent(g->out[1], s, g->kernel[1], 1, g->pad[1], g->in[1]);
+    return true;
+}
+
+static size_t direct_workspace(const conv_geom *g) {
+    int64_t ph, pw;
+    return direct_fits(g, &ph, &pw) ? sizeof(float) * (size_t)(g->in_ch * (ph * pw + DIRECT_SLACK)) : 0;
+}
+
+/* Output channels [oc0, oc0 + R) of output row oh; KW: the kernel's width
+ * when constant (its taps unroll), 0 for any. */
+static inline __attribute__((always_inline)) T256 void direct_block(const int R, const int KW, const conv_direct *d,
+                                                                    int64_t oc0, int64_t oh) {
+    const conv_geom *g = d->g;
+    int64_t kh_n = g->kernel[0], kw_n = KW ? KW : g->kernel[1], s = g->stride[0], ow_n = g->out[1];
+    int64_t taps = g->in_ch * kh_n * kw_n;
+    float *y[DIRECT_OC];
+    for (int r = 0; r < R; r++)
+        y[r] = d->y + (oc0 + r) * g->out_size + oh * ow_n;
+    for (int64_t ow0 = 0; ow0 < ow_n; ow0 += DIRECT_COLS) {
+        __m256 acc[DIRECT_OC][DIRECT_VECS];
+        for (int r = 0; r < R; r++)
+            for (int v = 0; v < DIRECT_VECS; v++)
+                acc[r][v] = _mm256_set1_ps(d->bias ? d->bias[oc0 + r] : 0.0f);
+        const float *w = d->w + oc0 * taps;
+        for (int64_t c = 0; c < g->in_ch; c++)
+            for (int64_t kh = 0; kh < kh_n; kh++) {
+                const float *row = d->planes + c * d->plane + (oh * s + kh) * d->pw + ow0;
+                for (int64_t kw = 0; kw < kw_n; kw++, w++) {
+                    const float *src = row + d->col[kw];
+                    __m256 x[DIRECT_VECS];
+                    for (int v = 0; v < DIRECT_VECS; v++)
+                        x[v] = _mm256_loadu_ps(src + 8 * v);
+                    for (int r = 0; r < R; r++) {
+                        __m256 a = _mm256_broadcast_ss(w + r * taps);
+                        for (int v = 0; v < DIRECT_VECS; v++)
+                            acc[r][v] = _mm256_fmadd_ps(a, x[v], acc[r][v]);
+                    }
+                }
+            }
+        if (d->clip)
+            for (int r = 0; r < R; r++)
+                for (int v = 0; v < DIRECT_VECS; v++)
+                    acc[r][v] = _mm256_min_ps(_mm256_max_ps(acc[r][v], _mm256_set1_ps(d->lo)), _mm256_set1_ps(d->hi));
+        int64_t left = ow_n - ow0;
+        for (int r = 0; r < R; r++)
+            for (int v = 0; v < DIRECT_VECS && left > 8 * v; v++) {
+                if (left >= 8 * (v + 1))
+                    _mm256_storeu_ps(y[r] + ow0 + 8 * v, acc[r][v]);
+                else
+                    nn_store_first8(y[r] + ow0 + 8 * v, acc[r][v], left - 8 * v);
+            }
+    }
+    for (int r = 0; r < R && d->row_epilogue; r++) /* the row is still in L1 */
+        dw_epilogue(d->e, y[r], d->res ? d->res + (y[r] - d->y) : NULL, ow_n);
+}
+
+static inline __attribute__((always_inline)) T256 void direct_row(const int KW, const conv_direct *d, int64_t oh) {
+    for (int64_t oc0 = 0; oc0 < d->g->out_ch; oc0 += DIRECT_OC) {
+        int64_t left = d->g->out_ch - oc0;
+        if (left >= 4)
+            direct_block(4, KW, d, oc0, oh);
+        else if (left == 3)
+            direct_block(3, KW, d, oc0, oh);
+        else if (left == 2)
+            direct_block(2, KW, d, oc0, oh);
+        else
+            direct_block(1, KW, d, oc0, oh);
+    }
+}
+
+T256 static void direct_row_avx2(const conv_direct *d, int64_t oh) {
+    if (d->g->kernel[1] == 3)
+        direct_row(3, d, oh);
+    else if (d->g->kernel[1] == 7)
+        direct_row(7, d, oh);
+    else
+        direct_row(0, d, oh);
+}
+
+/* g fits (direct_fits gave ph and pw); `planes` holds direct_workspace. */
+static void conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
+                            const float *bias, float *y, const nn_epilogue *e, const float *res, float *planes,
+                            int threads) {
+    int64_t plane = ph * pw + DIRECT_SLACK, half = g->stride[0] == 2 ? (pw + 1) / 2 : 0;
+    double work = (double)g->batch * (double)g->out_ch * (double)g->out_size * (double)(g->in_ch * g->kernel_size);
+#pragma omp parallel num_threads(threads) if (work > 1e5)
+    for (int64_t n = 0; n < g->batch; n++) {
+        const float *xn = x + n * g->in_ch * g->in_size;
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < g->in_ch; c++) {
+            if (half)
+                nn_pad_plane_split(planes + c * plane, ph, pw, DIRECT_SLACK, xn + c * g->in_size, g->in[0], g->in[1],
+                                   g->pad[0], g->pad[1], 0.0f);
+            else
+                nn_pad_plane(planes + c * plane, ph, pw, DIRECT_SLACK, xn + c * g->in_size, g->in[0], g->in[1],
+                             g->pad[0], g->pad[1], 0.0f);
+        }
+        int64_t first = n * g->out_ch * g->out_size;
+        conv_direct d = {.g = g,
+                         .planes = planes,
+                         .plane = plane,
+                         .pw = pw,
+                         .w = w,
+                         .bias = bias,
+                         .res = res ? res + first : NULL,
+                         .y = y + first,
+                         .e = e};
+        if (e && e->residual < 0 && (e->act == NN_ACT_RELU || e->act == NN_ACT_CLIP)) {
+            d.clip = true;
+            d.lo = e->act == NN_ACT_CLIP ? e->alpha : 0.0f;
+            d.hi = e->act == NN_ACT_CLIP ? e->beta : INFINITY;
+        } else {
+            d.row_epilogue = e && (e->residual >= 0 || e->act != NN_ACT_NONE);
+        }
+        for (int64_t kw = 0; kw < g->kernel[1]; kw++) /* split rows: tap kw reads its parity's half */
+            d.col[kw] = half ? (kw & 1) * half + kw / 2 : kw;
+#pragma omp for schedule(static)
+        for (int64_t oh = 0; oh < g->out[0]; oh++)
+            direct_row_avx2(&d, oh);
+    }
+}
+
 /* The GEMM for all (image, group) products of a Conv; `packed` is the
  * weights packed in prepare, or NULL. */
 static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv, const nn_gemm_packed *packed) {
@@ -683,9 +846,10 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
 }
 
 /* Which way prepare goes: Winograd weights, packed GEMM weights, or nothing
- * (depthwise convs and matrix-vector products read the weights as they
- * are).  The engine frees the original weights once prepared
- * (prepared_inputs), so run must use what is made here. */
+ * (depthwise convs, the direct few-channel convs and matrix-vector
+ * products read the weights as they are).  The engine frees the original
+ * weights once prepared (prepared_inputs), so run must use what is made
+ * here. */
 typedef enum conv_prep { PREP_NONE, PREP_WINOGRAD, PREP_GEMM } conv_prep;
 
 /* What prepare makes: this header, then at CONV_PREPARED_DATA bytes either
@@ -727,6 +891,7 @@ static size_t workspace_conv(const nn_call *c) {
     const conv_prepared *p = c->prepared;
     if (conv_resolve(c, false, &g) != NN_OK) return 0;
     if (is_depthwise_2d(&g)) return dw_blocked_workspace(&g, c->threads);
+    if (!p && direct_workspace(&g)) return direct_workspace(&g);
     if (p && p->kind == PREP_WINOGRAD && winograd_shape(&g, &ws)) return nn_winograd_workspace(&ws, c->threads);
     nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
     nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
@@ -734,8 +899,9 @@ static size_t workspace_conv(const nn_call *c) {
 }
 
 static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape *ws) {
+    int64_t ph, pw;
     if (conv_resolve(c, false, g) != NN_OK || is_depthwise_2d(g) || !c->in[1].data ||
-        (is_pointwise(g) && g->out_size == 1))
+        (is_pointwise(g) && g->out_size == 1) || direct_fits(g, &ph, &pw))
         return PREP_NONE;
     return c->winograd && winograd_shape(g, ws) ? PREP_WINOGRAD : PREP_GEMM;
 }
@@ -800,6 +966,12 @@ static nn_status run_conv(nn_call *c) {
         return NN_OK;
     }
     const conv_prepared *p = c->prepared;
+    int64_t ph, pw;
+    if (!p && direct_fits(&g, &ph, &pw) && c->workspace_size >= direct_workspace(&g)) {
+        conv_direct_run(&g, ph, pw, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL,
+                        c->out[0].data, c->epilogue, nn_epilogue_residual(c), c->workspace, c->threads);
+        return NN_OK;
+    }
     nn_winograd_shape ws;
     if (p && p->kind == PREP_WINOGRAD) {
         if (!winograd_shape(&g, &ws))

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define NN_VERSION_STRING "0.1.1"
+#define NN_VERSION_STRING "0.1.2"
 /* Most dimensions a tensor may have. */
 #define NN_MAX_DIMS 8
 

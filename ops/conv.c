@@ -411,7 +411,7 @@ static void dw_epilogue(const nn_epilogue *e, float *y, const float *res, int64_
     nn_gemm_act(y, n, e->act, e->alpha, e->beta);
 }
 
-/* AVX2, channel-blocked: on small planes (MobileNet's and EfficientNet's
+/* Channel-blocked (AVX2 code, run by AVX-512 machines too): on small planes (MobileNet's and EfficientNet's
  * 28x28 and below) vectors along a row are short and each output's taps
  * form one dependent chain.  Here 8 channels' planes are transposed into
  * one zero-padded block of 8-float pixels, where each tap of 4 outputs is 4
@@ -419,10 +419,18 @@ static void dw_epilogue(const nn_epilogue *e, float *y, const float *res, int64_
  * are transposed back to planes.  Measured on Zen 3 against dw_plane: 0.2x
  * (5x5 on 28x28) to 0.4-0.9x (3x3 on 14x14 and 7x7), and 0.5x for 5x5
  * stride 2 on 56x56; but 1.2-2x slower for 3x3 on 56x56 and 112x112 planes,
- * whose rows already fill vectors, so 3x3 stops at 32x32 padded pixels. */
-#define DWB_MAX_PIXELS_3X3 1024
-#define DWB_MAX_PIXELS_5X5 4096
-#define DWB_LANES          8
+ * whose rows already fill vectors, so 3x3 stops at 32x32 padded pixels.
+ * With AVX-512 (Zen 5, in-process against dw_plane_avx512 and dw_flat512):
+ * 0.4-0.8x for 5x5, 0.5-0.9x for 3x3 stride 2 and 0.9x for 3x3 on 7x7, but
+ * 1.02-1.12x for 3x3 stride 1 on 14x14 and 28x28, where dw_flat512 keeps
+ * them. */
+static int64_t dw_blocked_max_pixels(const char *isa, int64_t k, int64_t s) {
+    if (!strcmp(isa, "avx2")) return k == 3 ? 32 * 32 : 64 * 64;
+    if (!strcmp(isa, "avx512")) return k == 5 ? 64 * 64 : s == 2 ? 32 * 32 : 9 * 9;
+    return 0;
+}
+
+#define DWB_LANES 8
 
 typedef struct dw_blocked {
     int64_t pw;               /* padded row, in pixels */
@@ -433,12 +441,12 @@ typedef struct dw_blocked {
 
 static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     int64_t k = g->kernel[0], s = g->stride[0];
-    if (strcmp(nn_gemm_kernel_name(), "avx2") || g->out_ch != g->group || (k != 3 && k != 5) || g->kernel[1] != k ||
-        (s != 1 && s != 2) || g->stride[1] != s || g->dilation[0] != 1 || g->dilation[1] != 1)
+    if (g->out_ch != g->group || (k != 3 && k != 5) || g->kernel[1] != k || (s != 1 && s != 2) || g->stride[1] != s ||
+        g->dilation[0] != 1 || g->dilation[1] != 1)
         return false;
     *ph = nn_padded_extent(g->out[0], s, k, 1, g->pad[0], g->in[0]);
     *pw = nn_padded_extent(g->out[1], s, k, 1, g->pad[1], g->in[1]);
-    return *ph * *pw <= (k == 3 ? DWB_MAX_PIXELS_3X3 : DWB_MAX_PIXELS_5X5);
+    return *ph * *pw <= dw_blocked_max_pixels(nn_gemm_kernel_name(), k, s);
 }
 
 /* floats of one thread's scratch: the padded block, then the outputs */
@@ -461,7 +469,9 @@ static size_t dw_blocked_workspace(const conv_geom *g, int threads) {
     return dw_blocked_fits(g, &ph, &pw) ? dw_blocked_bytes(g, ph, pw, threads) : 0;
 }
 
-#define T256 __attribute__((target("avx2,fma")))
+#define T256     __attribute__((target("avx2,fma")))
+#define V256(op) _mm256_##op
+#define V512(op) _mm512_##op
 
 /* r[0..7] (rows) become their columns. */
 static inline __attribute__((always_inline)) T256 void transpose8(__m256 r[8]) {
@@ -640,16 +650,18 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     }
 }
 
-/* AVX2, direct, for convs with few input channels: the RGB stems (3 -> 32
+/* Direct, for convs with few input channels: the RGB stems (3 -> 32
  * 3x3 stride 2 in MobileNetV2 and EfficientNet-B0, 3 -> 64 7x7 stride 2 in
  * ResNet-50, GoogLeNet and DenseNet-201, 3 -> 64 3x3 in VGG-19).  As a GEMM
  * their K (channels x taps: 27 to 147) is short, and gathering the im2col
  * panels costs about as much as the multiply-adds.  Here each image's
  * channels are copied once into zero-padded planes (rows split by column
  * parity for stride 2, so a tap's outputs are consecutive floats), and a
- * block of 4 output channels x 24 outputs along a row accumulates every tap
- * in 12 registers: per tap 3 loads, 4 broadcasts of the weights as they
- * lie, 12 multiply-adds. */
+ * block of 4 output channels x 3 vectors of outputs along a row (24 with
+ * AVX2, 48 with AVX-512) accumulates every tap in 12 registers: per tap 3
+ * loads, 4 broadcasts of the weights as they lie, 12 multiply-adds.  On
+ * Zen 5 (AVX-512) against the GEMM, in-process: 0.65-0.7x the time for the
+ * 3x3 stems, 0.6x for the 7x7. */
 #define DIRECT_MAX_IN_CH 4
 #define DIRECT_OC        4
 #define DIRECT_VECS      3
@@ -673,7 +685,8 @@ typedef struct conv_direct {
 
 static bool direct_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     int64_t s = g->stride[0];
-    if (strcmp(nn_gemm_kernel_name(), "avx2") || g->nsp != 2 || g->group != 1 || g->in_ch > DIRECT_MAX_IN_CH ||
+    const char *isa = nn_gemm_kernel_name();
+    if ((strcmp(isa, "avx2") && strcmp(isa, "avx512")) || g->nsp != 2 || g->group != 1 || g->in_ch > DIRECT_MAX_IN_CH ||
         (s != 1 && s != 2) || g->stride[1] != s || g->dilation[0] != 1 || g->dilation[1] != 1 ||
         g->kernel[1] > DIRECT_MAX_KW)
         return false;
@@ -687,82 +700,119 @@ static size_t direct_workspace(const conv_geom *g) {
     return direct_fits(g, &ph, &pw) ? sizeof(float) * (size_t)(g->in_ch * (ph * pw + DIRECT_SLACK)) : 0;
 }
 
-/* Output channels [oc0, oc0 + R) of output row oh; KW: the kernel's width
- * when constant (its taps unroll), 0 for any. */
-static inline __attribute__((always_inline)) T256 void direct_block(const int R, const int KW, const conv_direct *d,
-                                                                    int64_t oc0, int64_t oh) {
-    const conv_geom *g = d->g;
-    int64_t kh_n = g->kernel[0], kw_n = KW ? KW : g->kernel[1], s = g->stride[0], ow_n = g->out[1];
-    int64_t taps = g->in_ch * kh_n * kw_n;
-    float *y[DIRECT_OC];
-    for (int r = 0; r < R; r++)
-        y[r] = d->y + (oc0 + r) * g->out_size + oh * ow_n;
-    for (int64_t ow0 = 0; ow0 < ow_n; ow0 += DIRECT_COLS) {
-        __m256 acc[DIRECT_OC][DIRECT_VECS];
-        for (int r = 0; r < R; r++)
-            for (int v = 0; v < DIRECT_VECS; v++)
-                acc[r][v] = _mm256_set1_ps(d->bias ? d->bias[oc0 + r] : 0.0f);
-        const float *w = d->w + oc0 * taps;
-        for (int64_t c = 0; c < g->in_ch; c++)
-            for (int64_t kh = 0; kh < kh_n; kh++) {
-                const float *row = d->planes + c * d->plane + (oh * s + kh) * d->pw + ow0;
-                for (int64_t kw = 0; kw < kw_n; kw++, w++) {
-                    const float *src = row + d->col[kw];
-                    __m256 x[DIRECT_VECS];
-                    for (int v = 0; v < DIRECT_VECS; v++)
-                        x[v] = _mm256_loadu_ps(src + 8 * v);
-                    for (int r = 0; r < R; r++) {
-                        __m256 a = _mm256_broadcast_ss(w + r * taps);
-                        for (int v = 0; v < DIRECT_VECS; v++)
-                            acc[r][v] = _mm256_fmadd_ps(a, x[v], acc[r][v]);
-                    }
-                }
-            }
-        if (d->clip)
-            for (int r = 0; r < R; r++)
-                for (int v = 0; v < DIRECT_VECS; v++)
-                    acc[r][v] = _mm256_min_ps(_mm256_max_ps(acc[r][v], _mm256_set1_ps(d->lo)), _mm256_set1_ps(d->hi));
-        int64_t left = ow_n - ow0;
-        for (int r = 0; r < R; r++)
-            for (int v = 0; v < DIRECT_VECS && left > 8 * v; v++) {
-                if (left >= 8 * (v + 1))
-                    _mm256_storeu_ps(y[r] + ow0 + 8 * v, acc[r][v]);
-                else
-                    nn_store_first8(y[r] + ow0 + 8 * v, acc[r][v], left - 8 * v);
-            }
+/* Output channels [oc0, oc0 + R) of output row oh, V vectors of LANES
+ * outputs per block (fewer on the row's last block, which computes only the
+ * vectors it stores); KW: the kernel's width when constant (its taps
+ * unroll), 0 for any.  One body for both widths: V(op) names the intrinsic
+ * of the width, STORE_FIRST(p, v, n) stores a vector's first n floats. */
+#define DIRECT_BLOCK_BODY(VEC, V, LANES, STORE_FIRST)                                                                  \
+    const conv_geom *g = d->g;                                                                                         \
+    int64_t kh_n = g->kernel[0], kw_n = KW ? KW : g->kernel[1], s = g->stride[0];                                      \
+    int64_t taps = g->in_ch * kh_n * kw_n, left = g->out[1] - ow0;                                                     \
+    VEC acc[DIRECT_OC][DIRECT_VECS];                                                                                   \
+    for (int r = 0; r < R; r++)                                                                                        \
+        for (int v = 0; v < NV; v++)                                                                                   \
+            acc[r][v] = V(set1_ps)(d->bias ? d->bias[oc0 + r] : 0.0f);                                                 \
+    const float *w = d->w + oc0 * taps;                                                                                \
+    for (int64_t c = 0; c < g->in_ch; c++)                                                                             \
+        for (int64_t kh = 0; kh < kh_n; kh++) {                                                                        \
+            const float *row = d->planes + c * d->plane + (oh * s + kh) * d->pw + ow0;                                 \
+            for (int64_t kw = 0; kw < kw_n; kw++, w++) {                                                               \
+                const float *src = row + d->col[kw];                                                                   \
+                VEC x[DIRECT_VECS];                                                                                    \
+                for (int v = 0; v < NV; v++)                                                                           \
+                    x[v] = V(loadu_ps)(src + LANES * v);                                                               \
+                for (int r = 0; r < R; r++) {                                                                          \
+                    VEC a = V(set1_ps)(w[r * taps]);                                                                   \
+                    for (int v = 0; v < NV; v++)                                                                       \
+                        acc[r][v] = V(fmadd_ps)(a, x[v], acc[r][v]);                                                   \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    if (d->clip)                                                                                                       \
+        for (int r = 0; r < R; r++)                                                                                    \
+            for (int v = 0; v < NV; v++)                                                                               \
+                acc[r][v] = V(min_ps)(V(max_ps)(acc[r][v], V(set1_ps)(d->lo)), V(set1_ps)(d->hi));                     \
+    for (int r = 0; r < R; r++) {                                                                                      \
+        float *y = d->y + (oc0 + r) * g->out_size + oh * g->out[1] + ow0;                                              \
+        for (int v = 0; v < NV; v++) {                                                                                 \
+            if (left >= LANES * (v + 1))                                                                               \
+                V(storeu_ps)(y + LANES * v, acc[r][v]);                                                                \
+            else                                                                                                       \
+                STORE_FIRST(y + LANES * v, acc[r][v], left - LANES * v);                                               \
+        }                                                                                                              \
     }
-    for (int r = 0; r < R && d->row_epilogue; r++) /* the row is still in L1 */
-        dw_epilogue(d->e, y[r], d->res ? d->res + (y[r] - d->y) : NULL, ow_n);
+
+static inline __attribute__((always_inline)) T512 void store_first16(float *p, __m512 v, int64_t n) {
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), v);
+}
+static inline __attribute__((always_inline)) T256 void
+direct_block256(const int R, const int NV, const int KW, const conv_direct *d, int64_t oc0, int64_t oh, int64_t ow0) {
+    DIRECT_BLOCK_BODY(__m256, V256, 8, nn_store_first8)
+}
+static inline __attribute__((always_inline)) T512 void
+direct_block512(const int R, const int NV, const int KW, const conv_direct *d, int64_t oc0, int64_t oh, int64_t ow0) {
+    DIRECT_BLOCK_BODY(__m512, V512, 16, store_first16)
 }
 
-static inline __attribute__((always_inline)) T256 void direct_row(const int KW, const conv_direct *d, int64_t oh) {
-    for (int64_t oc0 = 0; oc0 < d->g->out_ch; oc0 += DIRECT_OC) {
-        int64_t left = d->g->out_ch - oc0;
-        if (left >= 4)
-            direct_block(4, KW, d, oc0, oh);
-        else if (left == 3)
-            direct_block(3, KW, d, oc0, oh);
-        else if (left == 2)
-            direct_block(2, KW, d, oc0, oh);
-        else
-            direct_block(1, KW, d, oc0, oh);
+/* Output row oh, every channel: blocks of DIRECT_OC channels x DIRECT_VECS
+ * vectors, the row's last block with only the vectors it needs. */
+#define DIRECT_ROW_BODY(BLOCK, LANES)                                                                                  \
+    int64_t oc_n = d->g->out_ch, ow_n = d->g->out[1];                                                                  \
+    for (int64_t oc0 = 0; oc0 < oc_n; oc0 += DIRECT_OC) {                                                              \
+        int R = oc_n - oc0 >= DIRECT_OC ? DIRECT_OC : (int)(oc_n - oc0);                                               \
+        for (int64_t ow0 = 0; ow0 < ow_n; ow0 += LANES * DIRECT_VECS) {                                                \
+            int64_t vecs = (ow_n - ow0 + LANES - 1) / LANES;                                                           \
+            int NV = vecs >= DIRECT_VECS ? DIRECT_VECS : (int)vecs;                                                    \
+            /* constant R and NV: the accumulators stay in registers */                                                \
+            if (R == 4 && NV == 3)                                                                                     \
+                BLOCK(4, 3, KW, d, oc0, oh, ow0);                                                                      \
+            else if (NV == 3)                                                                                          \
+                R == 3   ? BLOCK(3, 3, KW, d, oc0, oh, ow0)                                                            \
+                : R == 2 ? BLOCK(2, 3, KW, d, oc0, oh, ow0)                                                            \
+                         : BLOCK(1, 3, KW, d, oc0, oh, ow0);                                                           \
+            else if (NV == 2)                                                                                          \
+                R == 4   ? BLOCK(4, 2, KW, d, oc0, oh, ow0)                                                            \
+                : R == 3 ? BLOCK(3, 2, KW, d, oc0, oh, ow0)                                                            \
+                : R == 2 ? BLOCK(2, 2, KW, d, oc0, oh, ow0)                                                            \
+                         : BLOCK(1, 2, KW, d, oc0, oh, ow0);                                                           \
+            else                                                                                                       \
+                R == 4   ? BLOCK(4, 1, KW, d, oc0, oh, ow0)                                                            \
+                : R == 3 ? BLOCK(3, 1, KW, d, oc0, oh, ow0)                                                            \
+                : R == 2 ? BLOCK(2, 1, KW, d, oc0, oh, ow0)                                                            \
+                         : BLOCK(1, 1, KW, d, oc0, oh, ow0);                                                           \
+        }                                                                                                              \
+    }                                                                                                                  \
+    for (int64_t oc = 0; oc < oc_n && d->row_epilogue; oc++) { /* the row is still in L1 */                            \
+        float *y = d->y + oc * d->g->out_size + oh * ow_n;                                                             \
+        dw_epilogue(d->e, y, d->res ? d->res + (y - d->y) : NULL, ow_n);                                               \
     }
-}
 
-T256 static void direct_row_avx2(const conv_direct *d, int64_t oh) {
-    if (d->g->kernel[1] == 3)
-        direct_row(3, d, oh);
-    else if (d->g->kernel[1] == 7)
-        direct_row(7, d, oh);
-    else
-        direct_row(0, d, oh);
+static inline __attribute__((always_inline)) T256 void direct_row256(const int KW, const conv_direct *d, int64_t oh) {
+    DIRECT_ROW_BODY(direct_block256, 8)
 }
+static inline __attribute__((always_inline)) T512 void direct_row512(const int KW, const conv_direct *d,
+                                                                     int64_t oh){DIRECT_ROW_BODY(direct_block512, 16)}
 
-/* g fits (direct_fits gave ph and pw); `planes` holds direct_workspace. */
-static void conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
-                            const float *bias, float *y, const nn_epilogue *e, const float *res, float *planes,
-                            int threads) {
+/* KW unrolled for the stems' 3 and 7 */
+#define DIRECT_ROW_FOR(SUFFIX, TARGET, ROW)                                                                            \
+    TARGET static void direct_row_##SUFFIX(const conv_direct *d, int64_t oh) {                                         \
+        if (d->g->kernel[1] == 3)                                                                                      \
+            ROW(3, d, oh);                                                                                             \
+        else if (d->g->kernel[1] == 7)                                                                                 \
+            ROW(7, d, oh);                                                                                             \
+        else                                                                                                           \
+            ROW(0, d, oh);                                                                                             \
+    }
+DIRECT_ROW_FOR(avx2, T256, direct_row256) DIRECT_ROW_FOR(avx512, T512, direct_row512)
+
+    /* g fits (direct_fits gave ph and pw); `planes` holds direct_workspace. */
+    static void conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
+                                const float *bias, float *y, const nn_epilogue *e, const float *res, float *planes,
+                                int threads) {
     int64_t plane = ph * pw + DIRECT_SLACK, half = g->stride[0] == 2 ? (pw + 1) / 2 : 0;
+    void (*row)(const conv_direct *, int64_t) =
+        strcmp(nn_gemm_kernel_name(), "avx512") ? direct_row_avx2 : direct_row_avx512;
     double work = (double)g->batch * (double)g->out_ch * (double)g->out_size * (double)(g->in_ch * g->kernel_size);
 #pragma omp parallel num_threads(threads) if (work > 1e5)
     for (int64_t n = 0; n < g->batch; n++) {
@@ -797,7 +847,7 @@ static void conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const fl
             d.col[kw] = half ? (kw & 1) * half + kw / 2 : kw;
 #pragma omp for schedule(static)
         for (int64_t oh = 0; oh < g->out[0]; oh++)
-            direct_row_avx2(&d, oh);
+            row(&d, oh);
     }
 }
 

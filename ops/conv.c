@@ -411,15 +411,16 @@ static void dw_epilogue(const nn_epilogue *e, float *y, const float *res, int64_
     nn_gemm_act(y, n, e->act, e->alpha, e->beta);
 }
 
-/* Channel-blocked (AVX2 code, run by AVX-512 machines too): on small planes (MobileNet's and EfficientNet's
- * 28x28 and below) vectors along a row are short and each output's taps
- * form one dependent chain.  Here 8 channels' planes are transposed into
- * one zero-padded block of 8-float pixels, where each tap of 4 outputs is 4
- * independent full-width FMAs with the 8 channels' weights, and the outputs
- * are transposed back to planes.  Measured on Zen 3 against dw_plane: 0.2x
- * (5x5 on 28x28) to 0.4-0.9x (3x3 on 14x14 and 7x7), and 0.5x for 5x5
- * stride 2 on 56x56; but 1.2-2x slower for 3x3 on 56x56 and 112x112 planes,
- * whose rows already fill vectors, so 3x3 stops at 32x32 padded pixels.
+/* Channel-blocked (AVX2 code, which AVX-512 machines run too): on small
+ * planes (MobileNet's and EfficientNet's 28x28 and below) vectors along a
+ * row are short and each output's taps form one dependent chain.  Here 8
+ * channels' planes are transposed into one zero-padded block of 8-float
+ * pixels, where each tap of 4 outputs is 4 independent full-width FMAs with
+ * the 8 channels' weights, and the outputs are transposed back to planes.
+ * Measured on Zen 3 against dw_plane: 0.2x (5x5 on 28x28) to 0.4-0.9x (3x3
+ * on 14x14 and 7x7), and 0.5x for 5x5 stride 2 on 56x56; but 1.2-2x slower
+ * for 3x3 on 56x56 and 112x112 planes, whose rows already fill vectors, so
+ * 3x3 stops at 32x32 padded pixels.
  * With AVX-512 (Zen 5, in-process against dw_plane_avx512 and dw_flat512):
  * 0.4-0.8x for 5x5, 0.5-0.9x for 3x3 stride 2 and 0.9x for 3x3 on 7x7, but
  * 1.02-1.12x for 3x3 stride 1 on 14x14 and 28x28, where dw_flat512 keeps
@@ -755,6 +756,12 @@ direct_block512(const int R, const int NV, const int KW, const conv_direct *d, i
     DIRECT_BLOCK_BODY(__m512, V512, 16, store_first16)
 }
 
+/* One block of R (1 to DIRECT_OC) channels, with R a constant. */
+#define DIRECT_BLOCK_ROWS(BLOCK, NV)                                                                                   \
+    (R == 4   ? BLOCK(4, NV, KW, d, oc0, oh, ow0)                                                                      \
+     : R == 3 ? BLOCK(3, NV, KW, d, oc0, oh, ow0)                                                                      \
+     : R == 2 ? BLOCK(2, NV, KW, d, oc0, oh, ow0)                                                                      \
+              : BLOCK(1, NV, KW, d, oc0, oh, ow0))
 /* Output row oh, every channel: blocks of DIRECT_OC channels x DIRECT_VECS
  * vectors, the row's last block with only the vectors it needs. */
 #define DIRECT_ROW_BODY(BLOCK, LANES)                                                                                  \
@@ -765,22 +772,12 @@ direct_block512(const int R, const int NV, const int KW, const conv_direct *d, i
             int64_t vecs = (ow_n - ow0 + LANES - 1) / LANES;                                                           \
             int NV = vecs >= DIRECT_VECS ? DIRECT_VECS : (int)vecs;                                                    \
             /* constant R and NV: the accumulators stay in registers */                                                \
-            if (R == 4 && NV == 3)                                                                                     \
-                BLOCK(4, 3, KW, d, oc0, oh, ow0);                                                                      \
-            else if (NV == 3)                                                                                          \
-                R == 3   ? BLOCK(3, 3, KW, d, oc0, oh, ow0)                                                            \
-                : R == 2 ? BLOCK(2, 3, KW, d, oc0, oh, ow0)                                                            \
-                         : BLOCK(1, 3, KW, d, oc0, oh, ow0);                                                           \
+            if (NV == 3)                                                                                               \
+                DIRECT_BLOCK_ROWS(BLOCK, 3);                                                                           \
             else if (NV == 2)                                                                                          \
-                R == 4   ? BLOCK(4, 2, KW, d, oc0, oh, ow0)                                                            \
-                : R == 3 ? BLOCK(3, 2, KW, d, oc0, oh, ow0)                                                            \
-                : R == 2 ? BLOCK(2, 2, KW, d, oc0, oh, ow0)                                                            \
-                         : BLOCK(1, 2, KW, d, oc0, oh, ow0);                                                           \
+                DIRECT_BLOCK_ROWS(BLOCK, 2);                                                                           \
             else                                                                                                       \
-                R == 4   ? BLOCK(4, 1, KW, d, oc0, oh, ow0)                                                            \
-                : R == 3 ? BLOCK(3, 1, KW, d, oc0, oh, ow0)                                                            \
-                : R == 2 ? BLOCK(2, 1, KW, d, oc0, oh, ow0)                                                            \
-                         : BLOCK(1, 1, KW, d, oc0, oh, ow0);                                                           \
+                DIRECT_BLOCK_ROWS(BLOCK, 1);                                                                           \
         }                                                                                                              \
     }                                                                                                                  \
     for (int64_t oc = 0; oc < oc_n && d->row_epilogue; oc++) { /* the row is still in L1 */                            \

@@ -666,8 +666,7 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
 #define DIRECT_MAX_IN_CH 4
 #define DIRECT_OC        4
 #define DIRECT_VECS      3
-#define DIRECT_COLS      (8 * DIRECT_VECS)
-#define DIRECT_SLACK     64 /* vector reads past a plane's last row */
+#define DIRECT_SLACK     64 /* vector reads past a plane's last row: under 3 x 16 floats */
 #define DIRECT_MAX_KW    11
 
 typedef struct conv_direct {
@@ -701,7 +700,7 @@ static size_t direct_workspace(const conv_geom *g) {
     return direct_fits(g, &ph, &pw) ? sizeof(float) * (size_t)(g->in_ch * (ph * pw + DIRECT_SLACK)) : 0;
 }
 
-/* Output channels [oc0, oc0 + R) of output row oh, V vectors of LANES
+/* Output channels [oc0, oc0 + R) of output row oh, NV vectors of LANES
  * outputs per block (fewer on the row's last block, which computes only the
  * vectors it stores); KW: the kernel's width when constant (its taps
  * unroll), 0 for any.  One body for both widths: V(op) names the intrinsic

@@ -892,14 +892,26 @@ typedef struct plan {
  * threads: pointwise-conv shapes with M <= 192 and B in cache gain 2-30%
  * (M = 32, K = 192, N = 784: 30%); M >= 1024 loses 3-7%; B out of cache
  * (MobileNetV2 at batch 64) loses 12%, and K = 752 (DenseNet's 14x14
- * bottlenecks) 14%. */
-#define B_IN_PLACE_MAX_ROWS  192
-#define B_IN_PLACE_MAX_BYTES (1 << 20)
+ * bottlenecks) 14%.
+ * Up to 960 rows gain too while B is small and its rows short (N <= 256, a
+ * 14x14 or 7x7 plane: a tile's K rows lie close together): the pointwise
+ * convs of MobileNetV2 and EfficientNet-B0 on those planes took 0.84-0.94x
+ * the time (in-process on Zen 5, batch 1).  With N = 784 the same widths
+ * lost 8-20% (EfficientNet's 240 rows, ResNet-50's 512), with B of 1-4 MB
+ * up to 59% (DenseNet-201, whose B was not in cache), and 1024 rows lost
+ * 5-7% at N = 196 (ResNet-50). */
+#define B_IN_PLACE_MAX_ROWS        192
+#define B_IN_PLACE_MAX_BYTES       (1 << 20)
+#define B_IN_PLACE_SHORT_MAX_ROWS  960
+#define B_IN_PLACE_SHORT_MAX_COLS  256
+#define B_IN_PLACE_SHORT_MAX_BYTES (256 << 10)
 static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
     double b_bytes =
         (double)sizeof(float) * (double)g->k * (double)g->n * (double)batch_count(g, 0) * (double)batch_count(g, 1);
-    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && g->k <= KC_MAX && g->m <= B_IN_PLACE_MAX_ROWS &&
-           b_bytes <= B_IN_PLACE_MAX_BYTES;
+    bool few_rows = g->m <= B_IN_PLACE_MAX_ROWS && b_bytes <= B_IN_PLACE_MAX_BYTES;
+    bool short_rows =
+        g->m <= B_IN_PLACE_SHORT_MAX_ROWS && g->n <= B_IN_PLACE_SHORT_MAX_COLS && b_bytes <= B_IN_PLACE_SHORT_MAX_BYTES;
+    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && g->k <= KC_MAX && (few_rows || short_rows);
 }
 
 static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) {
@@ -910,9 +922,10 @@ static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) 
  * rounds of `threads` tasks, a task costing its padded multiply-adds, a
  * fixed overhead, and per float of A and B it reads: streaming it through
  * the caches, or packing it where it is not pre-packed (so an M split
- * repacks B, an N split an A).  Tasks are handed out dynamically; a third
- * of a task is added for a thread that finishes late (the OS took its core
- * for a while), which favours more, smaller tasks while they are cheap. */
+ * repacks B, an N split an A).  Tasks are dealt to the threads in turn
+ * (nn_gemm_run says why not on demand); a third of a task is added with
+ * several threads, for one that starts or finishes late (the OS took its
+ * core for a while), which favours more, smaller tasks while they are cheap. */
 static plan make_plan(const nn_gemm *g, int threads) {
     int ki = kernel_index();
     plan pl = {.kd = &kernels[ki]};
@@ -1129,7 +1142,7 @@ static void run_shared_b(const nn_gemm *g, const plan *pl, float *shared, float 
     for (int64_t e = 0; e < batch_count(g, 0) * bin; e++) {
         int64_t bo = e / bin, bi = e % bin;
         const float *b = g->b + bo * g->stride_b[0] + bi * g->stride_b[1];
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static, 1)
         for (int64_t blk = 0; blk < kb.count; blk++) {
             int64_t p0 = blk * kb.size;
             conv_table table;
@@ -1137,7 +1150,7 @@ static void run_shared_b(const nn_gemm *g, const plan *pl, float *shared, float 
             pack_b_block(kd, g, b, g->b_conv ? &table : NULL, p0, min64(kb.size, g->k - p0), 0, g->n,
                          shared + p0 * ncp);
         }
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static, 1)
         for (int64_t r = 0; r < per_batch; r++) {
             int64_t m0 = r % pl->mparts * pl->mrange, n0 = r / pl->mparts * pl->nrange;
             run_task(&gs, &ps, bo, bi, m0, min64(g->m, m0 + pl->mrange), n0, min64(g->n, n0 + pl->nrange), scratch);
@@ -1145,6 +1158,12 @@ static void run_shared_b(const nn_gemm *g, const plan *pl, float *shared, float 
     }
 }
 
+/* The tasks (and run_shared_b's K blocks) are dealt round-robin, not handed
+ * out on demand: on a 2-core Zen 5 VM a hand-out cost about 170 ns (an
+ * OpenMP loop of 64 one-iteration chunks on 2 threads: 11 us dynamic, 0.6
+ * us static), 2-3 us for a product of 10 to 30 tasks.  Dealt, MobileNetV2
+ * at batch 1 took 0.93x the time (EfficientNet-B0 0.96x, GoogLeNet and
+ * DenseNet-201 0.97x), in-process; batch 64 did not change. */
 bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int threads) {
     if (threads < 1) threads = 1;
     if (g->m <= 0 || g->n <= 0) return true;
@@ -1165,7 +1184,7 @@ bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int t
         if (pl.shared_b) {
             run_shared_b(g, &pl, shared, scratch);
         } else {
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static, 1)
             for (int64_t task = 0; task < pl.tasks; task++) {
                 int64_t e = task / per_batch, r = task % per_batch;
                 int64_t m0 = r % pl.mparts * pl.mrange, n0 = r / pl.mparts * pl.nrange;

@@ -603,13 +603,17 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
 #define DW_SPLIT_MIN_COLS 32
 
 /* depthwise_2d on flat planes (dw_flat gave t): two planes per task for
- * 3x3 windows.  In-process on Zen 5 against one plane per task: 0.68-0.95x
- * the time on MobileNetV2's 28x28 and 14x14 layers, 0.89-0.92x on
- * EfficientNet-B0's 3x3 ones on 14x14. */
+ * 3x3 windows whose input is small enough to be in cache.  In-process on
+ * Zen 5 against one plane per task, batch 1: 0.68-0.95x the time on
+ * MobileNetV2's 28x28 and 14x14 layers (input 0.3-0.6 MB), 0.89-0.92x on
+ * EfficientNet-B0's 3x3 ones on 14x14; but at batch 64 (19-38 MB) 1.45-1.55x
+ * on the 14x14 ones. */
+#define DW_FLAT_PAIR_MAX_BYTES (1 << 20)
 static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const float *x, const float *w, const float *bias,
                            float *y, const nn_epilogue *e, const float *res, int threads) {
     int64_t per_group = g->out_ch / g->group, planes = g->batch * g->out_ch;
-    int64_t np = t->kh == 3 ? 2 : 1, tasks = (planes + np - 1) / np;
+    bool pairs = t->kh == 3 && (double)planes * (double)g->in_size * sizeof(float) <= DW_FLAT_PAIR_MAX_BYTES;
+    int64_t np = pairs ? 2 : 1, tasks = (planes + np - 1) / np;
 #pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
     for (int64_t task = 0; task < tasks; task++) {
         int64_t p0 = task * np, here = planes - p0 < np ? planes - p0 : np;

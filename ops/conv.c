@@ -609,9 +609,16 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
  * EfficientNet-B0's 3x3 ones on 14x14; but at batch 64 (19-38 MB) 1.45-1.55x
  * on the 14x14 ones. */
 #define DW_FLAT_PAIR_MAX_BYTES (1 << 20)
+
+/* The input plane that output plane p (image-major) of a depthwise conv reads. */
+static const float *dw_input_plane(const conv_geom *g, const float *x, int64_t p) {
+    int64_t n = p / g->out_ch, oc = p % g->out_ch;
+    return x + (n * g->in_ch + oc / (g->out_ch / g->group)) * g->in_size;
+}
+
 static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const float *x, const float *w, const float *bias,
                            float *y, const nn_epilogue *e, const float *res, int threads) {
-    int64_t per_group = g->out_ch / g->group, planes = g->batch * g->out_ch;
+    int64_t planes = g->batch * g->out_ch;
     bool pairs = t->kh == 3 && (double)planes * (double)g->in_size * sizeof(float) <= DW_FLAT_PAIR_MAX_BYTES;
     int64_t np = pairs ? 2 : 1, tasks = (planes + np - 1) / np;
 #pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
@@ -620,8 +627,8 @@ static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const floa
         const float *xs[2], *ws[2];
         float bs[2], *ys[2];
         for (int64_t q = 0; q < here; q++) {
-            int64_t n = (p0 + q) / g->out_ch, oc = (p0 + q) % g->out_ch;
-            xs[q] = x + (n * g->in_ch + oc / per_group) * g->in_size;
+            int64_t oc = (p0 + q) % g->out_ch;
+            xs[q] = dw_input_plane(g, x, p0 + q);
             ws[q] = w + oc * g->kernel_size;
             bs[q] = bias ? bias[oc] : 0.0f;
             ys[q] = y + (p0 + q) * g->out_size;
@@ -639,7 +646,7 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
         depthwise_flat(g, &flat, x, w, bias, y, e, res, threads);
         return;
     }
-    int64_t per_group = g->out_ch / g->group, planes = g->batch * g->out_ch;
+    int64_t planes = g->batch * g->out_ch;
     int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1];
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
     int64_t dh = g->dilation[0], dw = g->dilation[1], pt = g->pad[0], pl = g->pad[1];
@@ -664,8 +671,8 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
 #pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
     for (int64_t p = 0; p < planes; p++) {
         float buf[DW_PADDED_MAX + DW_SLACK];
-        int64_t n = p / g->out_ch, oc = p % g->out_ch;
-        const float *xp = x + (n * g->in_ch + oc / per_group) * g->in_size, *wp = w + oc * g->kernel_size;
+        int64_t oc = p % g->out_ch;
+        const float *xp = dw_input_plane(g, x, p), *wp = w + oc * g->kernel_size;
         float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
         if (padded) {
             if (half)

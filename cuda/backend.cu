@@ -46,24 +46,25 @@ size_t cu_value_alignment(const cu_ctx *c, int v) {
 
 void cu_node_call(cu_ctx *c, int node, nn_call *call, char *err, size_t err_size) {
     nn_model *m = c->m;
+    nn_lane *lane = &m->lanes[0]; /* the GPU runs one lane */
     const nn_node *n = &m->g.nodes[node];
     for (int k = 0; k < n->n_in; k++) {
-        memset(&m->call_in[k], 0, sizeof m->call_in[k]);
-        if (n->in[k] >= 0) m->call_in[k] = m->g.values[n->in[k]].t; /* data set for constants only */
+        memset(&lane->call_in[k], 0, sizeof lane->call_in[k]);
+        if (n->in[k] >= 0) lane->call_in[k] = m->g.values[n->in[k]].t; /* data set for constants only */
     }
     for (int k = 0; k < n->n_out; k++) {
-        memset(&m->call_out[k], 0, sizeof m->call_out[k]);
+        memset(&lane->call_out[k], 0, sizeof lane->call_out[k]);
         if (n->out[k] >= 0) {
-            m->call_out[k] = m->g.values[n->out[k]].t;
-            m->call_out[k].data = NULL;
+            lane->call_out[k] = m->g.values[n->out[k]].t;
+            lane->call_out[k].data = NULL;
         }
     }
     memset(call, 0, sizeof *call);
     call->params = n->params;
     call->n_in = n->n_in;
     call->n_out = n->n_out;
-    call->in = m->call_in;
-    call->out = m->call_out;
+    call->in = lane->call_in;
+    call->out = lane->call_out;
     call->threads = m->threads;
     call->epilogue = n->has_epilogue ? &n->epilogue : NULL;
     call->winograd = m->opt.winograd != 0;

@@ -157,7 +157,7 @@ size_t cu_value_bytes(const cu_ctx *c, int v); /* bytes on the device */
 bool cu_on_device(const cu_ctx *c, int v);     /* a constant uploaded, or a planned value */
 void *cu_ptr(const cu_ctx *c, int v);          /* device address; NULL when not on the device */
 int cu_esize(const cu_ctx *c, int v);          /* device bytes per element */
-/* The node's call with host tensors in m->call_in/out: shapes, and data for constants. */
+/* The node's call with host tensors in the first lane's call_in/out: shapes, and data for constants. */
 void cu_node_call(cu_ctx *c, int node, nn_call *call, char *err, size_t err_size);
 /* Alignment in bytes (up to 256) a value's device address will have. */
 size_t cu_value_alignment(const cu_ctx *c, int v);

@@ -109,7 +109,7 @@ static bool capture(cu_ctx *c, int parity) {
 }
 
 nn_status cu_pipeline_prepare(cu_ctx *c) {
-    bool profiling = c->m->node_ns != NULL;
+    bool profiling = c->m->lanes[0].node_ns != NULL;
     CU_TRY(make_events(c, profiling));
     /* one batch node by node first, so that a failing device call is
      * reported at load, with its node.  Its inputs are zeros: a CPU node
@@ -215,8 +215,8 @@ static nn_status finish_batch(cu_ctx *c, nn_tensor *out, int n_out, int64_t k, i
     c->stats.download_ms += elapsed(ev->d2h_start, ev->d2h_end);
     if (ev->nodes) {
         for (int i = 0; i < g->n_nodes; i++)
-            c->m->node_ns[i] += 1e6 * elapsed(ev->nodes[i], ev->nodes[i + 1]);
-        c->m->profiled_runs++;
+            c->m->lanes[0].node_ns[i] += 1e6 * elapsed(ev->nodes[i], ev->nodes[i + 1]);
+        c->m->lanes[0].profiled_runs++;
     }
     return NN_OK;
 }

@@ -47,6 +47,8 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     if (opt.threads < 0) return nn_set_error(NN_ERR_ARG, "thread count must not be negative (got %d)", opt.threads);
     if ((opt.tf32 || opt.fp16) && (!opt.device || !strcmp(opt.device, "cpu")))
         return nn_set_error(NN_ERR_ARG, "tf32 and fp16 apply to GPU devices only (device is cpu)");
+    if (opt.micro_batch < 0)
+        return nn_set_error(NN_ERR_ARG, "micro-batch size must not be negative (got %d)", opt.micro_batch);
     if (opt.max_memory < 0)
         return nn_set_error(NN_ERR_ARG, "memory limit must not be negative (got %lld)", (long long)opt.max_memory);
     nn_model *m = calloc(1, sizeof *m);
@@ -59,7 +61,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     snprintf(m->device, sizeof m->device, "%s", opt.device ? opt.device : "cpu");
     opt.device = m->device;
     m->opt = opt;
-    m->batch = opt.batch;
+    m->batch = m->plan_batch = opt.batch;
     m->threads = opt.threads ? opt.threads : omp_get_num_procs();
     pthread_mutex_init(&m->lock, NULL);
     /* One thread team: our OpenMP loops and OpenBLAS use the same count. */
@@ -80,7 +82,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     }
     int folded;
     if ((st = nn_check_memory_limit(m, 0)) == NN_OK && (st = nn_bind_inputs(m)) == NN_OK &&
-        (st = nn_infer_graph(m, false, &folded)) == NN_OK && hook)
+        (st = nn_infer_graph(m, false, &folded)) == NN_OK && (st = nn_choose_plan_batch(m)) == NN_OK && hook)
         hook(hook_ctx, m, "parsed", 0);
     if (st != NN_OK || (opt.optimize && (st = nn_optimize(m, hook, hook_ctx)) != NN_OK) ||
         (st = nn_runtime_init(m)) != NN_OK) {
@@ -115,6 +117,7 @@ static nn_status io_info(const nn_model *m, const int *ids, int count, int index
     if (shape) {
         *shape = v->t;
         shape->data = NULL;
+        if (v->batched && shape->ndim > 0) shape->dims[0] = m->batch; /* the plan may hold fewer */
     }
     return NN_OK;
 }
@@ -131,11 +134,14 @@ NN_API nn_status nn_model_get_stats(const nn_model *m, nn_model_stats *s) {
     s->nodes = m->g.n_nodes;
     s->nodes_parsed = m->g.nodes_parsed;
     s->parameters = m->g.parameters;
-    s->arena_bytes = (int64_t)m->plan.arena_bytes;
+    int lanes = m->n_lanes > 1 ? m->n_lanes : 1;
+    s->arena_bytes = (int64_t)m->plan.arena_bytes * lanes;
     s->batch = m->batch;
+    s->plan_batch = m->plan_batch;
+    s->lanes = lanes;
     s->threads = m->threads;
     s->weight_bytes = (int64_t)nn_weight_bytes(m);
-    s->workspace_bytes = (int64_t)m->plan.workspace_bytes;
+    s->workspace_bytes = (int64_t)m->plan.workspace_bytes * lanes;
     s->cache = m->cache_state;
     s->cache_path = m->cache_state == NN_CACHE_HIT || m->cache_written ? m->cache_path : NULL;
     s->cache_warning = m->cache_warning[0] ? m->cache_warning : NULL;
@@ -190,10 +196,12 @@ static nn_status check_inputs(const nn_model *m, const nn_tensor *in, int n_in, 
     return NN_OK;
 }
 
-static nn_status alloc_outputs(nn_model *m, nn_tensor *out, int n_out, int64_t samples) {
+/* Output shapes: the static plan's, or for dynamic models what the run
+ * just produced; batched outputs hold `samples` rows. */
+static nn_status alloc_outputs(nn_model *m, const nn_tensor *shapes, nn_tensor *out, int n_out, int64_t samples) {
     for (int i = 0; i < n_out; i++) {
         int v = m->g.outputs[i];
-        out[i] = m->rt[v];
+        out[i] = shapes[v];
         if (m->g.values[v].batched && samples >= 0) out[i].dims[0] = samples;
         size_t bytes = (size_t)nn_tensor_elements(&out[i]) * nn_dtype_size(out[i].dtype);
         out[i].data = malloc(bytes ? bytes : 1);
@@ -207,49 +215,91 @@ static nn_status alloc_outputs(nn_model *m, nn_tensor *out, int n_out, int64_t s
 }
 
 static nn_status predict_dynamic(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out) {
+    nn_lane *lane = &m->lanes[0];
     for (int i = 0; i < m->g.n_inputs; i++)
-        m->rt[m->g.inputs[i]] = in[i];
-    nn_status st = nn_execute(m);
-    if (st == NN_OK) st = alloc_outputs(m, out, n_out, -1);
+        lane->rt[m->g.inputs[i]] = in[i];
+    nn_status st = nn_execute(m, lane);
+    if (st == NN_OK) st = alloc_outputs(m, lane->rt, out, n_out, -1);
     if (st == NN_OK)
         for (int i = 0; i < n_out; i++)
-            memcpy(out[i].data, m->rt[m->g.outputs[i]].data,
+            memcpy(out[i].data, lane->rt[m->g.outputs[i]].data,
                    (size_t)nn_tensor_elements(&out[i]) * nn_dtype_size(out[i].dtype));
     nn_execute_release(m);
     return st;
 }
 
-/* Static plan: copy each chunk of up to `batch` samples into the input
- * buffers (zero-padding a short last chunk), run, copy the rows out. */
-static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
+/* One chunk of a static plan on one lane: copy samples [start, start +
+ * step) into the lane's input buffers (zero-padding a short last chunk),
+ * run, copy the rows out. */
+static nn_status run_chunk(nn_model *m, nn_lane *lane, const nn_tensor *in, nn_tensor *out, int n_out, int64_t start,
+                           int64_t step, int64_t total) {
     const nn_graph *g = &m->g;
-    nn_status st = alloc_outputs(m, out, n_out, samples);
+    int64_t count = total - start < step ? total - start : step;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        nn_tensor *dst = &lane->rt[v];
+        if (!g->values[v].batched) { /* every chunk: the plan may reuse its buffer once it is read */
+            memcpy(dst->data, in[i].data, (size_t)nn_tensor_elements(dst) * nn_dtype_size(dst->dtype));
+            continue;
+        }
+        size_t rb = row_bytes(dst);
+        memcpy(dst->data, (const char *)in[i].data + (size_t)start * rb, (size_t)count * rb);
+        memset((char *)dst->data + (size_t)count * rb, 0, (size_t)(step - count) * rb);
+    }
+    nn_status st = nn_execute(m, lane);
     if (st != NN_OK) return st;
-    int64_t step = m->has_batch ? m->batch : 1, total = samples >= 0 ? samples : 1;
-    for (int64_t start = 0; start < total; start += step) {
-        int64_t count = total - start < step ? total - start : step;
-        for (int i = 0; i < g->n_inputs; i++) {
-            int v = g->inputs[i];
-            nn_tensor *dst = &m->rt[v];
-            if (!g->values[v].batched) { /* every chunk: the plan may reuse its buffer once it is read */
-                memcpy(dst->data, in[i].data, (size_t)nn_tensor_elements(dst) * nn_dtype_size(dst->dtype));
-                continue;
-            }
-            size_t rb = row_bytes(dst);
-            memcpy(dst->data, (const char *)in[i].data + (size_t)start * rb, (size_t)count * rb);
-            memset((char *)dst->data + (size_t)count * rb, 0, (size_t)(step - count) * rb);
+    for (int i = 0; i < n_out; i++) {
+        const nn_tensor *src = &lane->rt[g->outputs[i]];
+        if (!g->values[g->outputs[i]].batched) {
+            if (start == 0) memcpy(out[i].data, src->data, (size_t)nn_tensor_elements(src) * nn_dtype_size(src->dtype));
+            continue;
         }
-        if ((st = nn_execute(m)) != NN_OK) break;
-        for (int i = 0; i < n_out; i++) {
-            const nn_tensor *src = &m->rt[g->outputs[i]];
-            if (!g->values[g->outputs[i]].batched) {
-                if (start == 0)
-                    memcpy(out[i].data, src->data, (size_t)nn_tensor_elements(src) * nn_dtype_size(src->dtype));
-                continue;
+        size_t rb = row_bytes(src);
+        memcpy((char *)out[i].data + (size_t)start * rb, src->data, (size_t)count * rb);
+    }
+    return NN_OK;
+}
+
+/* Static plan: the samples run in chunks of the plan's batch.  With one
+ * lane, in turn, each kernel on every thread; with several, the lanes take
+ * chunks side by side, a thread each.  A lane's error is reported on the
+ * caller's thread. */
+static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
+    nn_status st = alloc_outputs(m, m->lanes[0].rt, out, n_out, samples);
+    if (st != NN_OK) return st;
+    int64_t step = m->has_batch ? m->plan_batch : 1, total = samples >= 0 ? samples : 1;
+    int64_t chunks = (total + step - 1) / step;
+    int lanes = chunks < m->n_lanes ? (int)chunks : m->n_lanes;
+    if (lanes <= 1) {
+        for (int64_t c = 0; c < chunks && st == NN_OK; c++)
+            st = run_chunk(m, &m->lanes[0], in, out, n_out, c * step, step, total);
+    } else {
+        /* each lane keeps its first failure; the earliest chunk's is reported */
+        int stop = 0;
+#pragma omp parallel num_threads(lanes)
+        {
+            nn_lane *lane = &m->lanes[omp_get_thread_num()];
+            lane->failed_chunk = -1;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t c = 0; c < chunks; c++) {
+                int stopped;
+#pragma omp atomic read
+                stopped = stop;
+                if (stopped) continue;
+                nn_status cst = run_chunk(m, lane, in, out, n_out, c * step, step, total);
+                if (cst == NN_OK) continue;
+                lane->failed_chunk = c;
+                lane->status = cst;
+                snprintf(lane->error, sizeof lane->error, "%s", nn_last_error());
+#pragma omp atomic write
+                stop = 1;
             }
-            size_t rb = row_bytes(src);
-            memcpy((char *)out[i].data + (size_t)start * rb, src->data, (size_t)count * rb);
         }
+        const nn_lane *first = NULL;
+        for (int l = 0; l < lanes; l++)
+            if (m->lanes[l].failed_chunk >= 0 && (!first || m->lanes[l].failed_chunk < first->failed_chunk))
+                first = &m->lanes[l];
+        if (first) st = nn_set_error(first->status, "%s", first->error);
     }
     if (st != NN_OK)
         for (int i = 0; i < n_out; i++)
@@ -258,7 +308,7 @@ static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *ou
 }
 
 static nn_status predict_on_device(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
-    nn_status st = alloc_outputs(m, out, n_out, samples);
+    nn_status st = alloc_outputs(m, m->lanes[0].rt, out, n_out, samples);
     if (st == NN_OK && (st = m->backend->predict(m, in, out, n_out, samples)) != NN_OK)
         for (int i = 0; i < n_out; i++)
             nn_tensor_release(&out[i]);
@@ -275,7 +325,7 @@ NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tenso
     nn_status st = check_inputs(m, in, n_in, &samples);
     if (st == NN_OK && samples == 0) st = nn_set_error(NN_ERR_SHAPE, "inputs hold no samples");
     if (st == NN_OK) {
-        openblas_set_num_threads(m->threads);
+        openblas_set_num_threads(m->kernel_threads);
         if (m->backend)
             st = predict_on_device(m, in, out, n_out, samples);
         else

@@ -42,7 +42,7 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes: older files then read as stale. */
-#define CACHE_FORMAT 2
+#define CACHE_FORMAT 3
 #define CACHE_MAGIC  "nnplan\n"
 enum { DATA_ALIGN = 64, PAGE = 4096, MAX_IO = 64, MAX_PARAMS = 1 << 16, END_MARK = 0x21444e45 /* "END!" */ };
 
@@ -219,10 +219,12 @@ static void plan_options(const nn_model *m, char *buf, size_t size) {
     char cpu[96];
     cpu_features(cpu, sizeof cpu);
     snprintf(buf, size,
-             "format=%d;engine=%s;batch=%d;device=%s;optimize=%d;passes=%s;disable=%s;winograd=%d;tf32=%d;fp16=%d;"
+             "format=%d;engine=%s;batch=%d;micro_batch=%d;device=%s;optimize=%d;passes=%s;disable=%s;winograd=%d;tf32=%"
+             "d;fp16=%d;"
              "cpu=%s",
-             CACHE_FORMAT, NN_VERSION_STRING, m->batch, m->device, o->optimize != 0, o->passes ? o->passes : "-",
-             o->disable_passes ? o->disable_passes : "-", o->winograd != 0, o->tf32 != 0, o->fp16 != 0, cpu);
+             CACHE_FORMAT, NN_VERSION_STRING, m->batch, o->micro_batch, m->device, o->optimize != 0,
+             o->passes ? o->passes : "-", o->disable_passes ? o->disable_passes : "-", o->winograd != 0, o->tf32 != 0,
+             o->fp16 != 0, cpu);
 }
 
 static bool cache_folder(const nn_model *m, char *dir, size_t size) {
@@ -417,6 +419,7 @@ static void write_meta(writer *wr, const nn_model *m, const void *choices, size_
     PUT_AS(int32_t, w, g->opset);
     PUT_AS(int32_t, w, g->nodes_parsed);
     PUT_AS(int64_t, w, g->parameters);
+    PUT_AS(int32_t, w, m->plan_batch);
     PUT_AS(uint8_t, w, m->has_batch);
     PUT_AS(uint8_t, w, m->dynamic);
     for (int v = 0; v < g->n_values; v++) {
@@ -836,9 +839,11 @@ static bool read_meta(reader *r, nn_model *m) {
     g->opset = get_i32(r);
     g->nodes_parsed = get_i32(r);
     g->parameters = get_i64(r);
+    m->plan_batch = get_i32(r);
     m->has_batch = get_u8(r) != 0;
     m->dynamic = get_u8(r) != 0;
     if (!r->ok) return false;
+    if (m->plan_batch < 1 || m->plan_batch > m->batch) return fail(r, "its plan batch is out of range");
     /* every value and node takes dozens of bytes of meta: bound the counts before allocating */
     size_t left = r->n - r->at;
     if (n_values > left / 32 || n_nodes > left / 32 || n_inputs > n_values || n_outputs > n_values)
@@ -949,6 +954,7 @@ void nn_cache_load(nn_model *m, const char *model_path, bool *hit) {
     memset(&m->plan, 0, sizeof m->plan);
     nn_graph_free(&m->g);
     m->has_batch = m->dynamic = false;
+    m->plan_batch = m->batch;
     m->device_choices = NULL;
     m->device_choices_bytes = 0;
 }

@@ -12,27 +12,28 @@
 
 static size_t tensor_bytes(const nn_tensor *t) { return (size_t)nn_tensor_elements(t) * nn_dtype_size(t->dtype); }
 
-static void gather_call(const nn_model *m, const nn_node *n, nn_call *call, char *err, size_t err_size) {
+static void gather_call(const nn_model *m, const nn_lane *lane, const nn_node *n, nn_call *call, char *err,
+                        size_t err_size) {
     for (int k = 0; k < n->n_in; k++) {
         if (n->in[k] >= 0)
-            m->call_in[k] = m->rt[n->in[k]];
+            lane->call_in[k] = lane->rt[n->in[k]];
         else
-            memset(&m->call_in[k], 0, sizeof m->call_in[k]);
+            memset(&lane->call_in[k], 0, sizeof lane->call_in[k]);
     }
     for (int k = 0; k < n->n_out; k++) {
         if (n->out[k] >= 0)
-            m->call_out[k] = m->rt[n->out[k]];
+            lane->call_out[k] = lane->rt[n->out[k]];
         else
-            memset(&m->call_out[k], 0, sizeof m->call_out[k]);
+            memset(&lane->call_out[k], 0, sizeof lane->call_out[k]);
     }
     *call = (nn_call){.params = n->params,
                       .n_in = n->n_in,
                       .n_out = n->n_out,
-                      .in = m->call_in,
-                      .out = m->call_out,
-                      .workspace = m->workspace,
+                      .in = lane->call_in,
+                      .out = lane->call_out,
+                      .workspace = lane->workspace,
                       .workspace_size = m->plan.workspace_bytes,
-                      .threads = m->threads,
+                      .threads = m->kernel_threads,
                       .epilogue = n->has_epilogue ? &n->epilogue : NULL,
                       .prepared = n->prepared,
                       .winograd = m->opt.winograd != 0,
@@ -53,8 +54,44 @@ static void release_prepared_inputs(nn_model *m, int node, unsigned inputs) {
         for (int i = 0; i < g->n_nodes && !shared; i++)
             for (int j = 0; j < g->nodes[i].n_in; j++)
                 shared |= g->nodes[i].in[j] == v && (i != node || j != k);
-        if (!shared && nn_arena_release(&g->weights, g->values[v].t.data)) g->values[v].t.data = m->rt[v].data = NULL;
+        if (!shared && nn_arena_release(&g->weights, g->values[v].t.data)) {
+            g->values[v].t.data = NULL;
+            for (int l = 0; l < m->n_lanes; l++)
+                m->lanes[l].rt[v].data = NULL;
+        }
     }
+}
+
+/* Lanes for a static plan on the CPU: one per thread while there are
+ * micro-batches to give them; kernels then run on one thread each. */
+static void choose_lanes(nn_model *m) {
+    int chunks = (m->batch + m->plan_batch - 1) / m->plan_batch;
+    m->n_lanes = m->dynamic || m->backend ? 1 : m->threads < chunks ? m->threads : chunks;
+    m->kernel_threads = m->n_lanes > 1 ? 1 : m->threads;
+}
+
+static nn_status lane_init(const nn_model *m, nn_lane *lane, int max_io) {
+    const nn_graph *g = &m->g;
+    lane->rt = calloc((size_t)g->n_values + 1, sizeof *lane->rt);
+    lane->call_in = calloc((size_t)max_io, sizeof(nn_tensor));
+    lane->call_out = calloc((size_t)max_io, sizeof(nn_tensor));
+    if (!lane->rt || !lane->call_in || !lane->call_out) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    for (int v = 0; v < g->n_values; v++)
+        lane->rt[v] = g->values[v].t;
+    if (m->opt.profile && !(lane->node_ns = calloc((size_t)g->n_nodes + 1, sizeof(double))))
+        return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    return NN_OK;
+}
+
+/* The lane's planned arena, and the values in it pointed there. */
+static nn_status lane_alloc_arena(const nn_model *m, nn_lane *lane) {
+    const nn_graph *g = &m->g;
+    lane->arena = aligned_alloc(64, m->plan.arena_bytes ? (m->plan.arena_bytes + 63) / 64 * 64 : 64);
+    if (!lane->arena)
+        return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
+    for (int v = 0; v < g->n_values; v++)
+        if (m->plan.offset[v] >= 0) lane->rt[v].data = (char *)lane->arena + m->plan.offset[v];
+    return NN_OK;
 }
 
 nn_status nn_runtime_init(nn_model *m) {
@@ -64,22 +101,20 @@ nn_status nn_runtime_init(nn_model *m) {
         if (g->nodes[i].n_in > max_io) max_io = g->nodes[i].n_in;
         if (g->nodes[i].n_out > max_io) max_io = g->nodes[i].n_out;
     }
-    m->rt = calloc((size_t)g->n_values + 1, sizeof *m->rt);
+    choose_lanes(m);
     m->last_use = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-    m->call_in = calloc((size_t)max_io, sizeof(nn_tensor));
-    m->call_out = calloc((size_t)max_io, sizeof(nn_tensor));
-    if (!m->rt || !m->last_use || !m->call_in || !m->call_out) return nn_set_error(NN_ERR_NOMEM, "out of memory");
-    for (int v = 0; v < g->n_values; v++) {
-        m->rt[v] = g->values[v].t;
+    m->lanes = calloc((size_t)m->n_lanes, sizeof *m->lanes);
+    if (!m->last_use || !m->lanes) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    nn_status st;
+    for (int l = 0; l < m->n_lanes; l++)
+        if ((st = lane_init(m, &m->lanes[l], max_io)) != NN_OK) return st;
+    for (int v = 0; v < g->n_values; v++)
         m->last_use[v] = -1;
-    }
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_in; k++)
             if (g->nodes[i].in[k] >= 0) m->last_use[g->nodes[i].in[k]] = i;
     for (int i = 0; i < g->n_outputs; i++)
         m->last_use[g->outputs[i]] = g->n_nodes;
-    if (m->opt.profile && !(m->node_ns = calloc((size_t)g->n_nodes + 1, sizeof(double))))
-        return nn_set_error(NN_ERR_NOMEM, "out of memory");
     if (m->dynamic && m->backend)
         return nn_set_error(NN_ERR_UNSUPPORTED,
                             "device '%s' needs a static plan, and this model's shapes depend on run-time values",
@@ -87,17 +122,16 @@ nn_status nn_runtime_init(nn_model *m) {
     if (m->dynamic) return NN_OK;
 
     /* a plan from the cache comes with its offsets and prepared weights */
-    nn_status st = m->from_cache ? NN_OK : nn_plan_memory(m);
+    st = m->from_cache ? NN_OK : nn_plan_memory(m);
     if (st != NN_OK) return st;
     if (m->backend) return m->backend->attach(m, m->device_index);
     if ((st = nn_check_memory_limit(m, 0)) != NN_OK) return st;
-    m->arena = aligned_alloc(64, m->plan.arena_bytes ? (m->plan.arena_bytes + 63) / 64 * 64 : 64);
-    if (!m->arena) return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
-    for (int v = 0; v < g->n_values; v++)
-        if (m->plan.offset[v] >= 0) m->rt[v].data = (char *)m->arena + m->plan.offset[v];
+    for (int l = 0; l < m->n_lanes; l++)
+        if ((st = lane_alloc_arena(m, &m->lanes[l])) != NN_OK) return st;
     /* per-node precomputation (packed weights), then one scratch workspace
-     * sized to the hungriest kernel, knowing what each has prepared (a
-     * pre-packed operand needs no packing room) */
+     * per lane sized to the hungriest kernel, knowing what each has prepared
+     * (a pre-packed operand needs no packing room) */
+    nn_lane *first = &m->lanes[0];
     size_t ws = 0;
     char err[256];
     for (int i = 0; i < g->n_nodes; i++) {
@@ -105,10 +139,10 @@ nn_status nn_runtime_init(nn_model *m) {
         const nn_op_desc *d = nn_op_get(n->op);
         if (n->elided || (!d->workspace && !d->prepare)) continue;
         nn_call call;
-        gather_call(m, n, &call, err, sizeof err);
+        gather_call(m, first, n, &call, err, sizeof err);
         /* only constants have values yet: the rest point into an arena not filled */
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && !g->values[n->in[k]].is_const) m->call_in[k].data = NULL;
+            if (n->in[k] >= 0 && !g->values[n->in[k]].is_const) first->call_in[k].data = NULL;
         size_t bytes = d->prepare && !m->from_cache ? d->prepared_size(&call) : 0;
         if (bytes) {
             void *prepared = nn_arena_alloc(&g->weights, bytes);
@@ -126,8 +160,9 @@ nn_status nn_runtime_init(nn_model *m) {
     }
     m->plan.workspace_bytes = ws;
     if ((st = nn_check_memory_limit(m, ws)) != NN_OK) return st;
-    m->workspace = ws ? aligned_alloc(64, (ws + 63) / 64 * 64) : NULL;
-    if (ws && !m->workspace) return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of workspace", ws);
+    for (int l = 0; l < m->n_lanes && ws; l++)
+        if (!(m->lanes[l].workspace = aligned_alloc(64, (ws + 63) / 64 * 64)))
+            return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of workspace", ws);
     return NN_OK;
 }
 
@@ -135,25 +170,33 @@ size_t nn_weight_bytes(const nn_model *m) { return m->g.weights.total + m->cache
 
 nn_status nn_check_memory_limit(const nn_model *m, size_t workspace) {
     if (m->opt.max_memory <= 0) return NN_OK;
-    size_t weights = nn_weight_bytes(m), arena = m->plan.arena_bytes, total = weights + arena + workspace;
+    size_t lanes = m->n_lanes > 1 ? (size_t)m->n_lanes : 1;
+    size_t weights = nn_weight_bytes(m), arena = lanes * m->plan.arena_bytes,
+           total = weights + arena + lanes * workspace;
     if (total <= (uint64_t)m->opt.max_memory) return NN_OK;
     const double mib = 1048576.0;
     return nn_set_error(NN_ERR_NOMEM,
                         "model needs %.1f MiB (weights %.1f, activations %.1f, scratch %.1f), more than the "
                         "memory limit of %.1f MiB",
-                        total / mib, weights / mib, arena / mib, workspace / mib, m->opt.max_memory / mib);
+                        total / mib, weights / mib, arena / mib, lanes * workspace / mib, m->opt.max_memory / mib);
 }
 
 void nn_runtime_free(nn_model *m) {
     if (m->backend && m->device_state) m->backend->detach(m);
     nn_execute_release(m);
-    free(m->rt);
+    for (int l = 0; l < m->n_lanes; l++) {
+        nn_lane *lane = &m->lanes[l];
+        free(lane->rt);
+        free(lane->call_in);
+        free(lane->call_out);
+        free(lane->arena);
+        free(lane->workspace);
+        free(lane->node_ns);
+    }
+    free(m->lanes);
+    m->lanes = NULL;
+    m->n_lanes = 0;
     free(m->last_use);
-    free(m->call_in);
-    free(m->call_out);
-    free(m->arena);
-    free(m->workspace);
-    free(m->node_ns);
     nn_plan_free(&m->plan);
 }
 
@@ -163,13 +206,13 @@ static bool run_owned(const nn_model *m, int v) {
     return m->dynamic && !val->is_const && !val->is_input && val->producer >= 0;
 }
 
-static void free_value(nn_model *m, int v) {
-    free(m->rt[v].data);
-    m->rt[v].data = NULL;
+static void free_value(nn_lane *lane, int v) {
+    free(lane->rt[v].data);
+    lane->rt[v].data = NULL;
 }
 
 /* Infer the node's outputs from the run-time inputs and allocate them. */
-static nn_status prepare_dynamic(nn_model *m, const nn_node *n, nn_call *call) {
+static nn_status prepare_dynamic(nn_lane *lane, const nn_node *n, nn_call *call) {
     const nn_op_desc *d = nn_op_get(n->op);
     nn_status st = d->infer(call);
     if (st == NN_DYNAMIC)
@@ -183,7 +226,7 @@ static nn_status prepare_dynamic(nn_model *m, const nn_node *n, nn_call *call) {
         size_t bytes = tensor_bytes(t);
         t->data = malloc(bytes ? bytes : 1);
         if (!t->data) return nn_set_error(NN_ERR_NOMEM, "node '%s': out of memory for %zu bytes", n->name, bytes);
-        if (n->out[k] >= 0) m->rt[n->out[k]] = *t;
+        if (n->out[k] >= 0) lane->rt[n->out[k]] = *t;
     }
     size_t ws = d->workspace ? d->workspace(call) : 0;
     call->workspace = ws ? malloc(ws) : NULL;
@@ -192,7 +235,7 @@ static nn_status prepare_dynamic(nn_model *m, const nn_node *n, nn_call *call) {
     return NN_OK;
 }
 
-nn_status nn_execute(nn_model *m) {
+nn_status nn_execute(nn_model *m, nn_lane *lane) {
     nn_graph *g = &m->g;
     char err[256];
     for (int i = 0; i < g->n_nodes; i++) {
@@ -200,10 +243,10 @@ nn_status nn_execute(nn_model *m) {
         if (n->elided) continue; /* its outputs alias memory other nodes write */
         const nn_op_desc *d = nn_op_get(n->op);
         nn_call call;
-        gather_call(m, n, &call, err, sizeof err);
+        gather_call(m, lane, n, &call, err, sizeof err);
         nn_status st;
         if (m->dynamic) {
-            st = prepare_dynamic(m, n, &call);
+            st = prepare_dynamic(lane, n, &call);
             if (st != NN_OK) {
                 for (int k = 0; k < n->n_out; k++)
                     if (n->out[k] < 0) free(call.out[k].data);
@@ -212,11 +255,11 @@ nn_status nn_execute(nn_model *m) {
             }
         }
         struct timespec t0, t1;
-        if (m->node_ns) clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (lane->node_ns) clock_gettime(CLOCK_MONOTONIC, &t0);
         st = d->run(&call);
-        if (m->node_ns) {
+        if (lane->node_ns) {
             clock_gettime(CLOCK_MONOTONIC, &t1);
-            m->node_ns[i] += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+            lane->node_ns[i] += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
         }
         if (m->dynamic) {
             free(call.workspace);
@@ -224,32 +267,42 @@ nn_status nn_execute(nn_model *m) {
                 if (n->out[k] < 0) free(call.out[k].data); /* an output nobody named */
             for (int k = 0; k < n->n_in; k++) {
                 int v = n->in[k];
-                if (v >= 0 && m->last_use[v] == i && run_owned(m, v) && m->rt[v].data) free_value(m, v);
+                if (v >= 0 && m->last_use[v] == i && run_owned(m, v) && lane->rt[v].data) free_value(lane, v);
             }
             for (int k = 0; k < n->n_out; k++) {
                 int v = n->out[k];
-                if (v >= 0 && m->last_use[v] < 0) free_value(m, v); /* never read */
+                if (v >= 0 && m->last_use[v] < 0) free_value(lane, v); /* never read */
             }
         }
         if (st != NN_OK)
             return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
     }
-    if (m->node_ns) m->profiled_runs++;
+    if (lane->node_ns) lane->profiled_runs++;
     return NN_OK;
 }
 
 NN_API nn_status nn_profile_print(const nn_model *m, FILE *out) {
     if (!m || !out) return nn_set_error(NN_ERR_ARG, "nn_profile_print: NULL argument");
-    if (!m->node_ns) return nn_set_error(NN_ERR_ARG, "profiling is off: load with options.profile = 1");
+    if (!m->n_lanes || !m->lanes[0].node_ns)
+        return nn_set_error(NN_ERR_ARG, "profiling is off: load with options.profile = 1");
     const nn_graph *g = &m->g;
     double per_op[NN_OP_COUNT] = {0}, total = 0;
     int count[NN_OP_COUNT] = {0};
-    for (int i = 0; i < g->n_nodes; i++) {
-        per_op[g->nodes[i].op] += m->node_ns[i];
-        count[g->nodes[i].op]++;
-        total += m->node_ns[i];
+    int64_t plan_runs = 0;
+    for (int l = 0; l < m->n_lanes; l++) {
+        const nn_lane *lane = &m->lanes[l];
+        plan_runs += lane->profiled_runs;
+        for (int i = 0; i < g->n_nodes; i++) {
+            per_op[g->nodes[i].op] += lane->node_ns[i];
+            total += lane->node_ns[i];
+        }
     }
-    double runs = m->profiled_runs ? (double)m->profiled_runs : 1.0;
+    for (int i = 0; i < g->n_nodes; i++)
+        count[g->nodes[i].op]++;
+    double runs = plan_runs ? (double)plan_runs : 1.0;
+    if (m->n_lanes > 1)
+        fprintf(out, "(a run is one micro-batch of %d on one of %d lanes, each kernel on one thread)\n", m->plan_batch,
+                m->n_lanes);
     fprintf(out, "%-24s %6s %12s %7s\n", "operator", "nodes", "ms per run", "share");
     for (;;) { /* largest first */
         int best = -1;
@@ -265,7 +318,7 @@ NN_API nn_status nn_profile_print(const nn_model *m, FILE *out) {
 }
 
 void nn_execute_release(nn_model *m) {
-    if (!m->dynamic || !m->rt) return;
+    if (!m->dynamic || !m->n_lanes) return;
     for (int v = 0; v < m->g.n_values; v++)
-        if (run_owned(m, v) && m->rt[v].data) free_value(m, v);
+        if (run_owned(m, v) && m->lanes[0].rt[v].data) free_value(&m->lanes[0], v);
 }

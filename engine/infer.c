@@ -54,7 +54,7 @@ nn_status nn_bind_inputs(nn_model *m) {
         for (int d = 0; d < v->t.ndim; d++) {
             if (v->t.dims[d] >= 0) continue;
             if (d == 0) {
-                v->t.dims[0] = m->batch;
+                v->t.dims[0] = m->plan_batch;
                 m->has_batch = true;
             } else {
                 known = false; /* only the batch dimension is bound at load */
@@ -66,6 +66,20 @@ nn_status nn_bind_inputs(nn_model *m) {
             return nn_set_error(NN_ERR_SHAPE, "graph input '%s': its size overflows 64 bits", v->name);
     }
     return NN_OK;
+}
+
+nn_status nn_rebind_batch(nn_model *m, int plan_batch) {
+    nn_graph *g = &m->g;
+    for (int v = 0; v < g->n_values; v++) {
+        nn_value *val = &g->values[v];
+        if (val->is_input && val->batched)
+            val->t.dims[0] = plan_batch;
+        else if (!val->is_input && !val->is_const)
+            val->shape_known = false;
+    }
+    m->plan_batch = plan_batch;
+    int folded;
+    return nn_infer_graph(m, false, &folded);
 }
 
 static nn_status fold_node(nn_model *m, const nn_node *n, nn_call *call) {
@@ -173,7 +187,7 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
             m->dynamic |= g->nodes[i].out[k] >= 0 && !g->values[g->nodes[i].out[k]].shape_known;
     for (int i = 0; i < g->n_outputs; i++) {
         nn_value *v = &g->values[g->outputs[i]];
-        if (v->batched && v->shape_known) v->batched = m->has_batch && v->t.ndim > 0 && v->t.dims[0] == m->batch;
+        if (v->batched && v->shape_known) v->batched = m->has_batch && v->t.ndim > 0 && v->t.dims[0] == m->plan_batch;
     }
 done:
     free(in);

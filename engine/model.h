@@ -15,28 +15,41 @@ typedef struct nn_plan {
     size_t workspace_bytes;    /* largest scratch any kernel needs */
 } nn_plan;
 
+/* One executor of the static plan: its own activations, scratch and
+ * run-time tensors.  Lanes share the graph and the prepared weights, so a
+ * batch split into micro-batches runs one micro-batch per lane at once. */
+typedef struct nn_lane {
+    nn_tensor *rt;                 /* per value: shape and data during a run */
+    nn_tensor *call_in, *call_out; /* argument arrays sized for the widest node */
+    void *arena;                   /* activations (static plan) */
+    void *workspace;
+    double *node_ns; /* per node: accumulated run time when profiling */
+    int64_t profiled_runs;
+    int64_t failed_chunk; /* in the last split run: the chunk that failed (-1: none), */
+    nn_status status;     /* its status */
+    char error[512];      /* and its message */
+} nn_lane;
+
 struct nn_model {
     nn_graph g;
     nn_options opt;
     char device[16];
     int threads;
-    int batch;      /* bound size of the symbolic batch dimension */
-    bool has_batch; /* some input has a symbolic dim 0 */
-    bool dynamic;   /* some shape depends on run-time values: infer while running */
+    int batch;          /* bound size of the symbolic batch dimension: the samples one nn_predict chunk holds */
+    int plan_batch;     /* samples one run of the plan holds: `batch`, or less when a batch is split over lanes */
+    int kernel_threads; /* threads each kernel uses: `threads`, or 1 when lanes run side by side */
+    bool has_batch;     /* some input has a symbolic dim 0 */
+    bool dynamic;       /* some shape depends on run-time values: infer while running */
     nn_plan plan;
-    void *arena; /* activations (static plan) */
-    void *workspace;
-    nn_tensor *rt;                 /* per value: shape and data during a run */
-    int *last_use;                 /* per value: last node reading it (n_nodes for graph outputs) */
-    nn_tensor *call_in, *call_out; /* argument arrays sized for the widest node */
+    nn_lane *lanes; /* lanes[0] serves every run but a split batch's */
+    int n_lanes;
+    int *last_use; /* per value: last node reading it (n_nodes for graph outputs) */
     pthread_mutex_t lock;
     const struct nn_backend *backend; /* NULL: the CPU executor; else the device backend attached */
     int device_index;                 /* gpuN: N */
     void *device_state;               /* the backend's */
     const void *device_choices;       /* from the plan cache: what an earlier attach measured (backend.h) */
     size_t device_choices_bytes;
-    double *node_ns;                  /* per node: accumulated run time when profiling */
-    int64_t profiled_runs;
     /* plan cache (engine/cache.c) */
     nn_cache_state cache_state;
     bool from_cache;            /* graph, plan and prepared weights came from the cache file */
@@ -52,8 +65,11 @@ struct nn_model {
     size_t cache_data_bytes; /* constants and prepared blocks inside the mapping */
 };
 
-/* Bind the symbolic batch dimension of the graph inputs to m->batch. */
+/* Bind the symbolic batch dimension of the graph inputs to m->plan_batch. */
 nn_status nn_bind_inputs(nn_model *m);
+/* Forget every inferred shape and infer again with the graph inputs' batch
+ * dimension bound to `plan_batch` (before optimization only). */
+nn_status nn_rebind_batch(nn_model *m, int plan_batch);
 /* Infer the shapes not yet known, in node order.  Nodes without inputs
  * (Constant) are always evaluated: that is how their value is defined.  With
  * `fold`, so is every node whose inputs are all known (constant folding);
@@ -62,6 +78,9 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded);
 /* NN_ERR_INVALID with a message when an input or output the node's op
  * requires is absent (an empty name in the file). */
 nn_status nn_node_check_wiring(const nn_node *n, const nn_op_desc *d);
+/* Choose m->plan_batch (options.micro_batch, else from the model) and
+ * re-infer the shapes at it.  After nn_infer_graph, before optimization. */
+nn_status nn_choose_plan_batch(nn_model *m);
 /* Assign arena offsets by liveness (static models). */
 nn_status nn_plan_memory(nn_model *m);
 void nn_plan_free(nn_plan *p);
@@ -73,10 +92,11 @@ size_t nn_weight_bytes(const nn_model *m);
 /* NN_ERR_NOMEM with a message when weights, the activation arena and
  * `workspace` bytes of scratch exceed options.max_memory. */
 nn_status nn_check_memory_limit(const nn_model *m, size_t workspace);
-/* Run the graph once.  Inputs are in m->rt[input].  Static models write
- * into the planned arena; dynamic ones infer and allocate node by node and
- * leave graph outputs allocated (nn_execute_release frees them). */
-nn_status nn_execute(nn_model *m);
+/* Run the graph once on one lane.  Inputs are in lane->rt[input].  Static
+ * models write into the lane's planned arena; dynamic ones (one lane) infer
+ * and allocate node by node and leave graph outputs allocated
+ * (nn_execute_release frees them). */
+nn_status nn_execute(nn_model *m, nn_lane *lane);
 void nn_execute_release(nn_model *m);
 
 /* nn_load with a callback after parsing ("parsed") and after every pass. */

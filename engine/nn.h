@@ -88,6 +88,10 @@ typedef struct nn_options {
                                  * fp32 parity with the CPU) */
     int fp16;                   /* GPU: weights and activations in half precision, accumulating in fp32
                                  * (default 0) */
+    int micro_batch;            /* CPU: samples per run of the plan.  Below `batch`, a batch runs as
+                                 * micro-batches on independent lanes, one per thread, each kernel on one
+                                 * thread: activations stay in cache and threads never wait for each
+                                 * other.  0 (default): chosen from the model; `batch`: never split */
 } nn_options;
 
 typedef struct nn_model nn_model;
@@ -105,7 +109,9 @@ NN_API void nn_free(nn_model *model);
 /* Run the model.  inputs[i] matches graph input i (see nn_input_info).
  * When the model has a symbolic batch dimension, the inputs may hold any
  * number of samples along dim 0; they are run in batches of the configured
- * size and the outputs gathered.  outputs[i] receives freshly allocated data
+ * size (or micro-batches, see options.micro_batch) and the outputs gathered:
+ * samples are taken to be independent, as in every model whose batch
+ * dimension is symbolic.  outputs[i] receives freshly allocated data
  * (release with nn_tensor_release). */
 NN_API nn_status nn_predict(nn_model *model, const nn_tensor *inputs, int n_inputs, nn_tensor *outputs, int n_outputs);
 
@@ -126,11 +132,13 @@ typedef struct nn_model_stats {
     int nodes;           /* nodes executed per batch */
     int nodes_parsed;    /* nodes in the ONNX file */
     int64_t parameters;  /* elements in initializers */
-    int64_t arena_bytes; /* planned activation memory */
+    int64_t arena_bytes; /* planned activation memory, every lane's */
     int batch;           /* bound batch size */
+    int plan_batch;      /* samples one run of the plan holds (below `batch` when a batch is split) */
+    int lanes;           /* micro-batches run at once, a thread each (1: one run at a time, on every thread) */
     int threads;
     int64_t weight_bytes;      /* constant tensors and packed weights */
-    int64_t workspace_bytes;   /* kernel scratch */
+    int64_t workspace_bytes;   /* kernel scratch, every lane's */
     nn_cache_state cache;      /* where the plan came from */
     const char *cache_path;    /* the cache file read or written; NULL when none */
     const char *cache_warning; /* why a cache file was not used or not written; NULL when all went well */

@@ -182,6 +182,64 @@ done:
     return st;
 }
 
+/* Samples per run of the plan when options.micro_batch leaves it to us:
+ * one, when a sample's activations (every value the graph as exported
+ * computes) take at least as many bytes as the weights.  A lane then keeps
+ * its sample's activations in cache and reads every weight once per sample;
+ * a whole batch reads every weight once but streams every activation through
+ * memory.  On a 2-core Zen 5 at batch 64, one sample per lane ran
+ * MobileNetV2, EfficientNet-B0 and DenseNet-201 1.3-1.45x as fast,
+ * GoogLeNet 1.12x and ResNet-50 (activations 1.5x its weights) on par; VGG-19
+ * (activations 0.22x) 0.83x. */
+static int auto_plan_batch(const nn_model *m) {
+    const nn_graph *g = &m->g;
+    double weights = 0, activations = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const nn_value *val = &g->values[v];
+        double bytes = (double)nn_tensor_elements(&val->t) * (double)nn_dtype_size(val->t.dtype);
+        if (val->is_const)
+            weights += bytes;
+        else if (val->shape_known)
+            activations += bytes / m->batch;
+    }
+    return activations >= weights ? 1 : m->batch;
+}
+
+/* Each graph output's shape at plan batch `to`, from its shape at `from`. */
+static bool outputs_scale(const nn_graph *g, const nn_tensor *at_from, int from, int to) {
+    for (int i = 0; i < g->n_outputs; i++) {
+        const nn_value *v = &g->values[g->outputs[i]];
+        nn_tensor want = at_from[i];
+        if (v->batched) {
+            if (want.dims[0] != from) return false;
+            want.dims[0] = to;
+        }
+        if (!v->shape_known || v->t.dtype != want.dtype || v->t.ndim != want.ndim ||
+            memcmp(v->t.dims, want.dims, sizeof(int64_t) * (size_t)want.ndim))
+            return false;
+    }
+    return true;
+}
+
+nn_status nn_choose_plan_batch(nn_model *m) {
+    int want = m->opt.micro_batch > 0 ? m->opt.micro_batch : auto_plan_batch(m);
+    if (want >= m->batch || m->dynamic || !m->has_batch || m->backend) return NN_OK;
+    nn_graph *g = &m->g;
+    nn_tensor *full = malloc(sizeof *full * ((size_t)g->n_outputs + 1));
+    if (!full) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_outputs; i++)
+        full[i] = g->values[g->outputs[i]].t;
+    /* a graph whose shapes do not follow the batch (a Reshape to a fixed
+     * sample count) runs whole batches, as it was exported */
+    nn_status st = nn_rebind_batch(m, want);
+    if (st != NN_OK || m->dynamic || !outputs_scale(g, full, m->batch, want)) {
+        nn_clear_error();
+        st = nn_rebind_batch(m, m->batch);
+    }
+    free(full);
+    return st;
+}
+
 void nn_plan_free(nn_plan *p) {
     free(p->offset);
     free(p->first_use);

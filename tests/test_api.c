@@ -1,5 +1,6 @@
 /* Library behaviour on good and bad models, built here with protobuf-c:
- * validation errors name what is wrong, batching splits and gathers,
+ * validation errors name what is wrong, batching splits and gathers (also
+ * over micro-batch lanes),
  * concurrent predictions on one model are safe. */
 #include <math.h>
 #include <pthread.h>
@@ -360,6 +361,117 @@ static void test_cache_and_limits(void) {
     nn_free(m);
 }
 
+/* Micro-batches: a batch split over lanes gives the whole batch's results
+ * while the API still reports the bound batch; a graph whose output does not
+ * follow the batch runs whole batches; a lane's error reaches the caller. */
+static void expect_reference(const nn_tensor *out, const float *xs, int n, const char *what) {
+    int wrong = 0;
+    for (int i = 0; i < n * 4 && out->data; i++)
+        wrong += fabsf(((float *)out->data)[i] - reference(xs[i], i % 4)) > 1e-6f;
+    CHECK(out->data && wrong == 0, "%s: %d of %d outputs differ from the reference", what, wrong, n * 4);
+}
+
+static void test_micro_batches(void) {
+    builder b;
+    small_model(&b);
+    const char *path = save(&b, "micro.onnx");
+    builder_free(&b);
+    nn_options opt = nn_options_default();
+    opt.batch = 4;
+    opt.micro_batch = 1;
+    opt.threads = 2;
+    opt.cache = 0;
+    nn_model *m;
+    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
+    if (!m) return;
+    nn_model_stats st;
+    nn_model_get_stats(m, &st);
+    CHECK(st.batch == 4 && st.plan_batch == 1 && st.lanes == 2, "batch %d in micro-batches of %d on %d lanes", st.batch,
+          st.plan_batch, st.lanes);
+    nn_tensor shape;
+    nn_input_info(m, 0, NULL, &shape);
+    CHECK(shape.dims[0] == 4, "input info says batch %lld, the model was loaded for 4", (long long)shape.dims[0]);
+    nn_output_info(m, 0, NULL, &shape);
+    CHECK(shape.dims[0] == 4, "output info says batch %lld, the model was loaded for 4", (long long)shape.dims[0]);
+    enum { N = 7 };
+    float xs[N * 4];
+    for (int i = 0; i < N * 4; i++)
+        xs[i] = (float)(i % 9) - 4.0f;
+    nn_tensor in = {NN_DTYPE_FLOAT, 2, {N, 4}, xs}, out;
+    CHECK(nn_predict(m, &in, 1, &out, 1) == NN_OK, "predict: %s", nn_last_error());
+    CHECK(out.dims[0] == N, "%lld output rows for %d samples", (long long)out.dims[0], N);
+    expect_reference(&out, xs, N, "7 samples on 2 lanes");
+    nn_tensor_release(&out);
+    nn_free(m);
+
+    opt.micro_batch = 4; /* the bound batch: never split */
+    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
+    if (m) {
+        nn_model_get_stats(m, &st);
+        CHECK(st.plan_batch == 4 && st.lanes == 1, "micro-batch = batch: %d per run on %d lanes", st.plan_batch,
+              st.lanes);
+        nn_free(m);
+    }
+    opt.micro_batch = -1;
+    m = (nn_model *)1;
+    CHECK(nn_load(path, &opt, &m) == NN_ERR_ARG && !m && strstr(nn_last_error(), "micro-batch size"),
+          "negative micro-batch: %s", nn_last_error());
+
+    /* y = Reshape(x, [-1]): its length is 4 x the batch, not a row per sample */
+    static const int64_t dims_flat[1] = {-1}, dims_1[1] = {1};
+    static const int64_t flat[1] = {-1};
+    builder_init(&b);
+    b.inputs[b.graph.n_input++] = value_info("x", 2, dims_n4);
+    b.outputs[b.graph.n_output++] = value_info("y", 1, dims_flat);
+    int64_init(&b, "shape", 1, dims_1, 1, flat);
+    node(&b, "Reshape", "flatten", "x", "shape", "y");
+    path = save(&b, "flat.onnx");
+    builder_free(&b);
+    opt.batch = 2;
+    opt.micro_batch = 1;
+    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
+    if (m) {
+        nn_model_get_stats(m, &st);
+        CHECK(st.plan_batch == 2 && st.lanes == 1, "an output that does not follow the batch: %d per run on %d lanes",
+              st.plan_batch, st.lanes);
+        nn_tensor two = {NN_DTYPE_FLOAT, 2, {2, 4}, xs};
+        CHECK(nn_predict(m, &two, 1, &out, 1) == NN_OK && out.ndim == 1 && out.dims[0] == 8, "flatten predict: %s",
+              nn_last_error());
+        for (int i = 0; i < 8 && out.data; i++)
+            CHECK(((float *)out.data)[i] == xs[i], "flatten output %d: %g, expected %g", i, ((float *)out.data)[i],
+                  xs[i]);
+        nn_tensor_release(&out);
+        nn_free(m);
+    }
+
+    /* y = Gather(table, idx): an index out of range in one sample fails the call */
+    static const int64_t dims_n1[2] = {-1, 1};
+    builder_init(&b);
+    Onnx__ValueInfoProto *idx = value_info("idx", 2, dims_n1);
+    idx->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    b.inputs[b.graph.n_input++] = idx;
+    b.outputs[b.graph.n_output++] = value_info("y", 2, dims_n1);
+    float_init(&b, "table", 1, dims_4, 4, w_vals);
+    node(&b, "Gather", "lookup", "table", "idx", "y");
+    path = save(&b, "gather.onnx");
+    builder_free(&b);
+    opt.batch = 4;
+    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
+    if (m) {
+        int64_t ids[6] = {0, 1, 2, 3, 9, 1};
+        nn_tensor bad = {NN_DTYPE_INT64, 2, {6, 1}, ids};
+        out = (nn_tensor){0};
+        CHECK(nn_predict(m, &bad, 1, &out, 1) == NN_ERR_INVALID && !out.data, "an index out of range was accepted");
+        CHECK(strstr(nn_last_error(), "'lookup'") && strstr(nn_last_error(), "index 9 out of range"),
+              "lane error message: '%s'", nn_last_error());
+        ids[4] = 2;
+        CHECK(nn_predict(m, &bad, 1, &out, 1) == NN_OK && out.data && ((float *)out.data)[4] == w_vals[2],
+              "after a failed call: %s", nn_last_error());
+        nn_tensor_release(&out);
+        nn_free(m);
+    }
+}
+
 static void test_op_table(void) {
     CHECK(nn_op_table_check() == 0, "ops/ops.def out of order or mislabelled at line %d", nn_op_table_check());
     CHECK(nn_op_lookup("Conv") >= 0 && nn_op_lookup("NoSuchOp") < 0, "op lookup");
@@ -378,6 +490,7 @@ int main(void) {
     test_concurrency();
     test_cache_and_limits();
     test_unbatched_input();
+    test_micro_batches();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", nn_test_dir);

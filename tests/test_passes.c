@@ -179,9 +179,13 @@ static void check_plan(const nn_model *m) {
     free(root);
 }
 
+/* The batch load_opts binds, and runs whole: the passes see the shapes the
+ * test case was written for, not a micro-batch's. */
+static int load_batch = BATCH;
+
 static nn_model *load_opts(const char *path, int optimize, const char *passes, const char *disable) {
     nn_options o = nn_options_default();
-    o.batch = BATCH;
+    o.batch = o.micro_batch = load_batch;
     o.threads = 1;
     o.optimize = optimize;
     o.passes = passes;

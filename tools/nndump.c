@@ -249,12 +249,12 @@ static void print_pass_summary(const dump *d, const nn_model *m, bool json) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: nndump MODEL.onnx [--batch N] [--stage all|parsed|PASS|final] [--format text|dot|json]\n"
-            "                         [--passes LIST] [--disable-pass NAME] [--no-opt] [--cache-dir DIR] [--no-cache]\n"
-            "The final stage may come from the plan cache (as nnrun's would); other stages need the\n"
-            "passes to run, so they never read it.\n"
-            "passes, in pipeline order:\n");
+    fprintf(f, "usage: nndump MODEL.onnx [--batch N] [--micro-batch N] [--stage all|parsed|PASS|final]\n"
+               "                         [--format text|dot|json] [--passes LIST] [--disable-pass NAME] [--no-opt]\n"
+               "                         [--cache-dir DIR] [--no-cache]\n"
+               "The final stage may come from the plan cache (as nnrun's would); other stages need the\n"
+               "passes to run, so they never read it.\n"
+               "passes, in pipeline order:\n");
     for (int i = 0; nn_default_pipeline[i]; i++)
         fprintf(f, "  %-18s %s\n", nn_default_pipeline[i]->name, nn_default_pipeline[i]->summary);
 }
@@ -270,6 +270,9 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--batch") && v) {
             opt.batch = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--micro-batch") && v) {
+            opt.micro_batch = atoi(v);
             i++;
         } else if (!strcmp(a, "--stage") && v) {
             d.want = v;
@@ -310,8 +313,8 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (opt.batch < 1) {
-        fprintf(stderr, "nndump: --batch needs an integer >= 1\n");
+    if (opt.batch < 1 || opt.micro_batch < 0) {
+        fprintf(stderr, "nndump: --batch and --micro-batch need an integer >= 1\n");
         return 2;
     }
     if (strcmp(d.want, "final")) opt.cache = 0; /* the earlier stages happen only when the passes run */
@@ -332,8 +335,8 @@ int main(int argc, char **argv) {
     if (d.fmt == FMT_JSON) {
         printf("{\"model\": ");
         json_str(stdout, path);
-        printf(", \"batch\": %d, \"opset\": %d, \"nodes_parsed\": %d,\n  \"stages\": [", m->batch, m->g.opset,
-               m->g.nodes_parsed);
+        printf(", \"batch\": %d, \"plan_batch\": %d, \"opset\": %d, \"nodes_parsed\": %d,\n  \"stages\": [", m->batch,
+               m->plan_batch, m->g.opset, m->g.nodes_parsed);
         for (int i = 0, first = 1; i < d.n_stages; i++) {
             if (!d.stages[i].body) continue;
             printf("%s\n  {\"name\": ", first ? "" : ",");
@@ -350,8 +353,10 @@ int main(int argc, char **argv) {
         for (int i = 0; i < d.n_stages; i++)
             if (d.stages[i].body) fputs(d.stages[i].body, stdout);
     } else {
-        printf("%s: %d nodes parsed, opset %d, batch %d%s\n", path, m->g.nodes_parsed, m->g.opset, m->batch,
-               m->dynamic ? " (shapes depend on run-time values: planned per run)" : "");
+        printf("%s: %d nodes parsed, opset %d, batch %d", path, m->g.nodes_parsed, m->g.opset, m->batch);
+        if (m->plan_batch < m->batch)
+            printf(" (planned for micro-batches of %d: shapes below are theirs)", m->plan_batch);
+        printf("%s\n", m->dynamic ? " (shapes depend on run-time values: planned per run)" : "");
         for (int i = 0; i < d.n_stages; i++)
             if (d.stages[i].body)
                 printf("stage %s: %d nodes\n%s", d.stages[i].name, d.stages[i].nodes_after, d.stages[i].body);

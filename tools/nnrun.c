@@ -43,6 +43,8 @@ static void usage(FILE *f) {
                "                       with --input, taken from the data)\n"
                "  --device DEV         cpu or gpuN (default cpu)\n"
                "  --threads N          worker threads, 0 = all cores (default 0)\n"
+               "  --micro-batch N      CPU: run a batch as micro-batches of N samples on independent lanes,\n"
+               "                       one per thread (default: chosen from the model; N = batch: never)\n"
                "  --warmup N           untimed runs before measuring (default 3)\n"
                "  --iters N            timed runs (default 20)\n"
                "  --duration SEC       time runs for SEC seconds instead of --iters\n"
@@ -122,6 +124,9 @@ static int parse_args(int argc, char **argv, args *a) {
         } else if (!strcmp(s, "--device")) {
             if (!v) return fprintf(stderr, "nnrun: --device needs a value\n"), -1;
             a->opt.device = v;
+            i++;
+        } else if (!strcmp(s, "--micro-batch")) {
+            if (parse_int(s, v, 1, &a->opt.micro_batch)) return -1;
             i++;
         } else if (!strcmp(s, "--threads")) {
             if (parse_int(s, v, 0, &a->opt.threads)) return -1;
@@ -412,6 +417,7 @@ static int run_session(args *ap, report *rep, held *h) {
         json_str(a.model);
         printf(", \"batch\": %d, \"samples\": %lld, \"device\": ", stats.batch, (long long)samples);
         json_str(a.opt.device ? a.opt.device : "cpu");
+        printf(", \"plan_batch\": %d, \"lanes\": %d", stats.plan_batch, stats.lanes);
         printf(", \"threads\": %d, \"nodes\": %d, \"nodes_parsed\": %d, \"parameters\": %lld, \"arena_bytes\": %lld, "
                "\"load_ms\": %.3f, \"iters\": %d, \"latency_ms\": {\"median\": %.3f, \"p90\": %.3f, \"p99\": %.3f, "
                "\"min\": %.3f, \"max\": %.3f}, \"throughput\": %.3f, \"peak_rss_mb\": %.1f, \"weight_bytes\": %lld, "
@@ -442,8 +448,10 @@ static int run_session(args *ap, report *rep, held *h) {
         }
         printf("nodes       %d parsed, %d executed\n", stats.nodes_parsed, stats.nodes);
         printf("parameters  %lld\n", (long long)stats.parameters);
-        printf("device      %s, %d threads, batch %d\n", a.opt.device ? a.opt.device : "cpu", stats.threads,
-               stats.batch);
+        printf("device      %s, %d threads, batch %d", a.opt.device ? a.opt.device : "cpu", stats.threads, stats.batch);
+        if (stats.plan_batch < stats.batch)
+            printf(" in micro-batches of %d on %d lane%s", stats.plan_batch, stats.lanes, stats.lanes > 1 ? "s" : "");
+        printf("\n");
         if (stats.cache == NN_CACHE_HIT)
             printf("load        %.1f ms (cache hit, %s)\n", load_ms, stats.cache_path);
         else if (stats.cache == NN_CACHE_MISS && stats.cache_path)

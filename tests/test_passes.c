@@ -964,6 +964,21 @@ static void test_plan_branches(void) {
     nn_model *m = load(path, NULL);
     if (m) EXPECT_SAME_OUTPUTS(path, m);
     nn_free(m);
+    /* at batch 1 the Concat's slices are contiguous: it is eliminated, and
+     * the Flattens feeding it must put their inputs in its buffer */
+    load_batch = 1;
+    m = load(path, NULL);
+    if (m) {
+        EXPECT_OPS(m, "Conv MaxPool FusedElementwise GlobalAveragePool Flatten Flatten Concat");
+        for (int i = 0; i < m->g.n_nodes; i++) {
+            const nn_node *n = &m->g.nodes[i];
+            bool want = n->op == NN_OP_Flatten || n->op == NN_OP_Concat;
+            EXPECT(n->elided == want, "batch 1: %s elided: expected %s", op_name(n->op), want ? "true" : "false");
+        }
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    load_batch = BATCH;
     m = load_opts(path, 0, NULL, NULL);
     nn_free(m);
     builder_free(&b);

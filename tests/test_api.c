@@ -362,8 +362,7 @@ static void test_cache_and_limits(void) {
 }
 
 /* Micro-batches: a batch split over lanes gives the whole batch's results
- * while the API still reports the bound batch; a graph whose output does not
- * follow the batch runs whole batches; a lane's error reaches the caller. */
+ * while the API still reports the bound batch. */
 static void expect_reference(const nn_tensor *out, const float *xs, int n, const char *what) {
     int wrong = 0;
     for (int i = 0; i < n * 4 && out->data; i++)
@@ -371,21 +370,29 @@ static void expect_reference(const nn_tensor *out, const float *xs, int n, const
     CHECK(out->data && wrong == 0, "%s: %d of %d outputs differ from the reference", what, wrong, n * 4);
 }
 
+/* `path` loaded for `batch` samples in micro-batches of `micro`, on 2 threads,
+ * with its plan batch and lane count in *st; NULL (and a failed check) when
+ * it does not load. */
+static nn_model *load_micro(const char *path, int batch, int micro, nn_model_stats *st) {
+    nn_options opt = nn_options_default();
+    opt.batch = batch;
+    opt.micro_batch = micro;
+    opt.threads = 2;
+    opt.cache = 0;
+    nn_model *m = NULL;
+    CHECK(nn_load(path, &opt, &m) == NN_OK, "load %s: %s", path, nn_last_error());
+    if (m) nn_model_get_stats(m, st);
+    return m;
+}
+
 static void test_micro_batches(void) {
     builder b;
     small_model(&b);
     const char *path = save(&b, "micro.onnx");
     builder_free(&b);
-    nn_options opt = nn_options_default();
-    opt.batch = 4;
-    opt.micro_batch = 1;
-    opt.threads = 2;
-    opt.cache = 0;
-    nn_model *m;
-    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
-    if (!m) return;
     nn_model_stats st;
-    nn_model_get_stats(m, &st);
+    nn_model *m = load_micro(path, 4, 1, &st);
+    if (!m) return;
     CHECK(st.batch == 4 && st.plan_batch == 1 && st.lanes == 2, "batch %d in micro-batches of %d on %d lanes", st.batch,
           st.plan_batch, st.lanes);
     nn_tensor shape;
@@ -404,37 +411,38 @@ static void test_micro_batches(void) {
     nn_tensor_release(&out);
     nn_free(m);
 
-    opt.micro_batch = 4; /* the bound batch: never split */
-    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
-    if (m) {
-        nn_model_get_stats(m, &st);
+    if ((m = load_micro(path, 4, 4, &st))) { /* the bound batch: never split */
         CHECK(st.plan_batch == 4 && st.lanes == 1, "micro-batch = batch: %d per run on %d lanes", st.plan_batch,
               st.lanes);
         nn_free(m);
     }
+    nn_options opt = nn_options_default();
     opt.micro_batch = -1;
     m = (nn_model *)1;
     CHECK(nn_load(path, &opt, &m) == NN_ERR_ARG && !m && strstr(nn_last_error(), "micro-batch size"),
           "negative micro-batch: %s", nn_last_error());
+}
 
-    /* y = Reshape(x, [-1]): its length is 4 x the batch, not a row per sample */
+/* y = Reshape(x, [-1]): its length is 4 x the batch, not a row per sample,
+ * so the batch runs whole whatever micro-batch is asked for */
+static void test_micro_batch_refused(void) {
     static const int64_t dims_flat[1] = {-1}, dims_1[1] = {1};
     static const int64_t flat[1] = {-1};
+    builder b;
     builder_init(&b);
     b.inputs[b.graph.n_input++] = value_info("x", 2, dims_n4);
     b.outputs[b.graph.n_output++] = value_info("y", 1, dims_flat);
     int64_init(&b, "shape", 1, dims_1, 1, flat);
     node(&b, "Reshape", "flatten", "x", "shape", "y");
-    path = save(&b, "flat.onnx");
+    const char *path = save(&b, "flat.onnx");
     builder_free(&b);
-    opt.batch = 2;
-    opt.micro_batch = 1;
-    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
+    nn_model_stats st;
+    nn_model *m = load_micro(path, 2, 1, &st);
     if (m) {
-        nn_model_get_stats(m, &st);
         CHECK(st.plan_batch == 2 && st.lanes == 1, "an output that does not follow the batch: %d per run on %d lanes",
               st.plan_batch, st.lanes);
-        nn_tensor two = {NN_DTYPE_FLOAT, 2, {2, 4}, xs};
+        float xs[8] = {1, -2, 3, -4, 5, -6, 7, -8};
+        nn_tensor two = {NN_DTYPE_FLOAT, 2, {2, 4}, xs}, out;
         CHECK(nn_predict(m, &two, 1, &out, 1) == NN_OK && out.ndim == 1 && out.dims[0] == 8, "flatten predict: %s",
               nn_last_error());
         for (int i = 0; i < 8 && out.data; i++)
@@ -443,9 +451,13 @@ static void test_micro_batches(void) {
         nn_tensor_release(&out);
         nn_free(m);
     }
+}
 
-    /* y = Gather(table, idx): an index out of range in one sample fails the call */
+/* y = Gather(table, idx) over 6 samples on 2 lanes: an index out of range in
+ * one sample fails the call, with the lane's message on the caller's thread */
+static void test_lane_error(void) {
     static const int64_t dims_n1[2] = {-1, 1};
+    builder b;
     builder_init(&b);
     Onnx__ValueInfoProto *idx = value_info("idx", 2, dims_n1);
     idx->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
@@ -453,14 +465,13 @@ static void test_micro_batches(void) {
     b.outputs[b.graph.n_output++] = value_info("y", 2, dims_n1);
     float_init(&b, "table", 1, dims_4, 4, w_vals);
     node(&b, "Gather", "lookup", "table", "idx", "y");
-    path = save(&b, "gather.onnx");
+    const char *path = save(&b, "gather.onnx");
     builder_free(&b);
-    opt.batch = 4;
-    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
+    nn_model_stats st;
+    nn_model *m = load_micro(path, 4, 1, &st);
     if (m) {
         int64_t ids[6] = {0, 1, 2, 3, 9, 1};
-        nn_tensor bad = {NN_DTYPE_INT64, 2, {6, 1}, ids};
-        out = (nn_tensor){0};
+        nn_tensor bad = {NN_DTYPE_INT64, 2, {6, 1}, ids}, out = {0};
         CHECK(nn_predict(m, &bad, 1, &out, 1) == NN_ERR_INVALID && !out.data, "an index out of range was accepted");
         CHECK(strstr(nn_last_error(), "'lookup'") && strstr(nn_last_error(), "index 9 out of range"),
               "lane error message: '%s'", nn_last_error());
@@ -491,6 +502,8 @@ int main(void) {
     test_cache_and_limits();
     test_unbatched_input();
     test_micro_batches();
+    test_micro_batch_refused();
+    test_lane_error();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", nn_test_dir);

@@ -205,16 +205,24 @@ static int auto_plan_batch(const nn_model *m) {
     return activations >= weights ? 1 : m->batch;
 }
 
-/* Each graph output's shape at plan batch `to`, from its shape at `from`. */
-static bool outputs_scale(const nn_graph *g, const nn_tensor *at_from, int from, int to) {
+/* What a graph output was at the bound batch: its shape, and whether its
+ * dim 0 is the batch. */
+typedef struct output_at_batch {
+    nn_tensor t;
+    bool batched;
+} output_at_batch;
+
+/* Each graph output's shape at plan batch `to` follows from its shape at
+ * `from`: dim 0 scaled where it is the batch, the rest unchanged. */
+static bool outputs_scale(const nn_graph *g, const output_at_batch *at_from, int from, int to) {
     for (int i = 0; i < g->n_outputs; i++) {
         const nn_value *v = &g->values[g->outputs[i]];
-        nn_tensor want = at_from[i];
-        if (v->batched) {
+        nn_tensor want = at_from[i].t;
+        if (at_from[i].batched) {
             if (want.dims[0] != from) return false;
             want.dims[0] = to;
         }
-        if (!v->shape_known || v->t.dtype != want.dtype || v->t.ndim != want.ndim ||
+        if (!v->shape_known || v->batched != at_from[i].batched || v->t.dtype != want.dtype || v->t.ndim != want.ndim ||
             memcmp(v->t.dims, want.dims, sizeof(int64_t) * (size_t)want.ndim))
             return false;
     }
@@ -225,15 +233,17 @@ nn_status nn_choose_plan_batch(nn_model *m) {
     int want = m->opt.micro_batch > 0 ? m->opt.micro_batch : auto_plan_batch(m);
     if (want >= m->batch || m->dynamic || !m->has_batch || m->backend) return NN_OK;
     nn_graph *g = &m->g;
-    nn_tensor *full = malloc(sizeof *full * ((size_t)g->n_outputs + 1));
+    output_at_batch *full = malloc(sizeof *full * ((size_t)g->n_outputs + 1));
     if (!full) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_outputs; i++)
-        full[i] = g->values[g->outputs[i]].t;
+        full[i] = (output_at_batch){g->values[g->outputs[i]].t, g->values[g->outputs[i]].batched};
     /* a graph whose shapes do not follow the batch (a Reshape to a fixed
      * sample count) runs whole batches, as it was exported */
     nn_status st = nn_rebind_batch(m, want);
     if (st != NN_OK || m->dynamic || !outputs_scale(g, full, m->batch, want)) {
         nn_clear_error();
+        for (int i = 0; i < g->n_outputs; i++) /* inference at `want` may have cleared them */
+            g->values[g->outputs[i]].batched = full[i].batched;
         st = nn_rebind_batch(m, m->batch);
     }
     free(full);

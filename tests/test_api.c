@@ -423,31 +423,33 @@ static void test_micro_batches(void) {
           "negative micro-batch: %s", nn_last_error());
 }
 
-/* y = Reshape(x, [-1]): its length is 4 x the batch, not a row per sample,
- * so the batch runs whole whatever micro-batch is asked for */
+/* y = Reshape(x, [2, -1]): at the bound batch of 2 its dim 0 is the batch,
+ * at a micro-batch of 1 it is not, so the batch runs whole, and y stays
+ * gathered row by row over the chunks of a longer input. */
 static void test_micro_batch_refused(void) {
-    static const int64_t dims_flat[1] = {-1}, dims_1[1] = {1};
-    static const int64_t flat[1] = {-1};
+    static const int64_t dims_any[2] = {-1, -1}, dims_2[1] = {2};
+    static const int64_t two_rows[2] = {2, -1};
     builder b;
     builder_init(&b);
     b.inputs[b.graph.n_input++] = value_info("x", 2, dims_n4);
-    b.outputs[b.graph.n_output++] = value_info("y", 1, dims_flat);
-    int64_init(&b, "shape", 1, dims_1, 1, flat);
-    node(&b, "Reshape", "flatten", "x", "shape", "y");
-    const char *path = save(&b, "flat.onnx");
+    b.outputs[b.graph.n_output++] = value_info("y", 2, dims_any);
+    int64_init(&b, "shape", 1, dims_2, 2, two_rows);
+    node(&b, "Reshape", "two_rows", "x", "shape", "y");
+    const char *path = save(&b, "two_rows.onnx");
     builder_free(&b);
     nn_model_stats st;
     nn_model *m = load_micro(path, 2, 1, &st);
     if (m) {
         CHECK(st.plan_batch == 2 && st.lanes == 1, "an output that does not follow the batch: %d per run on %d lanes",
               st.plan_batch, st.lanes);
-        float xs[8] = {1, -2, 3, -4, 5, -6, 7, -8};
-        nn_tensor two = {NN_DTYPE_FLOAT, 2, {2, 4}, xs}, out;
-        CHECK(nn_predict(m, &two, 1, &out, 1) == NN_OK && out.ndim == 1 && out.dims[0] == 8, "flatten predict: %s",
-              nn_last_error());
-        for (int i = 0; i < 8 && out.data; i++)
-            CHECK(((float *)out.data)[i] == xs[i], "flatten output %d: %g, expected %g", i, ((float *)out.data)[i],
-                  xs[i]);
+        float xs[16];
+        for (int i = 0; i < 16; i++)
+            xs[i] = (float)i - 7.5f;
+        nn_tensor four = {NN_DTYPE_FLOAT, 2, {4, 4}, xs}, out;
+        CHECK(nn_predict(m, &four, 1, &out, 1) == NN_OK && out.ndim == 2 && out.dims[0] == 4 && out.dims[1] == 4,
+              "4 samples in 2 chunks: %s, %lld rows", nn_last_error(), (long long)out.dims[0]);
+        for (int i = 0; i < 16 && out.data && out.dims[0] == 4; i++)
+            CHECK(((float *)out.data)[i] == xs[i], "output %d: %g, expected %g", i, ((float *)out.data)[i], xs[i]);
         nn_tensor_release(&out);
         nn_free(m);
     }

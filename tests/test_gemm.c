@@ -212,6 +212,18 @@ static void test_products(void) {
         all.pack_b = true;
         run_case(70, 260, 513, all, 1, 1);
     }
+    /* two tiles of rows or fewer read a large B in place (MobileNetV2's
+     * projections to 16 and 24 channels), its rows longer than used */
+    for (int t = 1; t <= 2; t++)
+        run_case(23, 9001, 40,
+                 (variant){.pack_a = true,
+                           .residual = true,
+                           .bias = NN_GEMM_BIAS_ROW,
+                           .act = NN_ACT_CLIP,
+                           .alpha = 1.0f,
+                           .threads = t,
+                           .pad_ldb = true},
+                 1, 1);
     /* K = 0: C is bias (and the rest of the epilogue) */
     run_case(5, 9, 0,
              (variant){.bias = NN_GEMM_BIAS_ROW, .residual = true, .act = NN_ACT_RELU, .alpha = 1.0f, .threads = 1}, 1,

@@ -274,12 +274,14 @@ static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *ou
         for (int64_t c = 0; c < chunks && st == NN_OK; c++)
             st = run_chunk(m, &m->lanes[0], in, out, n_out, c * step, step, total);
     } else {
-        /* each lane keeps its first failure; the earliest chunk's is reported */
+        /* each lane keeps its first failure; the earliest chunk's is reported
+         * (OpenMP may start fewer threads than lanes: those never fail) */
         int stop = 0;
+        for (int l = 0; l < lanes; l++)
+            m->lanes[l].failed_chunk = -1;
 #pragma omp parallel num_threads(lanes)
         {
             nn_lane *lane = &m->lanes[omp_get_thread_num()];
-            lane->failed_chunk = -1;
 #pragma omp for schedule(dynamic, 1)
             for (int64_t c = 0; c < chunks; c++) {
                 int stopped;

@@ -365,7 +365,9 @@ static inline __attribute__((always_inline)) T512 void dw_s2_512(const int K, co
         wv[i] = _mm512_set1_ps(w[i]);
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    /* lanes 1..15 of the first source, then lane `next` of the third load */
+    /* a vector of columns moved on by two: its lanes 1..15, then lane 0, 1
+     * or 2 of the third load (the column that follows the even, odd or
+     * moved-on even run) */
     const __m512i on1 = _mm512_set_epi32(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
     const __m512i on1_odd = _mm512_set_epi32(17, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
     const __m512i on1_even2 = _mm512_set_epi32(18, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);

@@ -701,28 +701,12 @@ static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const floa
     }
 }
 
-static void depthwise_s2(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
-                         const nn_epilogue *e, const float *res, int threads) {
-    int64_t planes = g->batch * g->out_ch;
-#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
-    for (int64_t p = 0; p < planes; p++) {
-        int64_t oc = p % g->out_ch;
-        float *yp = y + p * g->out_size;
-        dw_s2_avx512(g, dw_input_plane(g, x, p), w + oc * g->kernel_size, bias ? bias[oc] : 0.0f, yp);
-        dw_epilogue(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
-    }
-}
-
-/* One output plane per task (but see depthwise_flat and depthwise_s2). */
+/* One output plane per task (but see depthwise_flat). */
 static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                          const nn_epilogue *e, const float *res, int threads) {
     nn_flat_taps flat;
     if (dw_flat(g, &flat)) {
         depthwise_flat(g, &flat, x, w, bias, y, e, res, threads);
-        return;
-    }
-    if (dw_s2_direct(g)) {
-        depthwise_s2(g, x, w, bias, y, e, res, threads);
         return;
     }
     int64_t planes = g->batch * g->out_ch;
@@ -740,10 +724,11 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
                                                             : !strcmp(isa, "avx2") ? dw_plane_avx2
                                                                                    : dw_plane_scalar;
     /* Stride 2 along rows reads every other float; the padded copy splits
-     * each row by column parity instead (AVX-512 has depthwise_s2).
+     * each row by column parity instead (AVX-512 has dw_s2_512).
      * Measured in-process on Zen 3 (AVX2) for 3x3: 0.80x the time with 56
      * outputs per row, 0.85x with 40, 0.96x with 32; but 1.08-1.24x with
      * 28, 30 and 36, rows that end in a partial vector; and 2x for 5x5. */
+    bool direct_s2 = dw_s2_direct(g);
     bool split = padded && kh_n == 3 && kw_n == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 &&
                  ow_n >= DW_SPLIT_MIN_COLS && ow_n % 8 == 0 && plane_fn != dw_plane_avx512;
     int64_t half = split ? (pw_n + 1) / 2 : 0;
@@ -753,7 +738,9 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
         int64_t oc = p % g->out_ch;
         const float *xp = dw_input_plane(g, x, p), *wp = w + oc * g->kernel_size;
         float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
-        if (padded) {
+        if (direct_s2) {
+            dw_s2_avx512(g, xp, wp, b0, yp);
+        } else if (padded) {
             if (half)
                 nn_pad_plane_split(buf, ph_n, pw_n, DW_SLACK, xp, ih_n, iw_n, pt, pl, 0.0f);
             else
@@ -911,11 +898,15 @@ direct_block512(const int R, const int NV, const int KW, const conv_direct *d, i
         dw_epilogue(d->e, y, d->res ? d->res + (y - d->y) : NULL, ow_n);                                               \
     }
 
+/* Bodies built by macros: clang-format would take them for statements and
+ * indent what follows. */
+/* clang-format off */
 static inline __attribute__((always_inline)) T256 void direct_row256(const int KW, const conv_direct *d, int64_t oh) {
     DIRECT_ROW_BODY(direct_block256, 8)
 }
-static inline __attribute__((always_inline)) T512 void direct_row512(const int KW, const conv_direct *d,
-                                                                     int64_t oh){DIRECT_ROW_BODY(direct_block512, 16)}
+static inline __attribute__((always_inline)) T512 void direct_row512(const int KW, const conv_direct *d, int64_t oh) {
+    DIRECT_ROW_BODY(direct_block512, 16)
+}
 
 /* KW unrolled for the stems' 3 and 7 */
 #define DIRECT_ROW_FOR(SUFFIX, TARGET, ROW)                                                                            \
@@ -927,12 +918,14 @@ static inline __attribute__((always_inline)) T512 void direct_row512(const int K
         else                                                                                                           \
             ROW(0, d, oh);                                                                                             \
     }
-DIRECT_ROW_FOR(avx2, T256, direct_row256) DIRECT_ROW_FOR(avx512, T512, direct_row512)
+DIRECT_ROW_FOR(avx2, T256, direct_row256)
+DIRECT_ROW_FOR(avx512, T512, direct_row512)
 
-    /* g fits (direct_fits gave ph and pw); `planes` holds direct_workspace. */
-    static void conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
-                                const float *bias, float *y, const nn_epilogue *e, const float *res, float *planes,
-                                int threads) {
+/* g fits (direct_fits gave ph and pw); `planes` holds direct_workspace. */
+static void conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
+                            const float *bias, float *y, const nn_epilogue *e, const float *res, float *planes,
+                            int threads) {
+    /* clang-format on */
     int64_t plane = ph * pw + DIRECT_SLACK, half = g->stride[0] == 2 ? (pw + 1) / 2 : 0;
     void (*row)(const conv_direct *, int64_t) =
         strcmp(nn_gemm_kernel_name(), "avx512") ? direct_row_avx2 : direct_row_avx512;

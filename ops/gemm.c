@@ -30,7 +30,7 @@ typedef struct tile_args {
     /* The A panel the next tile will read, pulled toward the cache while this
      * one computes (see run_task); a itself when there is none. */
     const float *next_a;
-    int64_t ldb;        /* NR for a packed panel, B's row stride when read in place */
+    int64_t ldb; /* NR for a packed panel, B's row stride when read in place */
     float *c;
     int64_t ldc;
     int mr, nr; /* valid rows / columns of this tile */
@@ -1069,10 +1069,10 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                     if (!pl->a_packed)
                         next_a = ablk + ir * kc; /* packed here: already in cache */
                     else if (mb + ir + mr >= m1)
-                        next_a = p0 + kc < g->k ? g->a_packed->data + (size_t)bi * g->a_packed->stride +
-                                                      (p0 + kc) * nn_round_up(g->m, mr) +
-                                                      m0 * min64(kb.size, g->k - p0 - kc)
-                                                : ablk + ir * kc;
+                        next_a = p0 + kc < g->k
+                                     ? g->a_packed->data + (size_t)bi * g->a_packed->stride +
+                                           (p0 + kc) * nn_round_up(g->m, mr) + m0 * min64(kb.size, g->k - p0 - kc)
+                                     : ablk + ir * kc;
                     for (int64_t jr = 0; jr < nc; jr += nr) {
                         int64_t row = mb + ir, col = nb + jr;
                         t.a = ablk + ir * kc;

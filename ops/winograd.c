@@ -227,11 +227,13 @@ INLINE void transform_input(const job *j, int64_t g, int64_t t0, int64_t nt, flo
     }
 }
 
-/* o[t * os + 0..PANEL) = sum over c of u[c][0..PANEL) * v[t][c] for nr tiles.
- * Spelled out per tile: with nr a constant the branches fold away and the
- * accumulators live in registers (a loop over them is not always unrolled). */
+/* o[t * os + 0..PANEL) = sum over c of u[c][0..PANEL) * v[t][c] for nr tiles,
+ * pulling the weight panel read next, next_u, toward L2 meanwhile (see
+ * run_item).  Spelled out per tile: with nr a constant the branches fold
+ * away and the accumulators live in registers (a loop over them is not
+ * always unrolled). */
 #define TILES_12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-INLINE void product(int nr, const float *u, const float *v, int64_t cg, float *o, int64_t os) {
+INLINE void product(int nr, const float *u, const float *v, int64_t cg, float *o, int64_t os, const float *next_u) {
     vf acc[NR_MAX][2];
 #define ACC_ZERO(t)                                                                                                   \
     if (t < nr) acc[t][0] = acc[t][1] = (vf){0};
@@ -249,6 +251,8 @@ INLINE void product(int nr, const float *u, const float *v, int64_t cg, float *o
     TILES_12(ACC_ZERO)
     for (int64_t c = 0; c < cg; c++) {
         vf u0, u1;
+        __builtin_prefetch(next_u + c * PANEL, 0, 2);
+        __builtin_prefetch(next_u + c * PANEL + LANES, 0, 2);
         VLOAD(u0, u + c * PANEL);
         VLOAD(u1, u + c * PANEL + LANES);
         TILES_12(ACC_FMA)
@@ -305,11 +309,14 @@ INLINE void transform_output(const job *j, int64_t g, int64_t t0, int64_t nt, in
     }
 }
 
-typedef void (*product_fn)(int nr, const float *u, const float *v, int64_t cg, float *o, int64_t os);
+typedef void (*product_fn)(int nr, const float *u, const float *v, int64_t cg, float *o, int64_t os,
+                           const float *next_u);
 
 /* One work item: a block of tiles, a range of weight panels, one group.
  * Position by position, each weight panel is read once for all the block's
- * tiles. */
+ * tiles.  The weights come from memory on every call, and at batch 1 a
+ * panel serves only a few product steps (16 tiles at 14x14): the next panel
+ * is prefetched while one computes, or the steps wait on memory. */
 INLINE void run_item(const job *j, int64_t item, float *scratch, int nr_max, product_fn prod) {
     const plan *pl = &j->pl;
     int64_t ms = item % pl->msplit, blk = item / pl->msplit % pl->blocks, g = item / (pl->msplit * pl->blocks);
@@ -324,8 +331,11 @@ INLINE void run_item(const job *j, int64_t item, float *scratch, int nr_max, pro
         float *op = o + p * nt * mr;
         for (int64_t mp = mp0; mp < mp1; mp++) {
             const float *u = j->u + ((g * NPOS + p) * pl->panels + mp) * cg * PANEL;
+            const float *next_u = mp + 1 < mp1     ? u + cg * PANEL
+                                  : p + 1 < NPOS ? j->u + ((g * NPOS + p + 1) * pl->panels + mp0) * cg * PANEL
+                                                 : u;
             for (int64_t t = 0; t < nt; t += nr_max)
-                prod((int)min64(nr_max, nt - t), u, vp + t * cg, cg, op + t * mr + (mp - mp0) * PANEL, mr);
+                prod((int)min64(nr_max, nt - t), u, vp + t * cg, cg, op + t * mr + (mp - mp0) * PANEL, mr, next_u);
         }
     }
     transform_output(j, g, t0, nt, mp0 * PANEL, min64(mp1 * PANEL, pl->mg), mr, o);
@@ -336,11 +346,12 @@ INLINE void run_item(const job *j, int64_t item, float *scratch, int nr_max, pro
  * 8 floats: 2 tiles take 8 for accumulators and 4 for the weights; 3 tiles
  * spilled, and the products ran 25-33% slower (Zen 3). */
 #define PRODUCT_CASE(n)                                                                                               \
-    case n: product(n, u, v, cg, o, os); break;
+    case n: product(n, u, v, cg, o, os, next_u); break;
 #define CASES_12(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
 #define CASES_2(X) X(1) X(2)
 #define DEFINE_ISA(name, attr, nr, CASES)                                                                             \
-    attr static void name##_product(int nr_, const float *u, const float *v, int64_t cg, float *o, int64_t os) { \
+    attr static void name##_product(int nr_, const float *u, const float *v, int64_t cg, float *o, int64_t os,     \
+                                    const float *next_u) {                                                        \
         switch (nr_) { CASES(PRODUCT_CASE) }                                                                          \
     }                                                                                                                 \
     attr static void name##_item(const job *j, int64_t item, float *scratch) {                                     \

@@ -48,7 +48,6 @@ typedef struct gemm_kernel {
     int mr, nr;
     int mc, nc;      /* cache blocks (multiples of mr, nr) */
     bool b_in_place; /* tile reads a plain B where it lies (masked at its right edge) */
-    bool shares_b;   /* plan->shared_b may be chosen (see there) */
     bool (*available)(void);
     void (*tile)(const tile_args *t);
     void (*act)(float *y, int64_t n, nn_act act, float alpha, float beta);
@@ -654,7 +653,6 @@ static const gemm_kernel kernels[] = {
      .mc = 14 * 24,
      .nc = 512,
      .b_in_place = true,
-     .shares_b = true,
      .available = has_avx512,
      .tile = tile_avx512,
      .act = act_avx512,
@@ -874,16 +872,15 @@ nn_gemm_packed nn_gemm_block_view(const void *block) {
 typedef struct plan {
     const gemm_kernel *kd;
     bool a_packed, b_packed;
-    bool b_in_place; /* the tiles read a plain B where it lies, unpacked */
-    /* few batch entries and one column block: the threads pack B together
-     * into a shared buffer, then split M, instead of each packing it again.
-     * Only where the kernel says so: on Zen 3 (AVX2, 2 threads) each thread
-     * packing its own B was faster for nearly every such product, by up to
-     * 39% (M = 32..256, N = 49..196, K = 384..3000: the packing of one K
-     * block is one thread's, the other waits at the barrier), the
-     * exception 6% slower (M = 512, N = 49, K = 2048).  The AVX-512 kernel
-     * keeps it: it was chosen on Intel and is not re-measured there. */
-    bool shared_b;
+    /* Each thread packs the B it needs, even where an M split makes two
+     * threads pack the same columns.  Packing B once into a shared buffer,
+     * then splitting M, lost: on Zen 3 (AVX2, 2 threads) by up to 39%
+     * (M = 32..256, N = 49..196, K = 384..3000: one thread packs a K block,
+     * the other waits at the barrier); on Zen 5 (AVX-512) by 0-5% while the
+     * VM ran smoothly and 1.3-1.45x while it took a vCPU away now and then
+     * (512x49x4608, 256x196x1024; DenseNet-201 and GoogLeNet at batch 1
+     * took 0.91x the time without it). */
+    bool b_in_place;                        /* the tiles read a plain B where it lies, unpacked */
     int64_t mparts, nparts, mrange, nrange; /* ranges: multiples of mr / nr */
     int64_t tasks;
 } plan;
@@ -946,9 +943,7 @@ static plan make_plan(const nn_gemm *g, int threads) {
     pl.b_in_place = !pl.b_packed && reads_b_in_place(g, pl.kd);
     int64_t mr = pl.kd->mr, nr = pl.kd->nr, bt = batch_count(g, 0) * batch_count(g, 1);
     int64_t mt = (g->m + mr - 1) / mr, nt = (g->n + nr - 1) / nr, k = g->k > 0 ? g->k : 1;
-    pl.shared_b = pl.kd->shares_b && !g->b_packed && !pl.b_in_place && threads > 1 && bt < threads &&
-                  nt * nr <= pl.kd->nc && g->k > 0;
-    bool b_ready = pl.b_packed || pl.shared_b || pl.b_in_place;
+    bool b_ready = pl.b_packed || pl.b_in_place;
     double best = -1;
     for (int64_t sm = 1; sm <= mt && sm <= 16; sm++)
         for (int64_t sn = 1; sn <= nt && sn <= 64; sn++) {
@@ -991,15 +986,10 @@ static size_t thread_scratch_floats(const nn_gemm *g, const plan *pl) {
     return f; /* each thread's share stays 64-byte aligned */
 }
 
-/* The shared B of plan->shared_b: packed like nn_gemm_pack_b. */
-static size_t shared_b_floats(const nn_gemm *g, const plan *pl) {
-    return pl->shared_b ? (size_t)(g->k * nn_round_up(g->n, pl->kd->nr)) : 0;
-}
-
 size_t nn_gemm_workspace(const nn_gemm *g, int threads) {
     if (threads < 1) threads = 1;
     plan pl = make_plan(g, threads);
-    return sizeof(float) * (thread_scratch_floats(g, &pl) * (size_t)threads + shared_b_floats(g, &pl)) + 64;
+    return sizeof(float) * thread_scratch_floats(g, &pl) * (size_t)threads + 64;
 }
 
 /* Where a thread's scratch keeps a conv table (after its B and A buffers). */
@@ -1150,42 +1140,7 @@ static void gemv(const nn_gemm *g, int threads) {
     }
 }
 
-/* plan->shared_b: for each batch entry, the threads pack B's K blocks into
- * `shared`, then share the (M, N) tasks, reading it as a pre-packed B. */
-static void run_shared_b(const nn_gemm *g, const plan *pl, float *shared, float *scratch) {
-    const gemm_kernel *kd = pl->kd;
-    kblocks kb = k_blocks(g->k);
-    int64_t ncp = nn_round_up(g->n, kd->nr), bin = batch_count(g, 1), per_batch = pl->mparts * pl->nparts;
-    nn_gemm_packed sp = {.kernel = (int)(kd - kernels),
-                         .rows = g->n,
-                         .k = g->k,
-                         .count = 1,
-                         .stride = (size_t)(ncp * g->k),
-                         .data = shared};
-    nn_gemm gs = *g;
-    gs.b_packed = &sp;
-    plan ps = *pl;
-    ps.b_packed = true;
-    for (int64_t e = 0; e < batch_count(g, 0) * bin; e++) {
-        int64_t bo = e / bin, bi = e % bin;
-        const float *b = g->b + bo * g->stride_b[0] + bi * g->stride_b[1];
-#pragma omp for schedule(static, 1)
-        for (int64_t blk = 0; blk < kb.count; blk++) {
-            int64_t p0 = blk * kb.size;
-            conv_table table;
-            if (g->b_conv) conv_table_build(g->b_conv, 0, g->n, ncp, table_scratch(g, pl, scratch), &table);
-            pack_b_block(kd, g, b, g->b_conv ? &table : NULL, p0, min64(kb.size, g->k - p0), 0, g->n,
-                         shared + p0 * ncp);
-        }
-#pragma omp for schedule(static, 1)
-        for (int64_t r = 0; r < per_batch; r++) {
-            int64_t m0 = r % pl->mparts * pl->mrange, n0 = r / pl->mparts * pl->nrange;
-            run_task(&gs, &ps, bo, bi, m0, min64(g->m, m0 + pl->mrange), n0, min64(g->n, n0 + pl->nrange), scratch);
-        }
-    }
-}
-
-/* The tasks (and run_shared_b's K blocks) are dealt round-robin, not handed
+/* The tasks are dealt round-robin, not handed
  * out on demand: on a 2-core Zen 5 VM a hand-out cost about 170 ns (an
  * OpenMP loop of 64 one-iteration chunks on 2 threads: 11 us dynamic, 0.6
  * us static), 2-3 us for a product of 10 to 30 tasks.  Dealt, MobileNetV2
@@ -1201,24 +1156,16 @@ bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int t
     plan pl = make_plan(g, threads);
     if ((!pl.a_packed && !g->a) || (!pl.b_packed && !g->b)) return false; /* packed for another kernel */
     size_t per_thread = thread_scratch_floats(g, &pl);
-    if (workspace_size < sizeof(float) * (per_thread * (size_t)threads + shared_b_floats(g, &pl)) + 64) return false;
-    float *base = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63), *shared = base + per_thread * threads;
+    if (workspace_size < sizeof(float) * per_thread * (size_t)threads + 64) return false;
+    float *base = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     int64_t bin = batch_count(g, 1), per_batch = pl.mparts * pl.nparts;
     double flops = (double)g->m * (double)g->n * (double)g->k * (double)(batch_count(g, 0) * bin);
-#pragma omp parallel num_threads(threads) if (threads > 1 && pl.tasks > 1 && flops > 1e5)
-    {
-        float *scratch = base + per_thread * (size_t)omp_get_thread_num();
-        if (pl.shared_b) {
-            run_shared_b(g, &pl, shared, scratch);
-        } else {
-#pragma omp for schedule(static, 1)
-            for (int64_t task = 0; task < pl.tasks; task++) {
-                int64_t e = task / per_batch, r = task % per_batch;
-                int64_t m0 = r % pl.mparts * pl.mrange, n0 = r / pl.mparts * pl.nrange;
-                run_task(g, &pl, e / bin, e % bin, m0, min64(g->m, m0 + pl.mrange), n0, min64(g->n, n0 + pl.nrange),
-                         scratch);
-            }
-        }
+#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1 && pl.tasks > 1 && flops > 1e5)
+    for (int64_t task = 0; task < pl.tasks; task++) {
+        int64_t e = task / per_batch, r = task % per_batch;
+        int64_t m0 = r % pl.mparts * pl.mrange, n0 = r / pl.mparts * pl.nrange;
+        run_task(g, &pl, e / bin, e % bin, m0, min64(g->m, m0 + pl.mrange), n0, min64(g->n, n0 + pl.nrange),
+                 base + per_thread * (size_t)omp_get_thread_num());
     }
     return true;
 }

@@ -392,13 +392,16 @@ static int64_t batch_count(const nn_gemm *g, int i) { return g->batch[i] > 0 ? g
  * table gives, per kernel tap and column, the source offset inside a
  * channel plane (-1: padding, a zero).  Every channel shares it, so the
  * packing of a row is a few masked loads per 16 columns: each 16-column
- * vector is classified once as up to two contiguous runs (zeros: none), or
- * (rows shorter than a vector, strides) a gather. */
+ * vector is classified once as up to two runs (zeros: none), or (rows
+ * shorter than half a vector, strides above 2) a gather.  A run steps
+ * through the plane by the conv's column stride: 1, or 2, whose run is two
+ * masked loads of 16 floats and a permute picking the even ones. */
 #define VEC 16
-typedef enum vec_kind { VEC_RUNS, VEC_GATHER } vec_kind;
+typedef enum vec_kind { VEC_RUNS, VEC_RUNS_STEP2, VEC_GATHER } vec_kind;
 typedef struct vec_desc {
-    int32_t off[2];   /* lane j of run r reads plane[off[r] + j] */
-    uint16_t mask[2]; /* lanes of each run */
+    int32_t off[2];      /* lane j of run r reads plane[off[r] + step * j] */
+    uint16_t mask[2];    /* lanes of each run */
+    uint16_t wide[2][2]; /* step 2: the floats run r reads at plane + off[r] and at 16 floats on */
     int32_t kind;
 } vec_desc;
 
@@ -421,9 +424,11 @@ static size_t conv_table_floats(const nn_gemm_conv *cv, int64_t ncp) {
     return (size_t)(taps * ncp + taps * nvec * (int64_t)(sizeof(vec_desc) / sizeof(float)) + (cv->nsp + 1) * ncp);
 }
 
-static void classify(const int32_t *idx, vec_desc *d) {
+/* The runs of one vector's indices, each lane `step` floats on from the
+ * last (1 or 2). */
+static void classify(const int32_t *idx, int step, vec_desc *d) {
     int runs = 0;
-    *d = (vec_desc){.kind = VEC_RUNS}; /* unused runs: empty masks, offset 0 */
+    *d = (vec_desc){.kind = step == 2 ? VEC_RUNS_STEP2 : VEC_RUNS}; /* unused runs: empty masks, offset 0 */
     for (int j = 0; j < VEC;) {
         if (idx[j] < 0) {
             j++;
@@ -434,11 +439,13 @@ static void classify(const int32_t *idx, vec_desc *d) {
             return;
         }
         int start = j;
-        while (j + 1 < VEC && idx[j + 1] == idx[j] + 1)
+        while (j + 1 < VEC && idx[j + 1] == idx[j] + step)
             j++;
         j++;
-        d->off[runs] = idx[start] - start;
+        d->off[runs] = idx[start] - step * start;
         d->mask[runs] = (uint16_t)(((1u << j) - 1) & ~((1u << start) - 1));
+        for (int lane = start; step == 2 && lane < j; lane++) /* it reads float 2 * lane of the 32 at off */
+            d->wide[runs][lane / 8] |= (uint16_t)(1u << (2 * lane % VEC));
         runs++;
     }
 }
@@ -475,8 +482,8 @@ static void conv_table_build(const nn_gemm_conv *cv, int64_t n0, int64_t nc, int
             pos[d] = 0;
         }
     }
-    /* strided rows never form runs: every vector gathers */
-    bool gather = cv->stride[nsp - 1] > 1;
+    /* wider strides never form runs: every vector gathers */
+    int step = (int)cv->stride[nsp - 1];
     for (int64_t tap = 0; tap < t->taps; tap++) {
         int32_t k[NN_GEMM_CONV_DIMS], shift = 0;
         int64_t r = tap;
@@ -497,10 +504,10 @@ static void conv_table_build(const nn_gemm_conv *cv, int64_t n0, int64_t nc, int
         }
         vec_desc *desc = t->desc + tap * t->nvec;
         for (int64_t v = 0; v < t->nvec; v++) {
-            if (gather)
+            if (step > 2)
                 desc[v] = (vec_desc){.kind = VEC_GATHER};
             else
-                classify(idx + v * VEC, &desc[v]);
+                classify(idx + v * VEC, step, &desc[v]);
         }
     }
 }
@@ -597,6 +604,14 @@ static inline __attribute__((always_inline)) T512 void pack_vec_avx512(const vec
         __m512i vi = _mm512_loadu_si512(idx);
         __mmask16 ok = _mm512_cmpge_epi32_mask(vi, _mm512_setzero_si512());
         val = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, vi, plane, 4);
+    } else if (dv->kind == VEC_RUNS_STEP2) {
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        val = _mm512_setzero_ps();
+        for (int r = 0; r < 2; r++) {
+            __m512 lo = _mm512_maskz_loadu_ps(dv->wide[r][0], plane + dv->off[r]);
+            __m512 hi = _mm512_maskz_loadu_ps(dv->wide[r][1], plane + dv->off[r] + VEC);
+            val = _mm512_mask_mov_ps(val, dv->mask[r], _mm512_permutex2var_ps(lo, even, hi));
+        }
     } else { /* zeros and one run are two runs with empty masks: no branch to mispredict */
         val = _mm512_maskz_loadu_ps(dv->mask[0], plane + dv->off[0]);
         val = _mm512_mask_loadu_ps(val, dv->mask[1], plane + dv->off[1]);
@@ -620,7 +635,7 @@ static inline __attribute__((always_inline)) T256 void pack_vec_avx2(const vec_d
                                                                      const float *plane, float *d) {
     for (int h = 0; h < VEC; h += 8) {
         __m256 val;
-        if (dv->kind == VEC_GATHER) {
+        if (dv->kind != VEC_RUNS) { /* step-2 runs too: no AVX2 permute across 16 floats */
             __m256i vi = _mm256_loadu_si256((const __m256i *)(idx + h));
             __m256 ok = _mm256_castsi256_ps(_mm256_cmpgt_epi32(vi, _mm256_set1_epi32(-1)));
             val = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, vi, ok, 4);

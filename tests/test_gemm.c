@@ -379,6 +379,31 @@ static void test_convs(void) {
                           .dilation = {1, 1},
                           .pad = {0, 0},
                           .pad_end = {0, 0}});
+    /* 3x3 stride 2 pad 1 on a 28-wide plane (ResNet's 28 -> 14): output rows
+     * of 14, so a vector holds two step-2 runs, the second starting in the
+     * left padding; then the same with a dilated column */
+    test_conv((conv_case){.nsp = 2,
+                          .batch = 1,
+                          .in_ch = 7,
+                          .out_ch = 12,
+                          .group = 1,
+                          .in = {28, 28},
+                          .kernel = {3, 3},
+                          .stride = {2, 2},
+                          .dilation = {1, 1},
+                          .pad = {1, 1},
+                          .pad_end = {1, 1}});
+    test_conv((conv_case){.nsp = 2,
+                          .batch = 1,
+                          .in_ch = 3,
+                          .out_ch = 5,
+                          .group = 1,
+                          .in = {12, 27},
+                          .kernel = {2, 3},
+                          .stride = {2, 2},
+                          .dilation = {1, 2},
+                          .pad = {0, 2},
+                          .pad_end = {1, 2}});
     /* stride 2, asymmetric pads, groups */
     test_conv((conv_case){.nsp = 2,
                           .batch = 1,

@@ -392,8 +392,8 @@ static int64_t batch_count(const nn_gemm *g, int i) { return g->batch[i] > 0 ? g
  * table gives, per kernel tap and column, the source offset inside a
  * channel plane (-1: padding, a zero).  Every channel shares it, so the
  * packing of a row is a few masked loads per 16 columns: each 16-column
- * vector is classified once as up to two runs (zeros: none), or (rows
- * shorter than half a vector, strides above 2) a gather.  A run steps
+ * vector is classified once as up to two runs (zeros: none), or (a
+ * vector over three or more rows, strides above 2) a gather.  A run steps
  * through the plane by the conv's column stride: 1, or 2, whose run is two
  * masked loads of 16 floats and a permute picking the even ones. */
 #define VEC 16

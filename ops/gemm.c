@@ -1070,14 +1070,12 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                      * the processor's own prefetch left the tile waiting on
                      * them: the next panel (the task's rows are consecutive
                      * panels, then the next K block's) is pulled in ahead. */
-                    const float *next_a = ablk + (ir + mr) * kc;
-                    if (!pl->a_packed)
-                        next_a = ablk + ir * kc; /* packed here: already in cache */
-                    else if (mb + ir + mr >= m1)
-                        next_a = p0 + kc < g->k
-                                     ? g->a_packed->data + (size_t)bi * g->a_packed->stride +
-                                           (p0 + kc) * nn_round_up(g->m, mr) + m0 * min64(kb.size, g->k - p0 - kc)
-                                     : ablk + ir * kc;
+                    const float *next_a = ablk + ir * kc; /* none, or packed here: already in cache */
+                    if (pl->a_packed && mb + ir + mr < m1)
+                        next_a = ablk + (ir + mr) * kc;
+                    else if (pl->a_packed && p0 + kc < g->k)
+                        next_a = g->a_packed->data + (size_t)bi * g->a_packed->stride +
+                                 (p0 + kc) * nn_round_up(g->m, mr) + m0 * min64(kb.size, g->k - p0 - kc);
                     for (int64_t jr = 0; jr < nc; jr += nr) {
                         int64_t row = mb + ir, col = nb + jr;
                         t.a = ablk + ir * kc;
@@ -1155,12 +1153,12 @@ static void gemv(const nn_gemm *g, int threads) {
     }
 }
 
-/* The tasks are dealt round-robin, not handed
- * out on demand: on a 2-core Zen 5 VM a hand-out cost about 170 ns (an
- * OpenMP loop of 64 one-iteration chunks on 2 threads: 11 us dynamic, 0.6
- * us static), 2-3 us for a product of 10 to 30 tasks.  Dealt, MobileNetV2
- * at batch 1 took 0.93x the time (EfficientNet-B0 0.96x, GoogLeNet and
- * DenseNet-201 0.97x), in-process; batch 64 did not change. */
+/* The tasks are dealt round-robin, not handed out on demand: on a 2-core
+ * Zen 5 VM a hand-out cost about 170 ns (an OpenMP loop of 64 one-iteration
+ * chunks on 2 threads: 11 us dynamic, 0.6 us static), 2-3 us for a product
+ * of 10 to 30 tasks.  Dealt, MobileNetV2 at batch 1 took 0.93x the time
+ * (EfficientNet-B0 0.96x, GoogLeNet and DenseNet-201 0.97x), in-process;
+ * batch 64 did not change. */
 bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int threads) {
     if (threads < 1) threads = 1;
     if (g->m <= 0 || g->n <= 0) return true;

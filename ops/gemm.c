@@ -1017,6 +1017,13 @@ static float *table_scratch(const nn_gemm *g, const plan *pl, float *scratch) {
 
 /* ---- running */
 
+/* Pre-packed A of inner batch entry bi: K block p0 from row `row` (a panel
+ * boundary) on; the block's panels are its kc floats deep. */
+static const float *packed_a_at(const nn_gemm *g, int mr, int64_t bi, int64_t p0, int64_t row) {
+    int64_t kc = min64(k_blocks(g->k).size, g->k - p0);
+    return g->a_packed->data + (size_t)bi * g->a_packed->stride + p0 * nn_round_up(g->m, mr) + row * kc;
+}
+
 /* One task: C rows [m0, m1) x columns [n0, n1) of batch entry (bo, bi). */
 static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
                      int64_t n1, float *scratch) {
@@ -1061,7 +1068,7 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                 int64_t mc = min64(kd->mc, m1 - mb);
                 const float *ablk = abuf;
                 if (pl->a_packed)
-                    ablk = g->a_packed->data + (size_t)bi * g->a_packed->stride + p0 * nn_round_up(g->m, mr) + mb * kc;
+                    ablk = packed_a_at(g, mr, bi, p0, mb);
                 else
                     pack_a_block(g, a, mr, p0, kc, mb, mc, abuf);
                 for (int64_t ir = 0; ir < mc; ir += mr) {
@@ -1074,8 +1081,7 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                     if (pl->a_packed && mb + ir + mr < m1)
                         next_a = ablk + (ir + mr) * kc;
                     else if (pl->a_packed && p0 + kc < g->k)
-                        next_a = g->a_packed->data + (size_t)bi * g->a_packed->stride +
-                                 (p0 + kc) * nn_round_up(g->m, mr) + m0 * min64(kb.size, g->k - p0 - kc);
+                        next_a = packed_a_at(g, mr, bi, p0 + kc, m0);
                     for (int64_t jr = 0; jr < nc; jr += nr) {
                         int64_t row = mb + ir, col = nb + jr;
                         t.a = ablk + ir * kc;

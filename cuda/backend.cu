@@ -67,6 +67,7 @@ void cu_node_call(cu_ctx *c, int node, nn_call *call, char *err, size_t err_size
     call->out = lane->call_out;
     call->threads = m->threads;
     call->epilogue = n->has_epilogue ? &n->epilogue : NULL;
+    call->prologue = n->has_prologue ? &n->prologue : NULL;
     call->winograd = m->opt.winograd != 0;
     call->err = err;
     call->err_size = err_size;

@@ -69,6 +69,10 @@ nn_status cu_conv_setup(cu_ctx *c, cu_node *dn, nn_call *call, const char **why)
             *why = "an operand that is not float or has no data";
             return NN_ERR_UNSUPPORTED;
         }
+    if (call->prologue) { /* fused only for the CPU (passes/fuse_prologue.c); the CPU kernel applies it */
+        *why = "a fused input prologue";
+        return NN_ERR_UNSUPPORTED;
+    }
     nn_conv_geom g;
     nn_status st = nn_conv_resolve(call, false, &g);
     if (st != NN_OK) return nn_set_error(st, "%s", call->err);

@@ -75,6 +75,7 @@ static void CUDART_CB run_on_host(void *arg) {
     call.workspace_size = c->host_workspace_bytes;
     call.threads = c->m->threads;
     call.epilogue = n->has_epilogue ? &n->epilogue : NULL;
+    call.prologue = n->has_prologue ? &n->prologue : NULL;
     call.winograd = c->m->opt.winograd != 0;
     call.err = err;
     call.err_size = sizeof err;

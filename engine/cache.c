@@ -42,7 +42,7 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes: older files then read as stale. */
-#define CACHE_FORMAT 3
+#define CACHE_FORMAT 4
 #define CACHE_MAGIC  "nnplan\n"
 enum { DATA_ALIGN = 64, PAGE = 4096, MAX_IO = 64, MAX_PARAMS = 1 << 16, END_MARK = 0x21444e45 /* "END!" */ };
 
@@ -458,6 +458,10 @@ static void write_meta(writer *wr, const nn_model *m, const void *choices, size_
         PUT_AS(int32_t, w, n->epilogue.act);
         PUT_AS(float, w, n->epilogue.alpha);
         PUT_AS(float, w, n->epilogue.beta);
+        PUT_AS(uint8_t, w, n->has_prologue);
+        PUT_AS(int32_t, w, n->prologue.scale);
+        PUT_AS(int32_t, w, n->prologue.shift);
+        PUT_AS(int32_t, w, n->prologue.act);
         put_str(w, n->fused);
         PUT_AS(uint8_t, w, n->elided);
     }
@@ -729,6 +733,10 @@ static bool read_node(reader *r, nn_graph *g, nn_node *n) {
     n->epilogue.act = (nn_act)get_i32(r);
     n->epilogue.alpha = get_f32(r);
     n->epilogue.beta = get_f32(r);
+    n->has_prologue = get_u8(r) != 0;
+    n->prologue.scale = get_i32(r);
+    n->prologue.shift = get_i32(r);
+    n->prologue.act = (nn_act)get_i32(r);
     n->fused = get_str(r, &g->meta);
     n->elided = get_u8(r) != 0;
     if (!r->ok) return false;
@@ -737,6 +745,10 @@ static bool read_node(reader *r, nn_graph *g, nn_node *n) {
         (!(d->flags & NN_OPF_EPILOGUE) || n->epilogue.residual < -1 || n->epilogue.residual >= n->n_in ||
          n->epilogue.act < NN_ACT_NONE || n->epilogue.act > NN_ACT_TANH))
         return fail(r, "a node has an invalid epilogue");
+    if (n->has_prologue && (!(d->flags & NN_OPF_PROLOGUE) || n->prologue.scale < 0 || n->prologue.scale >= n->n_in ||
+                            n->prologue.shift < 0 || n->prologue.shift >= n->n_in ||
+                            (n->prologue.act != NN_ACT_NONE && n->prologue.act != NN_ACT_RELU)))
+        return fail(r, "a node has an invalid prologue");
     if (n->prepared && !d->prepared_fits) return fail(r, "a node has prepared data its op never makes");
     if (nn_node_check_wiring(n, d) != NN_OK) {
         nn_clear_error();

@@ -35,6 +35,7 @@ static void gather_call(const nn_model *m, const nn_lane *lane, const nn_node *n
                       .workspace_size = m->plan.workspace_bytes,
                       .threads = m->kernel_threads,
                       .epilogue = n->has_epilogue ? &n->epilogue : NULL,
+                      .prologue = n->has_prologue ? &n->prologue : NULL,
                       .prepared = n->prepared,
                       .winograd = m->opt.winograd != 0,
                       .err = err,

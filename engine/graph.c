@@ -53,6 +53,7 @@ nn_call nn_node_infer_call(const nn_node *n, const nn_tensor *in, nn_tensor *out
                      .out = out,
                      .threads = threads,
                      .epilogue = n->has_epilogue ? &n->epilogue : NULL,
+                     .prologue = n->has_prologue ? &n->prologue : NULL,
                      .err = err,
                      .err_size = err_size};
 }

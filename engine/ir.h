@@ -35,6 +35,8 @@ typedef struct nn_node {
     size_t prepared_size;
     bool has_epilogue; /* set by fusion passes for ops with NN_OPF_EPILOGUE */
     nn_epilogue epilogue;
+    bool has_prologue; /* set by passes/fuse_prologue.c for ops with NN_OPF_PROLOGUE */
+    nn_prologue prologue;
     const char *fused; /* what fusion absorbed, e.g. "BatchNormalization+Relu"; NULL if nothing */
     bool elided;       /* nothing to run: its outputs alias memory that other nodes write
                         * (a view's output is its input; a Concat's inputs are its output's slices) */

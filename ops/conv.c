@@ -54,6 +54,31 @@ static nn_status parse_conv(nn_parse_ctx *ctx) {
 
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 
+/* A conv whose im2col matrix is its input as it lies: 1x1, stride 1, no
+ * padding on either side (trailing pads alone would add output positions). */
+static bool is_pointwise(const conv_geom *g) {
+    for (int d = 0; d < g->nsp; d++)
+        if (g->kernel[d] != 1 || g->stride[d] != 1 || g->pad[d] != 0 || g->out[d] != g->in[d]) return false;
+    return true;
+}
+
+/* A prologue (nn_prologue) is applied while the GEMM packs a pointwise
+ * conv's input, whose rows are the channels; other convs read their input
+ * through padding or windows, where it has no place. */
+static nn_status check_prologue(const nn_call *c, const conv_geom *g) {
+    const nn_prologue *pr = c->prologue;
+    if (!is_pointwise(g) || g->group != 1 || (pr->act != NN_ACT_NONE && pr->act != NN_ACT_RELU))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED,
+                             "an input prologue needs a 1x1, stride-1, unpadded conv with one group, and Relu or no "
+                             "activation");
+    int ops[2] = {pr->scale, pr->shift};
+    for (int k = 0; k < 2; k++)
+        if (ops[k] < 0 || !nn_present(c, ops[k]) || nn_tensor_elements(&c->in[ops[k]]) != g->in_ch)
+            return nn_call_error(c, NN_ERR_SHAPE, "prologue %s (input %d) must hold %lld floats, one per channel",
+                                 k ? "shift" : "scale", ops[k], (long long)g->in_ch);
+    return NN_OK;
+}
+
 /* Validate shapes and attributes and resolve pads and output dims: the one
  * place infer, workspace and run get their geometry from. */
 static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
@@ -143,7 +168,7 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
     if (g->in_size > INT_MAX ||
         (transpose && (g->out_size > INT_MAX || g->kernel_size * (g->in_ch + g->out_ch) > INT_MAX)))
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit sizes");
-    return NN_OK;
+    return c->prologue && !transpose ? check_prologue(c, g) : NN_OK;
 }
 
 nn_status nn_conv_resolve(const nn_call *c, bool transpose, nn_conv_geom *g) { return conv_resolve(c, transpose, g); }
@@ -182,12 +207,6 @@ static int64_t outer_offset(const conv_geom *g, const int64_t *pos, const int64_
         base = base * dims[d] + i;
     }
     return base;
-}
-
-static bool is_pointwise(const conv_geom *g) {
-    for (int d = 0; d < g->nsp; d++)
-        if (g->kernel[d] != 1 || g->stride[d] != 1 || g->pad[d] != 0) return false;
-    return true;
 }
 
 static bool is_depthwise_2d(const conv_geom *g) { return g->nsp == 2 && g->in_ch == g->group; }
@@ -967,6 +986,10 @@ static void conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const fl
     }
 }
 
+/* Whether the depthwise and direct kernels may run it: they read the input
+ * as it is, so a conv with a prologue goes to the GEMM, which applies it. */
+static bool reads_input_as_is(const nn_call *c) { return !c->prologue; }
+
 /* The GEMM for all (image, group) products of a Conv; `packed` is the
  * weights packed in prepare, or NULL. */
 static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv, const nn_gemm_packed *packed) {
@@ -1003,6 +1026,9 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
         .act = e ? e->act : NN_ACT_NONE,
         .act_alpha = e ? e->alpha : 0.0f,
         .act_beta = e ? e->beta : 0.0f,
+        .b_scale = c->prologue ? c->in[c->prologue->scale].data : NULL,
+        .b_shift = c->prologue ? c->in[c->prologue->shift].data : NULL,
+        .b_act = c->prologue ? c->prologue->act : NN_ACT_NONE,
         .batch = {g->batch, g->group},
         .stride_a = {0, mg * kdim},
         .stride_b = {g->in_ch * g->in_size, cg * g->in_size},
@@ -1056,8 +1082,8 @@ static size_t workspace_conv(const nn_call *c) {
     nn_winograd_shape ws;
     const conv_prepared *p = c->prepared;
     if (conv_resolve(c, false, &g) != NN_OK) return 0;
-    if (is_depthwise_2d(&g)) return dw_blocked_workspace(&g, c->threads);
-    if (!p && direct_workspace(&g)) return direct_workspace(&g);
+    if (reads_input_as_is(c) && is_depthwise_2d(&g)) return dw_blocked_workspace(&g, c->threads);
+    if (!p && reads_input_as_is(c) && direct_workspace(&g)) return direct_workspace(&g);
     if (p && p->kind == PREP_WINOGRAD && winograd_shape(&g, &ws)) return nn_winograd_workspace(&ws, c->threads);
     nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
     nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
@@ -1066,8 +1092,8 @@ static size_t workspace_conv(const nn_call *c) {
 
 static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape *ws) {
     int64_t ph, pw;
-    if (conv_resolve(c, false, g) != NN_OK || is_depthwise_2d(g) || !c->in[1].data ||
-        (is_pointwise(g) && g->out_size == 1) || direct_fits(g, &ph, &pw))
+    if (conv_resolve(c, false, g) != NN_OK || (reads_input_as_is(c) && is_depthwise_2d(g)) || !c->in[1].data ||
+        (is_pointwise(g) && g->out_size == 1) || (reads_input_as_is(c) && direct_fits(g, &ph, &pw)))
         return PREP_NONE;
     return c->winograd && winograd_shape(g, ws) ? PREP_WINOGRAD : PREP_GEMM;
 }
@@ -1109,7 +1135,9 @@ static bool prepared_fits_conv(const nn_call *c, const void *prepared, size_t si
     nn_gemm_conv cv;
     nn_winograd_shape ws;
     const conv_prepared *p = prepared;
-    if (size < CONV_PREPARED_DATA || conv_resolve(c, false, &g) != NN_OK || is_depthwise_2d(&g)) return false;
+    if (size < CONV_PREPARED_DATA || conv_resolve(c, false, &g) != NN_OK ||
+        (reads_input_as_is(c) && is_depthwise_2d(&g)))
+        return false;
     size -= CONV_PREPARED_DATA;
     if (p->kind == PREP_WINOGRAD) return winograd_shape(&g, &ws) && size == nn_winograd_prepared_size(&ws);
     nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
@@ -1120,7 +1148,7 @@ static nn_status run_conv(nn_call *c) {
     conv_geom g;
     nn_status st = conv_resolve(c, false, &g);
     if (st != NN_OK) return st;
-    if (is_depthwise_2d(&g)) {
+    if (reads_input_as_is(c) && is_depthwise_2d(&g)) {
         int64_t ph, pw;
         if (dw_blocked_fits(&g, &ph, &pw) && c->workspace_size >= dw_blocked_bytes(&g, ph, pw, c->threads)) {
             depthwise_blocked(&g, ph, pw, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL,
@@ -1133,7 +1161,7 @@ static nn_status run_conv(nn_call *c) {
     }
     const conv_prepared *p = c->prepared;
     int64_t ph, pw;
-    if (!p && direct_fits(&g, &ph, &pw) && c->workspace_size >= direct_workspace(&g)) {
+    if (!p && reads_input_as_is(c) && direct_fits(&g, &ph, &pw) && c->workspace_size >= direct_workspace(&g)) {
         conv_direct_run(&g, ph, pw, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL,
                         c->out[0].data, c->epilogue, nn_epilogue_residual(c), c->workspace, c->threads);
         return NN_OK;
@@ -1189,7 +1217,7 @@ const nn_op_desc nn_op_Conv = {.name = "Conv",
                                .max_inputs = 3,
                                .min_outputs = 1,
                                .max_outputs = 1,
-                               .flags = NN_OPF_EPILOGUE,
+                               .flags = NN_OPF_EPILOGUE | NN_OPF_PROLOGUE,
                                .parse = parse_conv,
                                .infer = infer_conv,
                                .workspace = workspace_conv,

@@ -42,6 +42,7 @@ typedef struct tile_args {
 } tile_args;
 
 typedef struct conv_table conv_table;
+typedef struct b_prologue b_prologue;
 
 typedef struct gemm_kernel {
     const char *name;
@@ -55,7 +56,7 @@ typedef struct gemm_kernel {
     void (*axpy)(float *y, float a, const float *x, int64_t n);
     /* rows [p0, p0 + kc) of an implicit im2col matrix, or kc rows of a plain B, into NR panels */
     void (*pack_conv)(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst);
-    void (*pack_plain)(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst);
+    void (*pack_plain)(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst, const b_prologue *pr);
 } gemm_kernel;
 
 /* Activations applied to the accumulators in registers; tanh runs over the
@@ -514,62 +515,96 @@ static void conv_table_build(const nn_gemm_conv *cv, int64_t n0, int64_t nc, int
 
 /* Rows [p0, p0 + kc) of the im2col matrix of image x into NR panels. */
 
+/* B's prologue (nn_gemm.b_scale) for a block, offset to the block's first
+ * row; NULL where there is none. */
+struct b_prologue {
+    const float *scale, *shift;
+    bool relu;
+};
+
+static inline float prologue1(const b_prologue *pr, int64_t p, float x) {
+    float y = x * pr->scale[p] + pr->shift[p];
+    return pr->relu && !(y > 0.0f) ? 0.0f : y; /* a NaN becomes 0, like the Relu kernels */
+}
+
 /* Rows [0, kc) x columns [0, nc) of a plain row-major B (row stride ld)
- * into NR panels, zero-padded to whole panels. */
+ * into NR panels, zero-padded to whole panels, through the prologue pr. */
 static inline __attribute__((always_inline)) void pack_plain_body(const float *src, int64_t ld, int64_t kc, int64_t nc,
-                                                                  int nr, float *dst) {
+                                                                  int nr, float *dst, const b_prologue *pr) {
     for (int64_t p = 0; p < kc; p++) {
         const float *s = src + p * ld;
         float *row = dst + p * nr;
         for (int64_t j0 = 0; j0 < nc; j0 += nr, row += kc * nr) {
             int64_t n = min64(nr, nc - j0);
             for (int64_t j = 0; j < n; j++)
-                row[j] = s[j0 + j];
+                row[j] = pr ? prologue1(pr, p, s[j0 + j]) : s[j0 + j];
             for (int64_t j = n; j < nr; j++)
                 row[j] = 0.0f;
         }
     }
 }
 
-T512 static void pack_plain_avx512(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst) {
+T512 static void pack_plain_avx512(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst,
+                                   const b_prologue *pr) {
     for (int64_t p = 0; p < kc; p++) {
         const float *s = src + p * ld;
         float *row = dst + p * nr;
+        __m512 scale = _mm512_set1_ps(pr ? pr->scale[p] : 1.0f), shift = _mm512_set1_ps(pr ? pr->shift[p] : 0.0f);
         for (int64_t j = 0; j < nn_round_up(nc, nr); j += VEC) {
             int64_t left = nc - j;
             __mmask16 m = left >= VEC ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-            _mm512_store_ps(row + j / nr * (kc * nr) + j % nr, _mm512_maskz_loadu_ps(m, s + j));
+            __m512 v = _mm512_maskz_loadu_ps(m, s + j);
+            if (pr) {
+                v = _mm512_fmadd_ps(v, scale, shift);
+                if (pr->relu) v = _mm512_max_ps(v, _mm512_setzero_ps()); /* NaN -> 0: max returns its 2nd operand */
+                v = _mm512_maskz_mov_ps(m, v);                           /* the padding stays zero */
+            }
+            _mm512_store_ps(row + j / nr * (kc * nr) + j % nr, v);
         }
     }
+}
+
+T256 static inline __m256 prologue256(__m256 v, __m256 scale, __m256 shift, bool relu) {
+    v = _mm256_fmadd_ps(v, scale, shift);
+    return relu ? _mm256_max_ps(v, _mm256_setzero_ps()) : v;
 }
 
 /* nr = 16: whole panels as two vector copies a row; the last one, partial,
  * through a zeroed row (the compiler's version of the loop was a third of
  * the time of small-M products). */
-T256 static void pack_plain_avx2(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst) {
+T256 static void pack_plain_avx2(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst,
+                                 const b_prologue *pr) {
     if (nr != 16) {
-        pack_plain_body(src, ld, kc, nc, nr, dst);
+        pack_plain_body(src, ld, kc, nc, nr, dst, pr);
         return;
     }
     int64_t whole = nc / 16 * 16;
     for (int64_t p = 0; p < kc; p++) {
         const float *s = src + p * ld;
         float *row = dst + p * nr;
+        __m256 scale = _mm256_set1_ps(pr ? pr->scale[p] : 1.0f), shift = _mm256_set1_ps(pr ? pr->shift[p] : 0.0f);
         for (int64_t j = 0; j < whole; j += 16, row += kc * nr) {
-            _mm256_store_ps(row, _mm256_loadu_ps(s + j));
-            _mm256_store_ps(row + 8, _mm256_loadu_ps(s + j + 8));
+            __m256 lo = _mm256_loadu_ps(s + j), hi = _mm256_loadu_ps(s + j + 8);
+            if (pr) {
+                lo = prologue256(lo, scale, shift, pr->relu);
+                hi = prologue256(hi, scale, shift, pr->relu);
+            }
+            _mm256_store_ps(row, lo);
+            _mm256_store_ps(row + 8, hi);
         }
         if (whole < nc) {
             float last[16] = {0};
-            memcpy(last, s + whole, sizeof(float) * (size_t)(nc - whole));
+            for (int64_t j = 0; j < nc - whole; j++)
+                last[j] = pr ? prologue1(pr, p, s[whole + j]) : s[whole + j];
             _mm256_store_ps(row, _mm256_loadu_ps(last));
             _mm256_store_ps(row + 8, _mm256_loadu_ps(last + 8));
         }
     }
 }
 
-static void pack_plain_scalar(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst) {
-    pack_plain_body(src, ld, kc, nc, nr, dst);
+static void pack_plain_scalar(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst,
+                              const b_prologue *pr) {
+    pack_plain_body(src, ld, kc, nc, nr, dst, pr);
 }
 
 /* Rows [p0, p0 + kc) of an implicit im2col matrix into NR panels, one
@@ -750,7 +785,9 @@ static void pack_b_block(const gemm_kernel *kd, const nn_gemm *g, const float *b
                     d[p * nr] = 0.0f;
         }
     } else {
-        kd->pack_plain(b + p0 * g->ldb + n0, g->ldb, kc, nc, nr, dst);
+        b_prologue pr = {0};
+        if (g->b_scale) pr = (b_prologue){g->b_scale + p0, g->b_shift + p0, g->b_act == NN_ACT_RELU};
+        kd->pack_plain(b + p0 * g->ldb + n0, g->ldb, kc, nc, nr, dst, g->b_scale ? &pr : NULL);
     }
 }
 
@@ -934,7 +971,7 @@ static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
     bool short_rows =
         g->m <= B_IN_PLACE_SHORT_MAX_ROWS && g->n <= B_IN_PLACE_SHORT_MAX_COLS && b_bytes <= B_IN_PLACE_SHORT_MAX_BYTES;
     bool two_tiles = g->m <= 2 * kd->mr;
-    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && g->k <= KC_MAX &&
+    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && !g->b_scale && g->k <= KC_MAX &&
            (few_rows || short_rows || two_tiles);
 }
 
@@ -1108,7 +1145,8 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
  * operand is streamed once with the kernel's dot / axpy.  Output element e
  * of batch entry (bo, bi) sits at C offset e * step. */
 static bool gemv_shape(const nn_gemm *g) {
-    if (g->b_conv || g->trans_a || !g->a || !g->b) return false; /* an operand only packed: the panel path */
+    /* an operand only packed, or B through a prologue: the panel path */
+    if (g->b_conv || g->trans_a || !g->a || !g->b || g->b_scale) return false;
     if (g->n == 1) return g->trans_b || g->ldb == 1 || g->k <= 1;
     return g->m == 1;
 }
@@ -1168,6 +1206,9 @@ static void gemv(const nn_gemm *g, int threads) {
 bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int threads) {
     if (threads < 1) threads = 1;
     if (g->m <= 0 || g->n <= 0) return true;
+    if (g->b_scale && (!g->b_shift || !g->b || g->trans_b || g->b_packed || g->b_conv ||
+                       (g->b_act != NN_ACT_NONE && g->b_act != NN_ACT_RELU)))
+        return false;
     if (gemv_shape(g)) {
         gemv(g, threads);
         return true;

@@ -84,6 +84,13 @@ typedef struct nn_gemm {
     int64_t ldr;
     nn_act act;
     float act_alpha, act_beta;
+    /* prologue on B, with b_scale set: B(p, j) is read as
+     * b_act(B(p, j) * b_scale[p] + b_shift[p]), b_act NN_ACT_NONE or
+     * NN_ACT_RELU, the same for every batch entry.  A pointwise conv's
+     * per-channel BatchNormalization+Relu, applied while B is packed.  Only
+     * for a plain B (neither transposed, pre-packed nor a conv's im2col). */
+    const float *b_scale, *b_shift;
+    nn_act b_act;
     /* batch: (outer, inner) counts, 0 taken as 1; strides in floats per step */
     int64_t batch[2];
     int64_t stride_a[2], stride_b[2], stride_c[2], stride_bias[2];
@@ -114,9 +121,10 @@ bool nn_gemm_block_fits_b(const nn_gemm *g, const void *block, size_t size);
 
 /* Scratch bytes nn_gemm_run needs for this problem with `threads` threads. */
 size_t nn_gemm_workspace(const nn_gemm *g, int threads);
-/* Run the product.  false when the workspace is too small, or when an
+/* Run the product.  false when the workspace is too small, when an
  * operand's data is NULL (freed once packed) and its packed form was made
- * for another kernel. */
+ * for another kernel, or when B's prologue is set for a B it does not
+ * apply to. */
 bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int threads);
 
 /* y[i] = act(y[i]) with the active kernel's vector code (exp-based

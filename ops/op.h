@@ -94,6 +94,17 @@ typedef struct nn_epilogue {
     float alpha, beta;
 } nn_epilogue;
 
+/* A fused prologue, applied by kernels that declare NN_OPF_PROLOGUE to input
+ * 0 as they read it, per channel c (dim 1):
+ *     x' = act(x * scale[c] + shift[c])
+ * DenseNet's BatchNormalization+Relu ahead of each pointwise conv, applied
+ * while the conv packs its input instead of in a pass over memory of its
+ * own.  scale and shift are input indices (C floats each). */
+typedef struct nn_prologue {
+    int scale, shift;
+    nn_act act; /* NN_ACT_NONE or NN_ACT_RELU */
+} nn_prologue;
+
 typedef struct nn_call {
     const void *params;
     int n_in, n_out;
@@ -103,6 +114,7 @@ typedef struct nn_call {
     size_t workspace_size;
     int threads;
     const nn_epilogue *epilogue; /* NULL when nothing is fused */
+    const nn_prologue *prologue; /* NULL when nothing is fused */
     const void *prepared;        /* what the op's prepare made at load; NULL if it has none */
     bool winograd;               /* convs may use Winograd (nn_options.winograd) */
     char *err;
@@ -117,6 +129,8 @@ enum nn_op_flags {
     NN_OPF_EPILOGUE = 1u << 1,
     /* output = f(input elementwise), same shape: may run in place */
     NN_OPF_ELEMENTWISE = 1u << 2,
+    /* run applies call->prologue (see nn_prologue for which shapes) */
+    NN_OPF_PROLOGUE = 1u << 3,
 };
 
 typedef struct nn_op_desc {

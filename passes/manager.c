@@ -13,9 +13,11 @@
  * for; the residual Add is absorbed before the activation, so Conv+Add+Relu
  * becomes one node; chains of elementwise ops are fused after that, from
  * what the epilogues could not take (an activation in a Conv's epilogue
- * costs no pass of its own); the memory passes last, once no node will be
- * rewritten: Concat inputs move into the Concat's buffer before views alias
- * Reshapes, so a view sees where its input finally lives. */
+ * costs no pass of its own); a per-channel chain (BatchNormalization+Relu)
+ * left ahead of a 1x1 Conv then moves into the Conv's input packing; the
+ * memory passes last, once no node will be rewritten: Concat inputs move
+ * into the Concat's buffer before views alias Reshapes, so a view sees
+ * where its input finally lives. */
 // clang-format off
 const nn_pass *const nn_default_pipeline[] = {
     &nn_pass_fold_constants,
@@ -25,6 +27,7 @@ const nn_pass *const nn_default_pipeline[] = {
     &nn_pass_fuse_residual,
     &nn_pass_fuse_activation,
     &nn_pass_fuse_elementwise,
+    &nn_pass_fuse_prologue,
     &nn_pass_eliminate_concat,
     &nn_pass_views,
     NULL,

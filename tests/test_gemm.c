@@ -74,6 +74,7 @@ static void verify(const nn_gemm *g, const float *c0, const char *what) {
                     for (int64_t p = 0; p < g->k; p++) {
                         double av = g->trans_a ? a[p * g->lda + i] : a[i * g->lda + p];
                         double bv = g->trans_b ? b[j * g->ldb + p] : b[p * g->ldb + j];
+                        if (g->b_scale) bv = act_ref(g->b_act, 0, 0, bv * g->b_scale[p] + g->b_shift[p]);
                         s += av * bv;
                         mag += fabs(av * bv);
                     }
@@ -99,6 +100,7 @@ static void verify(const nn_gemm *g, const float *c0, const char *what) {
 typedef struct variant {
     bool trans_a, trans_b, pack_a, pack_b, accumulate, residual, pad_ldc;
     bool pad_ldb; /* B's rows longer than it uses: a B read in place must stop at each row's end */
+    int prologue; /* B read through a per-row scale and shift (nn_gemm.b_scale): 0 none, 1 alone, 2 with Relu */
     nn_gemm_bias bias;
     nn_act act;
     float alpha;
@@ -111,6 +113,7 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
     float *a = rand_buf((size_t)(sa * batch_i)), *b = rand_buf((size_t)(sb * nb)), *c = rand_buf((size_t)(sc * nb));
     float *res = v.residual ? rand_buf((size_t)(sc * nb)) : NULL;
     float *bias = rand_buf((size_t)((m > n ? m : n) * batch_i));
+    float *scale = v.prologue ? rand_buf((size_t)k) : NULL, *shift = v.prologue ? rand_buf((size_t)k) : NULL;
     float *c0 = malloc(sizeof(float) * (size_t)(sc * nb));
     memcpy(c0, c, sizeof(float) * (size_t)(sc * nb));
     nn_gemm g = {.m = m,
@@ -133,6 +136,9 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
                  .act = v.act,
                  .act_alpha = v.act == NN_ACT_CLIP ? -0.5f : (v.act == NN_ACT_HARD_SIGMOID ? 0.2f : 0.1f),
                  .act_beta = v.act == NN_ACT_CLIP ? 0.7f : 0.5f,
+                 .b_scale = scale,
+                 .b_shift = shift,
+                 .b_act = v.prologue == 2 ? NN_ACT_RELU : NN_ACT_NONE,
                  .batch = {batch_o, batch_i},
                  .stride_a = {0, sa},
                  .stride_b = {sb * batch_i, sb},
@@ -155,10 +161,11 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
     check(nn_gemm_run(&g, w, ws, v.threads), "run refused its own workspace size %zu", ws);
     char what[200];
     snprintf(what, sizeof what,
-             "%lldx%lldx%lld batch %lldx%lld ta%d tb%d pa%d pb%d ldb+%d acc%d res%d bias%d act%d alpha%g threads%d",
+             "%lldx%lldx%lld batch %lldx%lld ta%d tb%d pa%d pb%d ldb+%d pro%d acc%d res%d bias%d act%d alpha%g "
+             "threads%d",
              (long long)m, (long long)n, (long long)k, (long long)batch_o, (long long)batch_i, v.trans_a, v.trans_b,
-             v.pack_a, v.pack_b, v.pad_ldb ? 5 : 0, v.accumulate, v.residual, (int)v.bias, (int)v.act, v.alpha,
-             v.threads);
+             v.pack_a, v.pack_b, v.pad_ldb ? 5 : 0, v.prologue, v.accumulate, v.residual, (int)v.bias, (int)v.act,
+             v.alpha, v.threads);
     verify(&g, c0, what);
     free(w);
     free(a);
@@ -167,6 +174,8 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
     free(c0);
     free(res);
     free(bias);
+    free(scale);
+    free(shift);
     free(pa_mem);
     free(pb_mem);
 }
@@ -192,6 +201,7 @@ static void test_products(void) {
                          .act = (nn_act)(r % 9),
                          .alpha = r % 8 == 7 ? -0.5f : 1.0f,
                          .threads = 1 + r % 2};
+            if (r % 5 == 4 && !v.trans_b && !v.pack_b) v.prologue = 1 + r / 5 % 2;
             run_case(m, n, k, v, 1, 1);
         }
     /* K blocked (> 256), every epilogue part at once, both thread counts */
@@ -224,6 +234,17 @@ static void test_products(void) {
                            .threads = t,
                            .pad_ldb = true},
                  1, 1);
+    /* B's prologue over several K blocks (each block's rows offset into
+     * scale and shift), a conv's image batch sharing it, and on a B that
+     * would be read in place without it */
+    for (int t = 1; t <= 2; t++) {
+        variant v = {.pack_a = true, .bias = NN_GEMM_BIAS_ROW, .act = NN_ACT_RELU, .alpha = 1.0f, .threads = t};
+        v.prologue = 2;
+        run_case(67, 75, 600, v, 3, 1);
+        v.prologue = 1;
+        run_case(23, 9001, 40, v, 1, 1);
+        run_case(128, 49, 900, v, 1, 1);
+    }
     /* K = 0: C is bias (and the rest of the epilogue) */
     run_case(5, 9, 0,
              (variant){.bias = NN_GEMM_BIAS_ROW, .residual = true, .act = NN_ACT_RELU, .alpha = 1.0f, .threads = 1}, 1,
@@ -245,6 +266,23 @@ static void test_products(void) {
                        .accumulate = true},
              2, 2);
     run_case(1, 1, 5000, (variant){.act = NN_ACT_TANH, .alpha = 1.0f, .threads = 1}, 1, 1);
+    /* a prologue on a B it does not apply to is refused, not ignored */
+    float one = 1.0f, x[4] = {0}, y[4] = {0};
+    static char ws[1 << 16];
+    nn_gemm bad = {.m = 2,
+                   .n = 2,
+                   .k = 2,
+                   .a = x,
+                   .lda = 2,
+                   .b = x,
+                   .ldb = 2,
+                   .trans_b = true,
+                   .c = y,
+                   .ldc = 2,
+                   .alpha = 1.0f,
+                   .b_scale = &one,
+                   .b_shift = &one};
+    check(!nn_gemm_run(&bad, ws, sizeof ws, 1), "a prologue on a transposed B was accepted");
 }
 
 /* ---- convolutions through implicit im2col, against a direct loop */

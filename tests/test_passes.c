@@ -279,19 +279,28 @@ static void expect_outputs_close(const char *path, nn_model *opt, const char *re
 /* ---- model pieces */
 static const int64_t D1[1] = {1};
 
-/* Conv `name`: in (cin channels) -> out (cout), 3x3 kernel, pad 1, W "<name>_W", B "<name>_B" */
-static void add_conv(builder *b, const char *name, const char *in, const char *out, int cin, int cout, bool bias,
-                     uint32_t seed) {
-    int nw = cout * cin * 9;
+/* Conv `name`: in (cin channels) -> out (cout), k x k kernel, pads (top,
+ * left, bottom, right), `group` groups, W "<name>_W", B "<name>_B" */
+static Onnx__NodeProto *add_conv_k(builder *b, const char *name, const char *in, const char *out, int cin, int cout,
+                                   bool bias, uint32_t seed, int k, const int64_t pads[4], int group) {
+    int nw = cout * cin / group * k * k;
     float *w = malloc(sizeof(float) * (size_t)nw), bv[64];
     const char *wn = builder_str(b, "%s_W", name), *bn = builder_str(b, "%s_B", name);
-    float_init(b, wn, 4, (int64_t[]){cout, cin, 3, 3}, nw, fill(w, nw, -0.5f, 0.5f, seed));
+    float_init(b, wn, 4, (int64_t[]){cout, cin / group, k, k}, nw, fill(w, nw, -0.5f, 0.5f, seed));
     if (bias) float_init(b, bn, 1, (int64_t[]){cout}, cout, fill(bv, cout, -0.5f, 0.5f, seed + 1));
     free(w);
     const char *ins[3] = {in, wn, bn};
     Onnx__NodeProto *n = node_io(b, "Conv", name, bias ? 3 : 2, ins, 1, &out);
-    attr_ints(b, n, "kernel_shape", 2, (int64_t[]){3, 3});
-    attr_ints(b, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    attr_ints(b, n, "kernel_shape", 2, (int64_t[]){k, k});
+    attr_ints(b, n, "pads", 4, pads);
+    if (group != 1) attr_int(b, n, "group", group);
+    return n;
+}
+
+/* Conv `name`: 3x3 kernel, pad 1 */
+static void add_conv(builder *b, const char *name, const char *in, const char *out, int cin, int cout, bool bias,
+                     uint32_t seed) {
+    add_conv_k(b, name, in, out, cin, cout, bias, seed, 3, (int64_t[]){1, 1, 1, 1}, 1);
 }
 
 typedef struct bn_stats {
@@ -1214,6 +1223,80 @@ static void test_fuse_elementwise_stops(void) {
     nn_free(m);
     builder_free(&b);
 }
+/* ---- fuse_prologue */
+/* A DenseNet layer: BatchNormalization+Relu over a Concat of all earlier
+ * features, read by a 1x1 conv, which takes the scale, shift and Relu into
+ * its input packing and reads the Concat itself. */
+static void test_fuse_prologue(void) {
+    test_case = "fuse_prologue: BN+Relu over a Concat moves into the 1x1 conv reading it (DenseNet)";
+    builder b;
+    bn_stats s;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 6, 9, 11});
+    graph_output(&b, "y", 4, (int64_t[]){-1, 5, 9, 11});
+    node(&b, "Neg", "stem", "x", NULL, "r");
+    attr_int(&b, node(&b, "Concat", "concat", "x", "r", "c"), "axis", 1);
+    add_bn(&b, "bn", "c", "t", 12, 1e-5f, 211, &s);
+    node(&b, "Relu", "relu", "t", NULL, "u");
+    add_conv_k(&b, "conv", "u", "y", 12, 5, true, 212, 1, (int64_t[]){0, 0, 0, 0}, 1);
+    const char *path = save(&b, "dense_layer.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_INT("FusedElementwise nodes", 0, count_op(m, NN_OP_FusedElementwise));
+        nn_node *conv = find_op(m, NN_OP_Conv);
+        if (EXPECT(conv && conv->has_prologue, "the Conv: expected a prologue (nodes [%s])", ops_string(m))) {
+            EXPECT(conv->prologue.act == NN_ACT_RELU, "prologue activation: expected Relu, got %s",
+                   act_name(conv->prologue.act));
+            EXPECT(!strcmp(input_name(m, conv, 0), "c"), "conv input: expected the Concat's 'c', got '%s'",
+                   input_name(m, conv, 0));
+            EXPECT(!strcmp(input_name(m, conv, conv->prologue.scale), "bn/scale") &&
+                       !strcmp(input_name(m, conv, conv->prologue.shift), "bn/shift"),
+                   "prologue operands: expected bn/scale and bn/shift, got '%s' and '%s'",
+                   input_name(m, conv, conv->prologue.scale), input_name(m, conv, conv->prologue.shift));
+            EXPECT(conv->fused && strstr(conv->fused, "input(Mul+Add+Relu)"),
+                   "fused label: expected it to name input(Mul+Add+Relu), got '%s'", conv->fused ? conv->fused : "");
+        }
+        expect_outputs_close(path, m, "fuse_prologue", FUSED_TOL, __LINE__);
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    m = load_opts(path, 1, NULL, "fuse_prologue");
+    if (m) EXPECT_INT("FusedElementwise nodes without the pass", 1, count_op(m, NN_OP_FusedElementwise));
+    nn_free(m);
+    builder_free(&b);
+}
+
+/* The same chain ahead of convs that read their input through padding (a
+ * 3x3 window; a 1x1 kernel with trailing pads, whose padded positions must
+ * stay zero, not become Relu(shift)) or per group: the chain stays. */
+static void test_fuse_prologue_stops(void) {
+    test_case = "fuse_prologue: convs with padding, windows or groups keep the chain";
+    builder b;
+    bn_stats s;
+    builder_init(&b);
+    graph_input(&b, "x", 4, (int64_t[]){-1, 8, 7, 9});
+    graph_output(&b, "y1", 4, (int64_t[]){-1, 4, 7, 9});
+    graph_output(&b, "y2", 4, (int64_t[]){-1, 4, 8, 11});
+    graph_output(&b, "y3", 4, (int64_t[]){-1, 4, 7, 9});
+    for (int i = 1; i <= 3; i++) {
+        add_bn(&b, builder_str(&b, "bn%d", i), "x", builder_str(&b, "t%d", i), 8, 1e-5f, 220 + 10 * (uint32_t)i, &s);
+        node(&b, "Relu", builder_str(&b, "relu%d", i), builder_str(&b, "t%d", i), NULL, builder_str(&b, "u%d", i));
+    }
+    add_conv_k(&b, "window", "u1", "y1", 8, 4, true, 261, 3, (int64_t[]){1, 1, 1, 1}, 1);
+    add_conv_k(&b, "padded", "u2", "y2", 8, 4, true, 262, 1, (int64_t[]){0, 0, 1, 2}, 1);
+    add_conv_k(&b, "grouped", "u3", "y3", 8, 4, true, 263, 1, (int64_t[]){0, 0, 0, 0}, 2);
+    const char *path = save(&b, "prologue_stops.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        EXPECT_INT("FusedElementwise nodes", 3, count_op(m, NN_OP_FusedElementwise));
+        for (int i = 0; i < m->g.n_nodes; i++)
+            EXPECT(!m->g.nodes[i].has_prologue, "node '%s': expected no prologue", m->g.nodes[i].name);
+        EXPECT_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
 /* ---- verifier and manager */
 static void expect_verify(nn_model *m, nn_status want, const char *needle, const char *what) {
     nn_status st = nn_verify_graph(m, "test");
@@ -1305,6 +1388,8 @@ int main(void) {
     test_fuse_elementwise_muladd();
     test_fuse_elementwise_epilogue();
     test_fuse_elementwise_stops();
+    test_fuse_prologue();
+    test_fuse_prologue_stops();
     test_views();
     test_plan_chain();
     test_plan_branches();

@@ -513,8 +513,6 @@ static void conv_table_build(const nn_gemm_conv *cv, int64_t n0, int64_t nc, int
     }
 }
 
-/* Rows [p0, p0 + kc) of the im2col matrix of image x into NR panels. */
-
 /* B's prologue (nn_gemm.b_scale) for a block, offset to the block's first
  * row; NULL where there is none. */
 struct b_prologue {

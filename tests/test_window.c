@@ -150,6 +150,13 @@ int main(void) {
         DW(1, 11, 9, 13, 3, 2, 1, {0, 1, 1, 0}, true, res_only),
         DW(3, 1, 5, 6, 3, 1, 1, {0, 0, 0, 0}, false, none),
         DW(1, 8, 6, 11, 5, 1, 1, {1, 2, 3, 0}, true, res_clip),
+        /* 3x3 on flat planes with rows that end mid-vector, many rows per
+         * vector, the largest flat plane, and one row of 1000 (the rows of
+         * taps above and below it lie wholly in the zero margin) */
+        DW(1, 7, 9, 13, 3, 1, 1, {1, 1, 1, 1}, true, relu6),
+        DW(2, 3, 40, 3, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
+        DW(1, 3, 32, 32, 3, 1, 1, {1, 1, 1, 1}, true, res_only),
+        DW(1, 2, 1, 1000, 3, 1, 1, {1, 1, 1, 1}, false, none),
         /* dilation, and planes around and past the blocked path's limits */
         DW(1, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, true, relu6),
         DW(1, 19, 28, 28, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),

@@ -18,7 +18,8 @@
 #include "pass.h"
 
 /* Whether value v holds one float per channel of x (dim 1) laid along that
- * dim when broadcast against x: [C], [C,1,...], [1,C,1,...]. */
+ * dim when broadcast against x (right-aligned): [C,1,1] or [1,C,1,1] for a
+ * 4-D x. */
 static bool per_channel(const nn_graph *g, int v, const nn_tensor *x) {
     if (v < 0) return false;
     const nn_tensor *t = &g->values[v].t;

@@ -473,37 +473,54 @@ static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, c
     }
 }
 
-/* Zero floats on either side of a plane in dw_flat3_avx512's buffer: the
- * row of taps above or below it (a row has at most NN_FLAT_VECS * 16
- * floats) and the vector read beyond that. */
-#define DW_FLAT3_MARGIN (NN_FLAT_VECS * 16 + 32)
+/* Stride-1 3x3 depthwise convs padded by 1 on every side (MobileNetV2's
+ * and EfficientNet-B0's, from 112x112 down to 14x14), on the flat plane
+ * copied into the middle of a zeroed buffer (xp: its first float; a row
+ * and a vector of zeros, DW_ROTATE_MARGIN(w), on either side).  Per row of
+ * taps, the vectors before, at and after the output vector give the left
+ * and right taps by lane rotation (valignd): one new load per row of taps
+ * as the window slides, where dw_flat512 spent 9 masked loads, most split
+ * across cache lines, on 9 multiply-adds, and dw_plane_avx512 9 unaligned
+ * ones on row vectors that rows of 56 or 28 leave partly empty.  Rows above
+ * and below the plane read zeros; the left and right taps are masked at the
+ * row ends.  The three rows accumulate apart, so their chains of
+ * multiply-adds overlap.  In-process on Zen 5, MobileNetV2 at batch 1, one
+ * thread: 0.59x dw_flat512's time on 28x28 and 0.73-0.75x on 14x14 (with
+ * the row ends from a table per conv, as now, 0.9x more), 0.64x
+ * dw_plane_avx512's on 56x56 and 0.86x on 112x112; on two threads 56x56
+ * 0.67x, 112x112 unchanged.  The model 0.976x with the flat planes alone,
+ * 0.973x more with the larger ones (EfficientNet-B0 0.985x).  On 7x7 (9x9
+ * padded) it ties with depthwise_blocked, which keeps those. */
+#define DW_ROTATE_MAX_W     256
+#define DW_ROTATE_MARGIN(w) ((w) + 32)
 
-/* 3x3 with one row and column of padding on each side (MobileNetV2's and
- * EfficientNet-B0's stride-1 depthwise convs on 28x28 and 14x14 planes), on
- * the flat plane copied into the middle of a zeroed buffer (xp: its first
- * float, DW_FLAT3_MARGIN zeros on either side).  dw_flat512 spends 9
- * masked loads, most split across cache lines, on 9 multiply-adds; here,
- * per row of taps, the vectors before, at and after the output vector give
- * the left and right taps by lane rotation (valignd), one new load per row
- * as the window slides.  Rows above and below the plane read zeros; only
- * the left and right taps are masked, at the row ends.  The three rows
- * accumulate apart, so their chains of multiply-adds overlap.  Against
- * dw_flat512 (in-process, Zen 5, MobileNetV2 batch 1): 0.59x the time on
- * 28x28 and 0.73-0.75x on 14x14 on one thread, 0.6x and 0.72-0.83x on two;
- * the model 0.975x.  On 7x7 (9x9 padded) it ties with depthwise_blocked,
- * which keeps those. */
-T512 static void dw_flat3_avx512(const nn_flat_taps *t, const float *xp, const float *w, float bias, float *y) {
+/* Per 16-float vector of a plane with rows of w_n floats: the lanes whose
+ * left (edges[v][0]) and right (edges[v][1]) neighbours lie in the same row. */
+static void dw_rotate_edges(int64_t n, int64_t w_n, uint16_t (*edges)[2]) {
+    for (int64_t v = 0; v * 16 < n; v++) {
+        uint16_t left = 0, right = 0;
+        for (int j = 0; j < 16; j++) {
+            int64_t col = (v * 16 + j) % w_n;
+            left |= (uint16_t)((col > 0) << j);
+            right |= (uint16_t)((col < w_n - 1) << j);
+        }
+        edges[v][0] = left;
+        edges[v][1] = right;
+    }
+}
+
+T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges)[2], const float *xp, const float *w,
+                                  float bias, float *y) {
     __m512 wv[9], win[3][3]; /* per row of taps: the vectors before, at and after */
     for (int i = 0; i < 9; i++)
         wv[i] = _mm512_set1_ps(w[i]);
     const float *row[3];
     for (int r = 0; r < 3; r++) {
-        row[r] = xp + (r - t->pt) * t->w;
+        row[r] = xp + (r - 1) * w_n;
         win[r][1] = _mm512_loadu_ps(row[r] - 16);
         win[r][2] = _mm512_loadu_ps(row[r]);
     }
-    for (int64_t v = 0; v < t->vecs; v++) {
-        __mmask16 left_in = t->row_tap[v][0], right_in = t->row_tap[v][2];
+    for (int64_t v = 0; v * 16 < n; v++) {
         __m512 acc[3];
         for (int r = 0; r < 3; r++) {
             win[r][0] = win[r][1];
@@ -514,10 +531,10 @@ T512 static void dw_flat3_avx512(const nn_flat_taps *t, const float *xp, const f
             __m512 right = _mm512_castsi512_ps(
                 _mm512_alignr_epi32(_mm512_castps_si512(win[r][2]), _mm512_castps_si512(win[r][1]), 1));
             acc[r] = _mm512_fmadd_ps(wv[r * 3 + 1], win[r][1], r == 0 ? _mm512_set1_ps(bias) : _mm512_setzero_ps());
-            acc[r] = _mm512_mask3_fmadd_ps(wv[r * 3], left, acc[r], left_in);
-            acc[r] = _mm512_mask3_fmadd_ps(wv[r * 3 + 2], right, acc[r], right_in);
+            acc[r] = _mm512_mask3_fmadd_ps(wv[r * 3], left, acc[r], edges[v][0]);
+            acc[r] = _mm512_mask3_fmadd_ps(wv[r * 3 + 2], right, acc[r], edges[v][1]);
         }
-        _mm512_mask_storeu_ps(y + v * 16, nn_flat_lanes(t->n, v), _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]));
+        _mm512_mask_storeu_ps(y + v * 16, nn_flat_lanes(n, v), _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]));
     }
 }
 
@@ -749,32 +766,57 @@ static const float *dw_input_plane(const conv_geom *g, const float *x, int64_t p
 static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const float *x, const float *w, const float *bias,
                            float *y, const nn_epilogue *e, const float *res, int threads) {
     int64_t planes = g->batch * g->out_ch;
-    bool rotate = t->kh == 3 && t->kw == 3 && t->pt == 1 && t->pl == 1;
-    bool pairs = !rotate && t->kh == 3 && (double)planes * (double)g->in_size * sizeof(float) <= DW_FLAT_PAIR_MAX_BYTES;
+    bool pairs = t->kh == 3 && (double)planes * (double)g->in_size * sizeof(float) <= DW_FLAT_PAIR_MAX_BYTES;
     int64_t np = pairs ? 2 : 1, tasks = (planes + np - 1) / np;
+#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
+    for (int64_t task = 0; task < tasks; task++) {
+        int64_t p0 = task * np, here = planes - p0 < np ? planes - p0 : np;
+        const float *xs[2], *ws[2];
+        float bs[2], *ys[2];
+        for (int64_t q = 0; q < here; q++) {
+            int64_t oc = (p0 + q) % g->out_ch;
+            xs[q] = dw_input_plane(g, x, p0 + q);
+            ws[q] = w + oc * g->kernel_size;
+            bs[q] = bias ? bias[oc] : 0.0f;
+            ys[q] = y + (p0 + q) * g->out_size;
+        }
+        dw_flat_avx512(t, (int)here, xs, ws, bs, ys);
+        dw_epilogue(e, ys[0], res ? res + p0 * g->out_size : NULL, here * g->out_size);
+    }
+}
+
+/* Whether dw_rotate_avx512 runs g. */
+static bool dw_rotate(const conv_geom *g) {
+    if (strcmp(nn_gemm_kernel_name(), "avx512") || g->kernel[0] != 3 || g->kernel[1] != 3 ||
+        g->in_size > DW_PADDED_MAX || g->in[1] > DW_ROTATE_MAX_W)
+        return false;
+    for (int d = 0; d < 2; d++)
+        if (g->stride[d] != 1 || g->dilation[d] != 1 || g->pad[d] != 1 || g->out[d] != g->in[d]) return false;
+    return true;
+}
+
+#define DW_ROTATE_BUF_FLOATS (DW_PADDED_MAX + 2 * DW_ROTATE_MARGIN(DW_ROTATE_MAX_W))
+
+/* depthwise_2d by dw_rotate_avx512, one plane per task, each copied into
+ * the middle of the thread's zeroed buffer (only the plane's part is ever
+ * written, so the margins stay zero). */
+static void depthwise_rotate(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                             const nn_epilogue *e, const float *res, int threads) {
+    int64_t planes = g->batch * g->out_ch, margin = DW_ROTATE_MARGIN(g->in[1]);
+    uint16_t edges[DW_PADDED_MAX / 16][2];
+    dw_rotate_edges(g->in_size, g->in[1], edges);
 #pragma omp parallel num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
     {
-        float buf[DW_FLAT3_MARGIN + NN_FLAT_VECS * 16 + DW_FLAT3_MARGIN];
-        if (rotate) memset(buf, 0, sizeof buf);
+        float buf[DW_ROTATE_BUF_FLOATS];
+        memset(buf, 0, sizeof(float) * (size_t)(g->in_size + 2 * margin));
 #pragma omp for schedule(static)
-        for (int64_t task = 0; task < tasks; task++) {
-            int64_t p0 = task * np, here = planes - p0 < np ? planes - p0 : np;
-            const float *xs[2], *ws[2];
-            float bs[2], *ys[2];
-            for (int64_t q = 0; q < here; q++) {
-                int64_t oc = (p0 + q) % g->out_ch;
-                xs[q] = dw_input_plane(g, x, p0 + q);
-                ws[q] = w + oc * g->kernel_size;
-                bs[q] = bias ? bias[oc] : 0.0f;
-                ys[q] = y + (p0 + q) * g->out_size;
-            }
-            if (rotate) {
-                memcpy(buf + DW_FLAT3_MARGIN, xs[0], sizeof(float) * (size_t)t->n);
-                dw_flat3_avx512(t, buf + DW_FLAT3_MARGIN, ws[0], bs[0], ys[0]);
-            } else {
-                dw_flat_avx512(t, (int)here, xs, ws, bs, ys);
-            }
-            dw_epilogue(e, ys[0], res ? res + p0 * g->out_size : NULL, here * g->out_size);
+        for (int64_t p = 0; p < planes; p++) {
+            int64_t oc = p % g->out_ch;
+            float *yp = y + p * g->out_size;
+            memcpy(buf + margin, dw_input_plane(g, x, p), sizeof(float) * (size_t)g->in_size);
+            dw_rotate_avx512(g->in_size, g->in[1], (const uint16_t(*)[2])edges, buf + margin, w + oc * g->kernel_size,
+                             bias ? bias[oc] : 0.0f, yp);
+            dw_epilogue(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
         }
     }
 }
@@ -782,6 +824,10 @@ static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const floa
 /* One output plane per task (but see depthwise_flat). */
 static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                          const nn_epilogue *e, const float *res, int threads) {
+    if (dw_rotate(g)) {
+        depthwise_rotate(g, x, w, bias, y, e, res, threads);
+        return;
+    }
     nn_flat_taps flat;
     if (dw_flat(g, &flat)) {
         depthwise_flat(g, &flat, x, w, bias, y, e, res, threads);

@@ -157,6 +157,14 @@ int main(void) {
         DW(2, 3, 40, 3, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
         DW(1, 3, 32, 32, 3, 1, 1, {1, 1, 1, 1}, true, res_only),
         DW(1, 2, 1, 1000, 3, 1, 1, {1, 1, 1, 1}, false, none),
+        /* ... and larger planes (MobileNetV2's 56x56 and 112x112), rows of
+         * 1 and 2, a row as wide as the rotation path takes and one wider */
+        DW(1, 3, 57, 56, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
+        DW(1, 2, 112, 112, 3, 1, 1, {1, 1, 1, 1}, true, relu6),
+        DW(1, 2, 30, 1, 3, 1, 1, {1, 1, 1, 1}, true, relu6),
+        DW(1, 2, 21, 2, 3, 1, 1, {1, 1, 1, 1}, false, none),
+        DW(1, 2, 5, 256, 3, 1, 1, {1, 1, 1, 1}, true, res_only),
+        DW(1, 2, 5, 257, 3, 1, 1, {1, 1, 1, 1}, true, res_only),
         /* dilation, and planes around and past the blocked path's limits */
         DW(1, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, true, relu6),
         DW(1, 19, 28, 28, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),

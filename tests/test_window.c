@@ -154,6 +154,7 @@ int main(void) {
          * vector, the largest flat plane, and one row of 1000 (the rows of
          * taps above and below it lie wholly in the zero margin) */
         DW(1, 7, 9, 13, 3, 1, 1, {1, 1, 1, 1}, true, relu6),
+        DW(1, 5, 10, 12, 3, 1, 1, {0, 0, 2, 2}, true, relu6), /* pads after only: not by rotation */
         DW(2, 3, 40, 3, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
         DW(1, 3, 32, 32, 3, 1, 1, {1, 1, 1, 1}, true, res_only),
         DW(1, 2, 1, 1000, 3, 1, 1, {1, 1, 1, 1}, false, none),

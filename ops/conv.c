@@ -488,19 +488,22 @@ static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, c
  * thread: 0.59x dw_flat512's time on 28x28 and 0.73-0.75x on 14x14 (with
  * the row ends from a table per conv, as now, 0.9x more), 0.64x
  * dw_plane_avx512's on 56x56 and 0.86x on 112x112; on two threads 56x56
- * 0.67x, 112x112 unchanged.  The model 0.976x with the flat planes alone,
- * 0.973x more with the larger ones (EfficientNet-B0 0.985x).  On 7x7 (9x9
+ * 0.67x, 112x112 unchanged while the row-end table took a division per
+ * lane, 0.86x of that once it counted columns instead.  The model 0.976x
+ * with the flat planes alone, 0.973x more with the larger ones
+ * (EfficientNet-B0 0.985x).  On 7x7 (9x9
  * padded) it ties with depthwise_blocked, which keeps those. */
 #define DW_ROTATE_MAX_W     256
 #define DW_ROTATE_MARGIN(w) ((w) + 32)
 
 /* Per 16-float vector of a plane with rows of w_n floats: the lanes whose
- * left (edges[v][0]) and right (edges[v][1]) neighbours lie in the same row. */
+ * left (edges[v][0]) and right (edges[v][1]) neighbours lie in the same row.
+ * Built on every run, so the column is counted along, not divided out. */
 static void dw_rotate_edges(int64_t n, int64_t w_n, uint16_t (*edges)[2]) {
+    int64_t col = 0;
     for (int64_t v = 0; v * 16 < n; v++) {
         uint16_t left = 0, right = 0;
-        for (int j = 0; j < 16; j++) {
-            int64_t col = (v * 16 + j) % w_n;
+        for (int j = 0; j < 16; j++, col = col + 1 == w_n ? 0 : col + 1) {
             left |= (uint16_t)((col > 0) << j);
             right |= (uint16_t)((col < w_n - 1) << j);
         }
@@ -1091,9 +1094,13 @@ static void conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const fl
     }
 }
 
-/* Whether the depthwise and direct kernels may run it: they read the input
- * as it is, so a conv with a prologue goes to the GEMM, which applies it. */
-static bool reads_input_as_is(const nn_call *c) { return !c->prologue; }
+/* Whether the depthwise kernels, or the direct ones for few input
+ * channels, run the call.  They read the input as it is, so a conv with a
+ * prologue goes to the GEMM, which applies it. */
+static bool runs_depthwise(const nn_call *c, const conv_geom *g) { return !c->prologue && is_depthwise_2d(g); }
+static bool runs_direct(const nn_call *c, const conv_geom *g, int64_t *ph, int64_t *pw) {
+    return !c->prologue && direct_fits(g, ph, pw);
+}
 
 /* The GEMM for all (image, group) products of a Conv; `packed` is the
  * weights packed in prepare, or NULL. */
@@ -1187,8 +1194,9 @@ static size_t workspace_conv(const nn_call *c) {
     nn_winograd_shape ws;
     const conv_prepared *p = c->prepared;
     if (conv_resolve(c, false, &g) != NN_OK) return 0;
-    if (reads_input_as_is(c) && is_depthwise_2d(&g)) return dw_blocked_workspace(&g, c->threads);
-    if (!p && reads_input_as_is(c) && direct_workspace(&g)) return direct_workspace(&g);
+    int64_t ph, pw;
+    if (runs_depthwise(c, &g)) return dw_blocked_workspace(&g, c->threads);
+    if (!p && runs_direct(c, &g, &ph, &pw)) return direct_workspace(&g);
     if (p && p->kind == PREP_WINOGRAD && winograd_shape(&g, &ws)) return nn_winograd_workspace(&ws, c->threads);
     nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
     nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
@@ -1197,8 +1205,8 @@ static size_t workspace_conv(const nn_call *c) {
 
 static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape *ws) {
     int64_t ph, pw;
-    if (conv_resolve(c, false, g) != NN_OK || (reads_input_as_is(c) && is_depthwise_2d(g)) || !c->in[1].data ||
-        (is_pointwise(g) && g->out_size == 1) || (reads_input_as_is(c) && direct_fits(g, &ph, &pw)))
+    if (conv_resolve(c, false, g) != NN_OK || runs_depthwise(c, g) || !c->in[1].data ||
+        (is_pointwise(g) && g->out_size == 1) || runs_direct(c, g, &ph, &pw))
         return PREP_NONE;
     return c->winograd && winograd_shape(g, ws) ? PREP_WINOGRAD : PREP_GEMM;
 }
@@ -1240,9 +1248,7 @@ static bool prepared_fits_conv(const nn_call *c, const void *prepared, size_t si
     nn_gemm_conv cv;
     nn_winograd_shape ws;
     const conv_prepared *p = prepared;
-    if (size < CONV_PREPARED_DATA || conv_resolve(c, false, &g) != NN_OK ||
-        (reads_input_as_is(c) && is_depthwise_2d(&g)))
-        return false;
+    if (size < CONV_PREPARED_DATA || conv_resolve(c, false, &g) != NN_OK || runs_depthwise(c, &g)) return false;
     size -= CONV_PREPARED_DATA;
     if (p->kind == PREP_WINOGRAD) return winograd_shape(&g, &ws) && size == nn_winograd_prepared_size(&ws);
     nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
@@ -1253,7 +1259,7 @@ static nn_status run_conv(nn_call *c) {
     conv_geom g;
     nn_status st = conv_resolve(c, false, &g);
     if (st != NN_OK) return st;
-    if (reads_input_as_is(c) && is_depthwise_2d(&g)) {
+    if (runs_depthwise(c, &g)) {
         int64_t ph, pw;
         if (dw_blocked_fits(&g, &ph, &pw) && c->workspace_size >= dw_blocked_bytes(&g, ph, pw, c->threads)) {
             depthwise_blocked(&g, ph, pw, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL,
@@ -1266,7 +1272,7 @@ static nn_status run_conv(nn_call *c) {
     }
     const conv_prepared *p = c->prepared;
     int64_t ph, pw;
-    if (!p && reads_input_as_is(c) && direct_fits(&g, &ph, &pw) && c->workspace_size >= direct_workspace(&g)) {
+    if (!p && runs_direct(c, &g, &ph, &pw) && c->workspace_size >= direct_workspace(&g)) {
         conv_direct_run(&g, ph, pw, c->in[0].data, c->in[1].data, nn_present(c, 2) ? c->in[2].data : NULL,
                         c->out[0].data, c->epilogue, nn_epilogue_residual(c), c->workspace, c->threads);
         return NN_OK;

@@ -72,8 +72,12 @@ typedef struct nn_gemm {
     bool trans_b;
     const nn_gemm_packed *b_packed;
     const nn_gemm_conv *b_conv;
+    /* C(i, j) = c[i*ldc + j], or c[j*ldc + i] when trans_c (the residual
+     * likewise, with ldr): a pointwise conv computing positions x channels
+     * into its NCHW output */
     float *c;
     int64_t ldc;
+    bool trans_c;
     float alpha;     /* scales the product (set it: 1 for a plain one); applied while A is
                       * packed, so a pre-packed A carries the alpha it was packed with */
     bool accumulate; /* C += product instead of C = product */

@@ -80,25 +80,27 @@ static void verify(const nn_gemm *g, const float *c0, const char *what) {
                     }
                     s *= g->alpha;
                     mag = mag * fabs(g->alpha) + 1;
-                    if (g->accumulate) s += c0[co + i * g->ldc + j];
+                    int64_t at = co + (g->trans_c ? j * g->ldc + i : i * g->ldc + j);
+                    if (g->accumulate) s += c0[at];
                     if (g->bias_kind == NN_GEMM_BIAS_ROW) s += bias[i];
                     if (g->bias_kind == NN_GEMM_BIAS_COL) s += bias[j];
-                    if (g->residual) s += g->residual[co + i * g->ldr + j];
+                    if (g->residual) s += g->residual[at]; /* ldr == ldc here */
                     s = act_ref(g->act, g->act_alpha, g->act_beta, s);
-                    double err = fabs(s - g->c[co + i * g->ldc + j]) / mag;
+                    double err = fabs(s - g->c[at]) / mag;
                     if (!(err <= 2e-6)) bad++;
                     if (!(err <= worst)) worst = err;
                 }
-            /* the padding between rows must be left alone */
-            for (int64_t i = 0; i < g->m; i++)
-                for (int64_t j = g->n; j < g->ldc; j++)
+            /* the padding between rows (columns of a transposed C) must be left alone */
+            int64_t lines = g->trans_c ? g->n : g->m, used = g->trans_c ? g->m : g->n;
+            for (int64_t i = 0; i < lines; i++)
+                for (int64_t j = used; j < g->ldc; j++)
                     if (g->c[co + i * g->ldc + j] != c0[co + i * g->ldc + j]) bad++;
         }
     check(bad == 0, "%s: %lld bad values, worst relative error %.3g", what, (long long)bad, worst);
 }
 
 typedef struct variant {
-    bool trans_a, trans_b, pack_a, pack_b, accumulate, residual, pad_ldc;
+    bool trans_a, trans_b, trans_c, pack_a, pack_b, accumulate, residual, pad_ldc;
     bool pad_ldb; /* B's rows longer than it uses: a B read in place must stop at each row's end */
     int prologue; /* B read through a per-row scale and shift (nn_gemm.b_scale): 0 none, 1 alone, 2 with Relu */
     nn_gemm_bias bias;
@@ -108,8 +110,9 @@ typedef struct variant {
 } variant;
 
 static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o, int64_t batch_i) {
-    int64_t ldc = n + (v.pad_ldc ? 3 : 0), lda = v.trans_a ? m : k, ldb = (v.trans_b ? k : n) + (v.pad_ldb ? 5 : 0);
-    int64_t sa = m * k, sb = (v.trans_b ? n : k) * ldb, sc = m * ldc, nb = batch_o * batch_i;
+    int64_t ldc = (v.trans_c ? m : n) + (v.pad_ldc ? 3 : 0), lda = v.trans_a ? m : k;
+    int64_t ldb = (v.trans_b ? k : n) + (v.pad_ldb ? 5 : 0);
+    int64_t sa = m * k, sb = (v.trans_b ? n : k) * ldb, sc = (v.trans_c ? n : m) * ldc, nb = batch_o * batch_i;
     float *a = rand_buf((size_t)(sa * batch_i)), *b = rand_buf((size_t)(sb * nb)), *c = rand_buf((size_t)(sc * nb));
     float *res = v.residual ? rand_buf((size_t)(sc * nb)) : NULL;
     float *bias = rand_buf((size_t)((m > n ? m : n) * batch_i));
@@ -127,6 +130,7 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
                  .trans_b = v.trans_b,
                  .c = c,
                  .ldc = ldc,
+                 .trans_c = v.trans_c,
                  .alpha = v.alpha,
                  .accumulate = v.accumulate,
                  .bias_kind = v.bias,
@@ -161,11 +165,11 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
     check(nn_gemm_run(&g, w, ws, v.threads), "run refused its own workspace size %zu", ws);
     char what[200];
     snprintf(what, sizeof what,
-             "%lldx%lldx%lld batch %lldx%lld ta%d tb%d pa%d pb%d ldb+%d pro%d acc%d res%d bias%d act%d alpha%g "
+             "%lldx%lldx%lld batch %lldx%lld ta%d tb%d tc%d pa%d pb%d ldb+%d pro%d acc%d res%d bias%d act%d alpha%g "
              "threads%d",
              (long long)m, (long long)n, (long long)k, (long long)batch_o, (long long)batch_i, v.trans_a, v.trans_b,
-             v.pack_a, v.pack_b, v.pad_ldb ? 5 : 0, v.prologue, v.accumulate, v.residual, (int)v.bias, (int)v.act,
-             v.alpha, v.threads);
+             v.trans_c, v.pack_a, v.pack_b, v.pad_ldb ? 5 : 0, v.prologue, v.accumulate, v.residual, (int)v.bias,
+             (int)v.act, v.alpha, v.threads);
     verify(&g, c0, what);
     free(w);
     free(a);
@@ -191,6 +195,7 @@ static void test_products(void) {
             int r = n_case++;
             variant v = {.trans_a = r % 5 == 1,
                          .trans_b = r % 3 == 1,
+                         .trans_c = r % 7 == 5,
                          .pack_a = r % 4 == 2,
                          .pack_b = r % 7 == 3,
                          .accumulate = r % 6 == 5,
@@ -244,6 +249,30 @@ static void test_products(void) {
         v.prologue = 1;
         run_case(23, 9001, 40, v, 1, 1);
         run_case(128, 49, 900, v, 1, 1);
+    }
+    /* a transposed C: positions x channels of a pointwise conv into NCHW
+     * (MobileNetV2's 14x14 and 7x7 planes), X read transposed as A, the
+     * weights pre-packed as a transposed B; K blocked, every epilogue part,
+     * tanh after the tile */
+    for (int t = 1; t <= 2; t++) {
+        variant v = {.trans_a = true,
+                     .trans_b = true,
+                     .trans_c = true,
+                     .pack_b = true,
+                     .residual = true,
+                     .bias = NN_GEMM_BIAS_COL,
+                     .act = NN_ACT_CLIP,
+                     .alpha = 1.0f,
+                     .threads = t};
+        run_case(196, 96, 576, v, 1, 1);
+        run_case(49, 160, 960, v, 1, 1);
+        v.act = NN_ACT_TANH;
+        v.accumulate = true;
+        v.pad_ldc = true;
+        v.bias = NN_GEMM_BIAS_ROW;
+        run_case(30, 45, 70, v, 1, 1);
+        v.pack_b = false;
+        run_case(13, 33, 20, v, 2, 3);
     }
     /* K = 0: C is bias (and the rest of the epilogue) */
     run_case(5, 9, 0,

@@ -1124,33 +1124,6 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
     int64_t cg = g->in_ch / g->group, mg = g->out_ch / g->group, kdim = cg * g->kernel_size;
     const nn_epilogue *e = c->epilogue;
     bool pointwise = is_pointwise(g);
-    if (positions_as_rows(c, g)) /* positions x in_ch times in_ch x out_ch: X and W read transposed */
-        return (nn_gemm){
-            .m = g->out_size,
-            .n = g->out_ch,
-            .k = g->in_ch,
-            .a = c->in[0].data,
-            .lda = g->in_size,
-            .trans_a = true,
-            .b = c->in[1].data,
-            .ldb = g->in_ch,
-            .trans_b = true,
-            .b_packed = packed,
-            .c = c->out[0].data,
-            .ldc = g->out_size,
-            .trans_c = true,
-            .alpha = 1.0f,
-            .bias_kind = nn_present(c, 2) ? NN_GEMM_BIAS_COL : NN_GEMM_BIAS_NONE,
-            .bias = nn_present(c, 2) ? c->in[2].data : NULL,
-            .residual = nn_epilogue_residual(c),
-            .ldr = g->out_size,
-            .act = e ? e->act : NN_ACT_NONE,
-            .act_alpha = e ? e->alpha : 0.0f,
-            .act_beta = e ? e->beta : 0.0f,
-            .batch = {g->batch, 1},
-            .stride_a = {g->in_ch * g->in_size, 0},
-            .stride_c = {g->out_ch * g->out_size, 0},
-        };
     *cv = (nn_gemm_conv){.nsp = g->nsp, .channels = cg};
     for (int d = 0; d < g->nsp; d++) {
         cv->in[d] = g->in[d];
@@ -1160,7 +1133,7 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
         cv->dilation[d] = g->dilation[d];
         cv->pad[d] = g->pad[d];
     }
-    return (nn_gemm){
+    nn_gemm gm = {
         .m = mg,
         .n = g->out_size,
         .k = kdim,
@@ -1190,6 +1163,24 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
         .stride_c = {g->out_ch * g->out_size, mg * g->out_size},
         .stride_bias = {0, mg},
     };
+    if (!positions_as_rows(c, g)) return gm;
+    /* positions x in_ch times in_ch x out_ch: X and W read transposed, C stored transposed (group 1, no prologue) */
+    gm.m = g->out_size;
+    gm.n = g->out_ch;
+    gm.k = g->in_ch;
+    gm.a = c->in[0].data;
+    gm.lda = g->in_size;
+    gm.trans_a = true;
+    gm.a_packed = NULL;
+    gm.b = c->in[1].data;
+    gm.ldb = g->in_ch;
+    gm.trans_b = true;
+    gm.b_packed = packed;
+    gm.trans_c = true;
+    if (gm.bias_kind != NN_GEMM_BIAS_NONE) gm.bias_kind = NN_GEMM_BIAS_COL;
+    gm.stride_a[0] = g->in_ch * g->in_size;
+    gm.stride_b[0] = 0;
+    return gm;
 }
 
 /* Which way prepare goes: Winograd weights, packed GEMM weights, or nothing

@@ -1,6 +1,7 @@
 /* Assertions for the C tests, one style for all of them.
  *
  *   CHECK(cond, fmt, ...)                  counts a pass, or prints one FAIL line; returns cond
+ *   CHECK_AT(line, cond, fmt, ...)         the same in a helper, with its caller's __LINE__
  *   CHECK_EQ_INT(what, expected, actual)   integers, both printed on failure
  *   CHECK_CLOSE(what, got, want, n, atol, rtol)
  *                                          float arrays: |got - want| <= atol + rtol * |want| everywhere
@@ -55,6 +56,8 @@ __attribute__((format(printf, 3, 4))) static inline bool check_fail_at(const cha
 /* The condition is evaluated first and the message's arguments only on
  * failure: they may read what the condition computed. */
 #define CHECK(cond, ...) ((cond) ? check_pass() : check_fail_at(__FILE__, __LINE__, __VA_ARGS__))
+/* The same from a helper, reporting its caller's line */
+#define CHECK_AT(line, cond, ...) ((cond) ? check_pass() : check_fail_at(__FILE__, line, __VA_ARGS__))
 
 static inline bool check_eq_int_at(const char *what, long long expected, long long actual, const char *file, int line) {
     return expected == actual ? check_pass()

@@ -7,6 +7,7 @@
  *                                          float arrays: |got - want| <= atol + rtol * |want| everywhere
  *   CHECK_REL_L2(what, got, want, n, tol)  float arrays: ||got - want|| / ||want|| <= tol
  *   check_set_case(fmt, ...)               names what is under test in every later FAIL line
+ *   check_failures()                       failures so far
  *   return check_summary();                from main: prints "N passed, N failed", 0 when none failed
  *
  * A failure reads "FAIL [case] file:line: message"; messages say what was
@@ -104,6 +105,9 @@ static inline bool check_rel_l2_at(const char *what, const float *got, const flo
     return check_fail_at(file, line, "%s: relative L2 error %.3g, expected <= %g", what, err, tol);
 }
 #define CHECK_REL_L2(what, got, want, n, tol) check_rel_l2_at(what, got, want, n, tol, __FILE__, __LINE__)
+
+/* Failures so far, for a test's own progress lines */
+static inline int check_failures(void) { return atomic_load(&check_failed); }
 
 /* The closing line; a test that checked nothing fails too. */
 static inline int check_summary(void) {

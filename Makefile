@@ -105,7 +105,7 @@ $(BUILD)/nnrun: tools/nnrun.c $(BUILD)/libnn.a
 $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/onnx_builder.h tests/op_harness.h $(BUILD)/libnn.a
+$(BUILD)/tests/%: tests/%.c tests/check.h tests/onnx_builder.h tests/op_harness.h $(BUILD)/libnn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iengine -Iops $< -o $@ $(BUILD)/libnn.a $(LIBS)
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "nn.h"
 
 enum { SAMPLES = 3, MAX_WORKERS = 16 };
@@ -22,7 +23,6 @@ enum { SAMPLES = 3, MAX_WORKERS = 16 };
 static const char *model_path = "models/mobilenetv2.onnx";
 static int model_threads = 2;
 static char cache_dir[] = "/tmp/nn_concurrency_XXXXXX";
-static int failures;
 
 typedef struct sample {
     nn_tensor in, ref; /* input and the single-threaded output */
@@ -58,25 +58,31 @@ static int make_inputs(nn_model *m) {
     return 0;
 }
 
-/* Run sample s on m and compare with its reference bit for bit; `who` names the caller. */
-static int run_and_compare(nn_model *m, int s, const char *who) {
+/* Run sample s on m and compare with its reference bit for bit (the
+ * thread's check case names the caller); returns the failed checks. */
+static int run_and_compare(nn_model *m, int s) {
     nn_tensor out;
-    if (nn_predict(m, &samples[s].in, 1, &out, 1) != NN_OK) {
-        printf("FAIL %s: sample %d: nn_predict: %s\n", who, s, nn_last_error());
+    nn_status st = nn_predict(m, &samples[s].in, 1, &out, 1);
+    if (!CHECK(st == NN_OK, "sample %d: nn_predict: expected OK, got %s: %s", s, nn_strerror(st), nn_last_error()))
         return 1;
-    }
     const nn_tensor *ref = &samples[s].ref;
-    size_t bytes = (size_t)nn_tensor_elements(ref) * nn_dtype_size(ref->dtype);
-    int bad = out.ndim != ref->ndim || memcmp(out.dims, ref->dims, sizeof out.dims) != 0 ||
-              memcmp(out.data, ref->data, bytes) != 0;
-    if (bad) {
-        size_t first = 0;
-        while (first < bytes / 4 && ((float *)out.data)[first] == ((float *)ref->data)[first])
+    bool same_shape = out.dtype == ref->dtype && out.ndim == ref->ndim && !memcmp(out.dims, ref->dims, sizeof out.dims);
+    bool ok = CHECK(same_shape, "sample %d: output %s with %d dims [%lld, ...], expected %s with %d dims [%lld, ...]",
+                    s, nn_dtype_name(out.dtype), out.ndim, (long long)out.dims[0], nn_dtype_name(ref->dtype), ref->ndim,
+                    (long long)ref->dims[0]);
+    if (ok) {
+        size_t n = (size_t)nn_tensor_elements(ref), size = nn_dtype_size(ref->dtype), first = 0;
+        const char *got = out.data, *want = ref->data;
+        while (first < n && !memcmp(got + first * size, want + first * size, size))
             first++;
-        printf("FAIL %s: sample %d differs from the single-threaded run (first at element %zu)\n", who, s, first);
+        bool floats = ref->dtype == NN_DTYPE_FLOAT && first < n;
+        ok = CHECK(first == n,
+                   "sample %d: expected the single-threaded output bit for bit, element %zu is %.9g, not %.9g%s", s,
+                   first, floats ? ((const float *)got)[first] : 0.0, floats ? ((const float *)want)[first] : 0.0,
+                   floats ? "" : " (not floats)");
     }
     nn_tensor_release(&out);
-    return bad;
+    return !ok;
 }
 
 typedef struct worker {
@@ -88,28 +94,26 @@ typedef struct worker {
 
 static void *shared_worker(void *arg) {
     worker *w = arg;
-    char who[64];
-    snprintf(who, sizeof who, "shared model, thread %d", w->id);
+    check_set_case("shared model, thread %d", w->id);
     for (int rep = 0; rep < SAMPLES; rep++)
-        w->errors += run_and_compare(w->shared, (w->id + rep) % SAMPLES, who);
+        w->errors += run_and_compare(w->shared, (w->id + rep) % SAMPLES);
     return NULL;
 }
 
 static void *own_model_worker(void *arg) {
     worker *w = arg;
-    char who[64];
-    snprintf(who, sizeof who, "own model, thread %d", w->id);
+    check_set_case("own model, thread %d", w->id);
     nn_options opt = options(1);
-    nn_model *m;
-    if (nn_load(model_path, &opt, &m) != NN_OK) {
-        printf("FAIL %s: nn_load: %s\n", who, nn_last_error());
+    nn_model *m = NULL;
+    nn_status st = nn_load(model_path, &opt, &m);
+    if (!CHECK(st == NN_OK, "nn_load: expected OK, got %s: %s", nn_strerror(st), nn_last_error())) {
         w->errors++;
         return NULL;
     }
     nn_model_stats stats;
     w->cache = nn_model_get_stats(m, &stats) == NN_OK ? stats.cache : NN_CACHE_OFF;
     for (int rep = 0; rep < SAMPLES; rep++)
-        w->errors += run_and_compare(m, (w->id + rep) % SAMPLES, who);
+        w->errors += run_and_compare(m, (w->id + rep) % SAMPLES);
     nn_free(m);
     return NULL;
 }
@@ -121,8 +125,8 @@ static int run_workers(int n, void *(*fn)(void *), nn_model *shared, const char 
     int errors = 0, hits = 0, started = 0;
     for (; started < n; started++) {
         w[started] = (worker){.id = started, .shared = shared};
-        if (pthread_create(&t[started], NULL, fn, &w[started]) != 0) {
-            printf("FAIL %s: cannot start thread %d\n", label, started);
+        if (!CHECK(pthread_create(&t[started], NULL, fn, &w[started]) == 0, "%s: thread %d: expected started, failed",
+                   label, started)) {
             errors++;
             break;
         }
@@ -173,10 +177,10 @@ int main(int argc, char **argv) {
     }
     printf("%s, %d threads per model: reference outputs from one thread\n", model_path, model_threads);
 
-    failures += run_workers(workers, shared_worker, m, "one shared model:");
+    run_workers(workers, shared_worker, m, "one shared model:");
     nn_free(m);
-    failures += run_workers(workers, own_model_worker, NULL, "a model per thread, cold cache:");
-    failures += run_workers(workers, own_model_worker, NULL, "a model per thread, warm cache:");
+    run_workers(workers, own_model_worker, NULL, "a model per thread, cold cache:");
+    run_workers(workers, own_model_worker, NULL, "a model per thread, warm cache:");
 
     for (int s = 0; s < SAMPLES; s++) {
         free(samples[s].in.data);
@@ -185,6 +189,5 @@ int main(int argc, char **argv) {
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", cache_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", cache_dir);
-    printf("%d failed\n", failures);
-    return failures ? 1 : 0;
+    return check_summary();
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "nn.h"
 
 /* Resident set after handing malloc's free pages back to the OS: without the
@@ -28,19 +29,20 @@ static long resident_kb(void) {
     return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-static int load_free(const char *path, int times) {
+/* Load and free `times` times; false (and a failed check) at the first load that fails */
+static bool load_free(const char *path, int times) {
     nn_options opt = nn_options_default();
     opt.threads = 1;
     opt.cache = 0;
-    for (int i = 0; i < times; i++) {
-        nn_model *m;
-        if (nn_load(path, &opt, &m) != NN_OK) {
-            printf("FAIL load %d of %s: %s\n", i, path, nn_last_error());
-            return -1;
-        }
+    nn_status st = NN_OK;
+    int i = 0;
+    for (; i < times && st == NN_OK; i++) {
+        nn_model *m = NULL;
+        st = nn_load(path, &opt, &m);
         nn_free(m);
     }
-    return 0;
+    return CHECK(st == NN_OK, "load %d of %d of %s: expected OK, got %s: %s", i, times, path, nn_strerror(st),
+                 nn_last_error());
 }
 
 int main(int argc, char **argv) {
@@ -62,23 +64,22 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* warm-up: the allocator's arenas, libomp's and OpenBLAS's one-time state */
-    if (load_free(path, warmup) != 0) return 1;
+    if (!load_free(path, warmup)) return check_summary();
     long before = resident_kb();
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (load_free(path, loads) != 0) return 1;
+    if (!load_free(path, loads)) return check_summary();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     long after = resident_kb();
     struct mallinfo2 heap = mallinfo2();
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    if (before < 0 || after < 0) {
-        printf("FAIL cannot read /proc/self/statm\n");
-        return 1;
-    }
-    int ok = after - before < max_growth_kb;
-    printf("%s %d loads of %s in %.1f s (%.1f ms each): resident %ld kB -> %ld kB, growth %ld kB (limit %ld kB); "
+    if (!CHECK(before >= 0 && after >= 0, "resident memory: expected readable from /proc/self/statm, was not"))
+        return check_summary();
+    printf("%d loads of %s in %.1f s (%.1f ms each): resident %ld kB -> %ld kB, growth %ld kB (limit %ld kB); "
            "malloc holds %zu kB\n",
-           ok ? "PASS" : "FAIL", loads, path, secs, secs * 1e3 / loads, before, after, after - before, max_growth_kb,
+           loads, path, secs, secs * 1e3 / loads, before, after, after - before, max_growth_kb,
            (heap.uordblks + heap.hblkhd) / 1024);
-    return ok ? 0 : 1;
+    CHECK(after - before < max_growth_kb, "resident memory after %d loads: expected growth below %ld kB, got %ld kB",
+          loads, max_growth_kb, after - before);
+    return check_summary();
 }

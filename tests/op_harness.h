@@ -1,6 +1,6 @@
-/* Test harness for single ops: check counters, seeded random tensors,
- * attributes, and one op run through the op table (parse, infer, run) as
- * the engine runs it. */
+/* Test harness for single ops: seeded random tensors, attributes, and one
+ * op run through the op table (parse, infer, run) as the engine runs it.
+ * Checks come from check.h. */
 #ifndef NN_TEST_OP_HARNESS_H
 #define NN_TEST_OP_HARNESS_H
 
@@ -12,22 +12,10 @@
 
 #include "../engine/arena.h"
 #include "../ops/registry.h"
+#include "check.h"
 
-static int passed, failed;
 /* threads each cpu_run gives the op */
 static int cpu_threads = 1;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (cond) {                                                                                                    \
-            passed++;                                                                                                  \
-        } else {                                                                                                       \
-            failed++;                                                                                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
 
 static uint32_t seed = 2024;
 static inline float uniform(float lo, float hi) {
@@ -115,11 +103,7 @@ static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr
     memcpy(r->in, in, sizeof(nn_tensor) * (size_t)n_in);
     r->call.n_in = n_in;
     const nn_op_desc *d = nn_op_get(nn_op_lookup(name));
-    if (!d) {
-        printf("FAIL: no op %s\n", name);
-        failed++;
-        return false;
-    }
+    if (!CHECK(d != NULL, "%s: expected in the op table, not found", name)) return false;
     if (!params && d->parse) {
         nn_parse_ctx ctx = {.attrs = attrs,
                             .n_attrs = n_attrs,
@@ -129,11 +113,7 @@ static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr
                             .arena = &r->arena,
                             .err = r->err,
                             .err_size = sizeof r->err};
-        if (d->parse(&ctx) != NN_OK) {
-            printf("FAIL %s: parse: %s\n", name, r->err);
-            failed++;
-            return false;
-        }
+        if (!CHECK(d->parse(&ctx) == NN_OK, "%s: parse: expected OK, got '%s'", name, r->err)) return false;
         params = ctx.params;
     }
     r->call = (nn_call){.params = params,
@@ -146,11 +126,7 @@ static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr
                         .err = r->err,
                         .err_size = sizeof r->err};
     nn_status st = d->infer(&r->call);
-    if (st != NN_OK) {
-        printf("FAIL %s: infer: %s\n", name, r->err);
-        failed++;
-        return false;
-    }
+    if (!CHECK(st == NN_OK, "%s: infer: expected OK, got %s: %s", name, nn_strerror(st), r->err)) return false;
     for (int k = 0; k < n_out; k++)
         r->out[k].data = calloc((size_t)nn_tensor_elements(&r->out[k]) + 1, nn_dtype_size(r->out[k].dtype));
     size_t ws = d->workspace ? d->workspace(&r->call) : 0;
@@ -159,11 +135,7 @@ static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr
     st = d->run(&r->call);
     free(r->call.workspace);
     r->call.workspace = NULL;
-    if (st != NN_OK) {
-        printf("FAIL %s: run: %s\n", name, r->err);
-        failed++;
-        return false;
-    }
+    if (!CHECK(st == NN_OK, "%s: run: expected OK, got %s: %s", name, nn_strerror(st), r->err)) return false;
     return true;
 }
 
@@ -173,23 +145,6 @@ static inline void release(op_run *r) {
     for (int k = 0; k < r->call.n_out; k++)
         free(r->out[k].data);
     nn_arena_free(&r->arena);
-}
-
-/* |got - want| <= atol + rtol * |want| everywhere, else the worst element */
-static inline void expect_close(const char *what, const float *got, const float *want, int64_t n, double atol,
-                                double rtol) {
-    int64_t worst = -1;
-    double worst_excess = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double excess = fabs((double)got[i] - want[i]) - (atol + rtol * fabs((double)want[i]));
-        bool both_nan = isnan(got[i]) && isnan(want[i]), same_inf = isinf(want[i]) && got[i] == want[i];
-        if (!both_nan && !same_inf && !(excess <= 0.0) && (worst < 0 || excess > worst_excess || isnan(excess))) {
-            worst = i;
-            worst_excess = excess;
-        }
-    }
-    CHECK(worst < 0, "%s: element %lld is %.9g, the CPU op gives %.9g", what, (long long)worst,
-          worst >= 0 ? got[worst] : 0.0, worst >= 0 ? want[worst] : 0.0);
 }
 
 #endif

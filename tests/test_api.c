@@ -11,21 +11,9 @@
 #include <unistd.h>
 
 #include "../ops/registry.h"
+#include "check.h"
 #include "nn.h"
 #include "onnx_builder.h"
-
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        checks++;                                                                                                      \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
 
 /* y = Relu(x * w + bias), x: [N, 4] */
 static const int64_t dims_n4[2] = {-1, 4}, dims_4[1] = {4};
@@ -58,6 +46,7 @@ static void expect_load_error(const char *path, nn_status st, const char *needle
 }
 
 static void test_bad_files(void) {
+    check_set_case("test_bad_files");
     char path[256];
     snprintf(path, sizeof path, "%s/garbage.onnx", nn_test_dir);
     write_bytes(path, "\xff\xff\xff\xff this is not protobuf", 26);
@@ -89,6 +78,7 @@ static void test_bad_files(void) {
 }
 
 static void test_invalid_graphs(void) {
+    check_set_case("test_invalid_graphs");
     builder b;
     small_model(&b);
     b.nodes[2]->op_type = "NonMaxSuppression";
@@ -184,6 +174,7 @@ static void test_invalid_graphs(void) {
 }
 
 static void test_batching(void) {
+    check_set_case("test_batching");
     builder b;
     small_model(&b);
     const char *path = save(&b, "batching.onnx");
@@ -198,8 +189,8 @@ static void test_batching(void) {
         xs[i] = (float)(i % 7) - 3.0f;
     nn_tensor in = {NN_DTYPE_FLOAT, 2, {N, 4}, xs}, out;
     CHECK(nn_predict(m, &in, 1, &out, 1) == NN_OK, "predict: %s", nn_last_error());
-    CHECK(out.ndim == 2 && out.dims[0] == N && out.dims[1] == 4, "output shape [%lld, %lld]", (long long)out.dims[0],
-          (long long)out.dims[1]);
+    CHECK(out.ndim == 2 && out.dims[0] == N && out.dims[1] == 4, "output shape: expected [%d, 4], got [%lld, %lld]", N,
+          (long long)out.dims[0], (long long)out.dims[1]);
     int wrong = 0;
     for (int i = 0; i < N * 4 && out.data; i++)
         wrong += fabsf(((float *)out.data)[i] - reference(xs[i], i % 4)) > 1e-6f;
@@ -207,16 +198,20 @@ static void test_batching(void) {
     nn_tensor_release(&out);
 
     nn_tensor bad = {NN_DTYPE_FLOAT, 2, {N, 3}, xs};
-    CHECK(nn_predict(m, &bad, 1, &out, 1) == NN_ERR_SHAPE, "wrong input shape accepted");
+    nn_status st = nn_predict(m, &bad, 1, &out, 1);
+    CHECK(st == NN_ERR_SHAPE, "input of the wrong shape: expected %s, got %s", nn_strerror(NN_ERR_SHAPE),
+          nn_strerror(st));
     CHECK(strstr(nn_last_error(), "input 'x' dimension 1 must be 4, got 3"), "message: %s", nn_last_error());
     nn_tensor bad_type = {NN_DTYPE_INT64, 2, {N, 4}, xs};
-    CHECK(nn_predict(m, &bad_type, 1, &out, 1) == NN_ERR_ARG, "wrong input dtype accepted");
+    st = nn_predict(m, &bad_type, 1, &out, 1);
+    CHECK(st == NN_ERR_ARG, "input of the wrong dtype: expected %s, got %s", nn_strerror(NN_ERR_ARG), nn_strerror(st));
     nn_free(m);
     builder_free(&b);
 }
 
 /* A file listing nodes out of order is sorted, not rejected. */
 static void test_unsorted_nodes(void) {
+    check_set_case("test_unsorted_nodes");
     builder b;
     small_model(&b);
     Onnx__NodeProto *first = b.nodes[0];
@@ -259,6 +254,7 @@ static void *predict_many(void *arg) {
 }
 
 static void test_concurrency(void) {
+    check_set_case("test_concurrency");
     builder b;
     small_model(&b);
     nn_model *m;
@@ -279,6 +275,7 @@ static void test_concurrency(void) {
  * plan reuses its buffer once it has been read (here, without the
  * optimizer, for t0 = x + y's successors). */
 static void test_unbatched_input(void) {
+    check_set_case("test_unbatched_input");
     builder b;
     builder_init(&b);
     b.inputs[b.graph.n_input++] = value_info("x", 2, dims_n4);
@@ -313,6 +310,7 @@ static void test_unbatched_input(void) {
 
 /* options.cache: a miss writes, a hit reads back the same plan; options.max_memory refuses what does not fit */
 static void test_cache_and_limits(void) {
+    check_set_case("test_cache_and_limits");
     builder b;
     small_model(&b);
     const char *path = save(&b, "cached.onnx");
@@ -338,7 +336,8 @@ static void test_cache_and_limits(void) {
         nn_tensor_release(&out);
         nn_free(m);
     }
-    CHECK(stats[0].cache == NN_CACHE_MISS && stats[1].cache == NN_CACHE_HIT, "cache states %d then %d", stats[0].cache,
+    CHECK(stats[0].cache == NN_CACHE_MISS && stats[1].cache == NN_CACHE_HIT,
+          "cache states: expected %d (miss) then %d (hit), got %d then %d", NN_CACHE_MISS, NN_CACHE_HIT, stats[0].cache,
           stats[1].cache);
     CHECK(!memcmp(got[0], got[1], sizeof got[0]), "outputs from the cache differ");
     CHECK(stats[1].nodes == stats[0].nodes && stats[1].nodes_parsed == stats[0].nodes_parsed &&
@@ -349,15 +348,20 @@ static void test_cache_and_limits(void) {
     opt.max_memory = 64; /* fewer bytes than the weights alone: refused on a hit and on a miss */
     for (int use_cache = 1; use_cache >= 0; use_cache--) {
         opt.cache = use_cache;
-        CHECK(nn_load(path, &opt, &m) == NN_ERR_NOMEM && !m, "memory limit not enforced (cache %d)", use_cache);
+        nn_status st = nn_load(path, &opt, &m);
+        CHECK(st == NN_ERR_NOMEM && !m, "memory limit (cache %d): expected %s and no model, got %s", use_cache,
+              nn_strerror(NN_ERR_NOMEM), nn_strerror(st));
         CHECK(strstr(nn_last_error(), "more than the memory limit"), "message: %s", nn_last_error());
     }
     opt.max_memory = -1;
-    CHECK(nn_load(path, &opt, &m) == NN_ERR_ARG && !m, "negative memory limit accepted");
+    nn_status st = nn_load(path, &opt, &m);
+    CHECK(st == NN_ERR_ARG && !m, "negative memory limit: expected %s and no model, got %s", nn_strerror(NN_ERR_ARG),
+          nn_strerror(st));
     opt.max_memory = 0;
     CHECK(nn_load(path, &opt, &m) == NN_OK && m, "load with cache off: %s", nn_last_error());
     nn_model_get_stats(m, &stats[0]);
-    CHECK(stats[0].cache == NN_CACHE_OFF && !stats[0].cache_path, "cache off still reports a cache file");
+    CHECK(stats[0].cache == NN_CACHE_OFF && !stats[0].cache_path, "cache off: expected no cache file, got state %d, %s",
+          stats[0].cache, stats[0].cache_path ? stats[0].cache_path : "(no path)");
     nn_free(m);
 }
 
@@ -386,6 +390,7 @@ static nn_model *load_micro(const char *path, int batch, int micro, nn_model_sta
 }
 
 static void test_micro_batches(void) {
+    check_set_case("test_micro_batches");
     builder b;
     small_model(&b);
     const char *path = save(&b, "micro.onnx");
@@ -427,6 +432,7 @@ static void test_micro_batches(void) {
  * at a micro-batch of 1 it is not, so the batch runs whole, and y stays
  * gathered row by row over the chunks of a longer input. */
 static void test_micro_batch_refused(void) {
+    check_set_case("test_micro_batch_refused");
     static const int64_t dims_any[2] = {-1, -1}, dims_2[1] = {2};
     static const int64_t two_rows[2] = {2, -1};
     builder b;
@@ -458,6 +464,7 @@ static void test_micro_batch_refused(void) {
 /* y = Gather(table, idx) over 6 samples on 2 lanes: an index out of range in
  * one sample fails the call, with the lane's message on the caller's thread */
 static void test_lane_error(void) {
+    check_set_case("test_lane_error");
     static const int64_t dims_n1[2] = {-1, 1};
     builder b;
     builder_init(&b);
@@ -486,6 +493,7 @@ static void test_lane_error(void) {
 }
 
 static void test_op_table(void) {
+    check_set_case("test_op_table");
     CHECK(nn_op_table_check() == 0, "ops/ops.def out of order or mislabelled at line %d", nn_op_table_check());
     CHECK(nn_op_lookup("Conv") >= 0 && nn_op_lookup("NoSuchOp") < 0, "op lookup");
 }
@@ -509,6 +517,5 @@ int main(void) {
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", nn_test_dir);
-    printf("test_api: %d checks\n%d passed, %d failed\n", checks, checks - failures, failures);
-    return failures ? 1 : 0;
+    return check_summary();
 }

@@ -90,7 +90,7 @@ static void check_ew(const char *label, op_run *r, int op, int opset) {
     float *y = malloc(sizeof(float) * (size_t)(n + 1));
     for (int64_t i = 0; i < n; i++)
         nn_cu_ew_element(&e, in, y, false, i);
-    expect_close(label, y, r->out[0].data, n, 1e-6, 2e-6);
+    CHECK_CLOSE(label, y, r->out[0].data, n, 1e-6, 2e-6);
     /* fp16 storage: the same arithmetic on the operands rounded to half,
      * the result rounded once (the kernel converts at load and store) */
     float *rounded[NN_EW_MAX_INPUTS];
@@ -227,7 +227,7 @@ static void check_pool(const char *label, const char *op, const nn_attr *attrs, 
     float *y = malloc(sizeof(float) * (size_t)(n + 1));
     for (int64_t o = 0; o < n; o++)
         nn_cu_pool_element(&p, x.data, y, false, o);
-    expect_close(label, y, r.out[0].data, n, 1e-6, 1e-5);
+    CHECK_CLOSE(label, y, r.out[0].data, n, 1e-6, 1e-5);
     free(y);
     release(&r);
 }
@@ -296,7 +296,7 @@ static void check_reduce(const char *label, const char *op, int opset, const nn_
     float *y = malloc(sizeof(float) * (size_t)(n + 1));
     for (int64_t s = 0; s < n; s++)
         nn_cu_store(y, s, nn_cu_reduce_final(red.kind, reduce_segment(&red, r.in[0].data, false, s), red.count), false);
-    expect_close(label, y, r.out[0].data, n, 1e-6, 1e-5);
+    CHECK_CLOSE(label, y, r.out[0].data, n, 1e-6, 1e-5);
     free(y);
     release(&r);
 }
@@ -357,7 +357,7 @@ static void check_softmax(const char *label, const char *op, int opset, const nn
         for (int l = 0; l < NN_CU_LANES; l++)
             nn_cu_softmax_write(&sm, x.data, y, false, s, l, m[l], sum[l]);
     }
-    expect_close(label, y, r.out[0].data, n, 1e-6, 1e-5);
+    CHECK_CLOSE(label, y, r.out[0].data, n, 1e-6, 1e-5);
     free(y);
     release(&r);
 }
@@ -405,7 +405,7 @@ static void test_transpose(void) {
         float *y = malloc(sizeof(float) * (size_t)t.total);
         for (int64_t i = 0; i < t.total; i++)
             nn_cu_transpose_element(&t, x.data, y, i);
-        expect_close("Transpose reversed", y, r.out[0].data, t.total, 0, 0);
+        CHECK_CLOSE("Transpose reversed", y, r.out[0].data, t.total, 0, 0);
         free(y);
     }
     release(&r);
@@ -472,7 +472,7 @@ static void check_resize(const char *label, const char *op, int opset, const nn_
     float *got = malloc(sizeof(float) * (size_t)(rs.total + 1));
     for (int64_t i = 0; i < rs.total; i++)
         nn_cu_resize_element(&rs, taps, r.in[0].data, got, false, i);
-    expect_close(label, got, y->data, rs.total, 1e-6, 1e-5);
+    CHECK_CLOSE(label, got, y->data, rs.total, 1e-6, 1e-5);
     free(got);
     free(taps);
     release(&r);
@@ -591,7 +591,7 @@ static void check_conv(const char *label, const nn_attr *attrs, int n_attrs, nn_
             for (int64_t i = 0; i < n; i++)
                 nn_cu_ew_element(&post, ops, y, false, i);
         }
-        expect_close(label, y, yt->data, n, 1e-5, 1e-4);
+        CHECK_CLOSE(label, y, yt->data, n, 1e-5, 1e-4);
         free(y);
     }
     release(&r);
@@ -701,7 +701,7 @@ static void check_product(const char *label, op_run *r, bool gemm) {
         for (int64_t i = 0; i < n; i++)
             nn_cu_ew_element(&epi.ew, ops, d, false, i);
     }
-    expect_close(label, d, y->data, n, 1e-5, 1e-4);
+    CHECK_CLOSE(label, d, y->data, n, 1e-5, 1e-4);
     free(d);
 }
 
@@ -785,6 +785,5 @@ int main(void) {
     test_resize();
     test_conv();
     test_gemm();
-    printf("cuda host: %d checks passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

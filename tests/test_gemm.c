@@ -3,30 +3,13 @@
  * batches, the matrix-vector paths, implicit-im2col convolutions, and the
  * vector activations.  Ends with "N passed, N failed". */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../ops/epilogue.h"
 #include "../ops/gemm.h"
-
-static int passed, failed;
-static char where[256];
-
-__attribute__((format(printf, 2, 3))) static void check(bool ok, const char *fmt, ...) {
-    if (ok) {
-        passed++;
-        return;
-    }
-    failed++;
-    printf("FAIL [%s] ", where);
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
+#include "check.h"
 
 static uint32_t seed = 12345;
 static float frand(void) {
@@ -56,12 +39,15 @@ static double act_ref(nn_act act, double a, double b, double y) {
     return y;
 }
 
+/* Largest error allowed, relative to the sum of |products| + 1 */
+static const double GEMM_TOL = 2e-6;
+
 /* Compare C (with ldc) to the reference computed here for problem g; c0 is
  * C's content before the run (for accumulate). */
 static void verify(const nn_gemm *g, const float *c0, const char *what) {
     int64_t bo_n = g->batch[0] ? g->batch[0] : 1, bi_n = g->batch[1] ? g->batch[1] : 1;
-    double worst = 0;
-    int64_t bad = 0;
+    double worst = 0, worst_want = 0;
+    int64_t bad = 0, worst_at = -1, padding_changed = 0;
     for (int64_t bo = 0; bo < bo_n; bo++)
         for (int64_t bi = 0; bi < bi_n; bi++) {
             const float *a = g->a + bo * g->stride_a[0] + bi * g->stride_a[1];
@@ -87,36 +73,59 @@ static void verify(const nn_gemm *g, const float *c0, const char *what) {
                     if (g->residual) s += g->residual[at]; /* ldr == ldc here */
                     s = act_ref(g->act, g->act_alpha, g->act_beta, s);
                     double err = fabs(s - g->c[at]) / mag;
-                    if (!(err <= 2e-6)) bad++;
-                    if (!(err <= worst)) worst = err;
+                    if (!(err <= GEMM_TOL)) bad++;
+                    if (!(err <= worst) && !isnan(worst)) {
+                        worst = err;
+                        worst_at = at;
+                        worst_want = s;
+                    }
                 }
             /* the padding between rows (columns of a transposed C) must be left alone */
             int64_t lines = g->trans_c ? g->n : g->m, used = g->trans_c ? g->m : g->n;
             for (int64_t i = 0; i < lines; i++)
                 for (int64_t j = used; j < g->ldc; j++)
-                    if (g->c[co + i * g->ldc + j] != c0[co + i * g->ldc + j]) bad++;
+                    padding_changed += g->c[co + i * g->ldc + j] != c0[co + i * g->ldc + j];
         }
-    check(bad == 0, "%s: %lld bad values, worst relative error %.3g", what, (long long)bad, worst);
+    CHECK(bad == 0, "%s: %lld values off by more than %g relative; the worst (%.3g) is C[%lld] = %.9g, expected %.9g",
+          what, (long long)bad, GEMM_TOL, worst, (long long)worst_at, worst_at >= 0 ? g->c[worst_at] : 0.0, worst_want);
+    CHECK(padding_changed == 0, "%s: %lld values written into the padding of C's lines, expected none", what,
+          (long long)padding_changed);
 }
 
-typedef struct variant {
-    bool trans_a, trans_b, trans_c, pack_a, pack_b, accumulate, residual, pad_ldc;
-    bool pad_ldb; /* B's rows longer than it uses: a B read in place must stop at each row's end */
+/* How a product is set up, as flags */
+enum {
+    TA = 1 << 0,    /* A transposed */
+    TB = 1 << 1,    /* B transposed */
+    TC = 1 << 2,    /* C transposed */
+    PA = 1 << 3,    /* A pre-packed */
+    PB = 1 << 4,    /* B pre-packed (unbatched products only) */
+    ACC = 1 << 5,   /* C += the product */
+    RES = 1 << 6,   /* a residual added */
+    PAD_C = 1 << 7, /* C's lines longer than used */
+    PAD_B = 1 << 8, /* B's rows longer than used: a B read in place must stop at each row's end */
+};
+enum { ROW = NN_GEMM_BIAS_ROW, COL = NN_GEMM_BIAS_COL };
+
+typedef struct gemm_case {
+    int64_t m, n, k, batch_o, batch_i;
+    unsigned flags;
     int prologue; /* B read through a per-row scale and shift (nn_gemm.b_scale): 0 none, 1 alone, 2 with Relu */
-    nn_gemm_bias bias;
+    int bias;     /* nn_gemm_bias */
     nn_act act;
     float alpha;
     int threads;
-} variant;
+} gemm_case;
 
-static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o, int64_t batch_i) {
-    int64_t ldc = (v.trans_c ? m : n) + (v.pad_ldc ? 3 : 0), lda = v.trans_a ? m : k;
-    int64_t ldb = (v.trans_b ? k : n) + (v.pad_ldb ? 5 : 0);
-    int64_t sa = m * k, sb = (v.trans_b ? n : k) * ldb, sc = (v.trans_c ? n : m) * ldc, nb = batch_o * batch_i;
+static void run_case(const gemm_case *cs) {
+    int64_t m = cs->m, n = cs->n, k = cs->k, batch_o = cs->batch_o, batch_i = cs->batch_i;
+    bool trans_a = cs->flags & TA, trans_b = cs->flags & TB, trans_c = cs->flags & TC;
+    int64_t ldc = (trans_c ? m : n) + (cs->flags & PAD_C ? 3 : 0), lda = trans_a ? m : k;
+    int64_t ldb = (trans_b ? k : n) + (cs->flags & PAD_B ? 5 : 0);
+    int64_t sa = m * k, sb = (trans_b ? n : k) * ldb, sc = (trans_c ? n : m) * ldc, nb = batch_o * batch_i;
     float *a = rand_buf((size_t)(sa * batch_i)), *b = rand_buf((size_t)(sb * nb)), *c = rand_buf((size_t)(sc * nb));
-    float *res = v.residual ? rand_buf((size_t)(sc * nb)) : NULL;
+    float *res = cs->flags & RES ? rand_buf((size_t)(sc * nb)) : NULL;
     float *bias = rand_buf((size_t)((m > n ? m : n) * batch_i));
-    float *scale = v.prologue ? rand_buf((size_t)k) : NULL, *shift = v.prologue ? rand_buf((size_t)k) : NULL;
+    float *scale = cs->prologue ? rand_buf((size_t)k) : NULL, *shift = cs->prologue ? rand_buf((size_t)k) : NULL;
     float *c0 = malloc(sizeof(float) * (size_t)(sc * nb));
     memcpy(c0, c, sizeof(float) * (size_t)(sc * nb));
     nn_gemm g = {.m = m,
@@ -124,25 +133,25 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
                  .k = k,
                  .a = a,
                  .lda = lda,
-                 .trans_a = v.trans_a,
+                 .trans_a = trans_a,
                  .b = b,
                  .ldb = ldb,
-                 .trans_b = v.trans_b,
+                 .trans_b = trans_b,
                  .c = c,
                  .ldc = ldc,
-                 .trans_c = v.trans_c,
-                 .alpha = v.alpha,
-                 .accumulate = v.accumulate,
-                 .bias_kind = v.bias,
-                 .bias = v.bias ? bias : NULL,
+                 .trans_c = trans_c,
+                 .alpha = cs->alpha,
+                 .accumulate = cs->flags & ACC,
+                 .bias_kind = (nn_gemm_bias)cs->bias,
+                 .bias = cs->bias ? bias : NULL,
                  .residual = res,
                  .ldr = ldc,
-                 .act = v.act,
-                 .act_alpha = v.act == NN_ACT_CLIP ? -0.5f : (v.act == NN_ACT_HARD_SIGMOID ? 0.2f : 0.1f),
-                 .act_beta = v.act == NN_ACT_CLIP ? 0.7f : 0.5f,
+                 .act = cs->act,
+                 .act_alpha = cs->act == NN_ACT_CLIP ? -0.5f : (cs->act == NN_ACT_HARD_SIGMOID ? 0.2f : 0.1f),
+                 .act_beta = cs->act == NN_ACT_CLIP ? 0.7f : 0.5f,
                  .b_scale = scale,
                  .b_shift = shift,
-                 .b_act = v.prologue == 2 ? NN_ACT_RELU : NN_ACT_NONE,
+                 .b_act = cs->prologue == 2 ? NN_ACT_RELU : NN_ACT_NONE,
                  .batch = {batch_o, batch_i},
                  .stride_a = {0, sa},
                  .stride_b = {sb * batch_i, sb},
@@ -150,26 +159,26 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
                  .stride_bias = {0, m > n ? m : n}};
     nn_gemm_packed pa, pb;
     float *pa_mem = NULL, *pb_mem = NULL;
-    if (v.pack_a) {
+    if (cs->flags & PA) {
         pa_mem = aligned_alloc(64, (nn_gemm_pack_a_floats(&g) * sizeof(float) + 63) / 64 * 64 + 64);
         nn_gemm_pack_a(&g, pa_mem, &pa);
         g.a_packed = &pa;
     }
-    if (v.pack_b && nb == 1) {
+    if (cs->flags & PB && nb == 1) {
         pb_mem = aligned_alloc(64, (nn_gemm_pack_b_floats(&g) * sizeof(float) + 63) / 64 * 64 + 64);
         nn_gemm_pack_b(&g, pb_mem, &pb);
         g.b_packed = &pb;
     }
-    size_t ws = nn_gemm_workspace(&g, v.threads);
-    void *w = malloc(ws);
-    check(nn_gemm_run(&g, w, ws, v.threads), "run refused its own workspace size %zu", ws);
     char what[200];
     snprintf(what, sizeof what,
              "%lldx%lldx%lld batch %lldx%lld ta%d tb%d tc%d pa%d pb%d ldb+%d pro%d acc%d res%d bias%d act%d alpha%g "
              "threads%d",
-             (long long)m, (long long)n, (long long)k, (long long)batch_o, (long long)batch_i, v.trans_a, v.trans_b,
-             v.trans_c, v.pack_a, v.pack_b, v.pad_ldb ? 5 : 0, v.prologue, v.accumulate, v.residual, (int)v.bias,
-             (int)v.act, v.alpha, v.threads);
+             (long long)m, (long long)n, (long long)k, (long long)batch_o, (long long)batch_i, trans_a, trans_b,
+             trans_c, !!(cs->flags & PA), !!(cs->flags & PB), cs->flags & PAD_B ? 5 : 0, cs->prologue,
+             !!(cs->flags & ACC), !!(cs->flags & RES), cs->bias, (int)cs->act, cs->alpha, cs->threads);
+    size_t ws = nn_gemm_workspace(&g, cs->threads);
+    void *w = malloc(ws);
+    CHECK(nn_gemm_run(&g, w, ws, cs->threads), "%s: run refused its own workspace size %zu", what, ws);
     verify(&g, c0, what);
     free(w);
     free(a);
@@ -184,7 +193,53 @@ static void run_case(int64_t m, int64_t n, int64_t k, variant v, int64_t batch_o
     free(pb_mem);
 }
 
+/* Products that reach particular paths, in the order they run; columns:
+ * m, n, k, batches (outer, inner), flags, B prologue, bias, activation, alpha, threads */
+static const gemm_case products[] = {
+    /* K blocked (> 256), every epilogue part at once, both thread counts */
+    {67, 75, 600, 1, 1, PA | ACC | RES | PAD_C | PAD_B, 0, ROW, NN_ACT_SILU, 1.0f, 1},
+    {70, 260, 513, 1, 1, PB | ACC | RES | PAD_C | PAD_B, 0, COL, NN_ACT_LEAKY_RELU, 1.0f, 1},
+    {67, 75, 600, 1, 1, PA | ACC | RES | PAD_C | PAD_B, 0, ROW, NN_ACT_SILU, 1.0f, 2},
+    {70, 260, 513, 1, 1, PB | ACC | RES | PAD_C | PAD_B, 0, COL, NN_ACT_LEAKY_RELU, 1.0f, 2},
+    /* two tiles of rows or fewer read a large B in place (MobileNetV2's
+     * projections to 16 and 24 channels), its rows longer than used */
+    {23, 9001, 40, 1, 1, PA | RES | PAD_B, 0, ROW, NN_ACT_CLIP, 1.0f, 1},
+    {23, 9001, 40, 1, 1, PA | RES | PAD_B, 0, ROW, NN_ACT_CLIP, 1.0f, 2},
+    /* B's prologue over several K blocks (each block's rows offset into
+     * scale and shift), a conv's image batch sharing it, and on a B that
+     * would be read in place without it */
+    {67, 75, 600, 3, 1, PA, 2, ROW, NN_ACT_RELU, 1.0f, 1},
+    {23, 9001, 40, 1, 1, PA, 1, ROW, NN_ACT_RELU, 1.0f, 1},
+    {128, 49, 900, 1, 1, PA, 1, ROW, NN_ACT_RELU, 1.0f, 1},
+    {67, 75, 600, 3, 1, PA, 2, ROW, NN_ACT_RELU, 1.0f, 2},
+    {23, 9001, 40, 1, 1, PA, 1, ROW, NN_ACT_RELU, 1.0f, 2},
+    {128, 49, 900, 1, 1, PA, 1, ROW, NN_ACT_RELU, 1.0f, 2},
+    /* a transposed C: positions x channels of a pointwise conv into NCHW
+     * (MobileNetV2's 14x14 and 7x7 planes), X read transposed as A, the
+     * weights pre-packed as a transposed B; K blocked, every epilogue part,
+     * tanh after the tile */
+    {196, 96, 576, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 1},
+    {49, 160, 960, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 1},
+    {30, 45, 70, 1, 1, TA | TB | TC | PB | RES | ACC | PAD_C, 0, ROW, NN_ACT_TANH, 1.0f, 1},
+    {13, 33, 20, 2, 3, TA | TB | TC | RES | ACC | PAD_C, 0, ROW, NN_ACT_TANH, 1.0f, 1},
+    {196, 96, 576, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 2},
+    {49, 160, 960, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 2},
+    {30, 45, 70, 1, 1, TA | TB | TC | PB | RES | ACC | PAD_C, 0, ROW, NN_ACT_TANH, 1.0f, 2},
+    {13, 33, 20, 2, 3, TA | TB | TC | RES | ACC | PAD_C, 0, ROW, NN_ACT_TANH, 1.0f, 2},
+    /* K = 0: C is bias (and the rest of the epilogue) */
+    {5, 9, 0, 1, 1, RES, 0, ROW, NN_ACT_RELU, 1.0f, 1},
+    /* batches: shared A across the outer index, packed and not */
+    {20, 45, 30, 3, 2, PA, 0, ROW, NN_ACT_NONE, 1.0f, 2},
+    {9, 33, 18, 2, 3, RES, 0, 0, NN_ACT_CLIP, 1.0f, 2},
+    /* matrix-vector shapes */
+    {1, 300, 70, 1, 1, 0, 0, COL, NN_ACT_NONE, 1.0f, 2},
+    {1, 300, 70, 1, 1, TB, 0, COL, NN_ACT_SIGMOID, 2.0f, 2},
+    {300, 1, 70, 2, 2, TB | RES | ACC, 0, ROW, NN_ACT_NONE, 1.0f, 2},
+    {1, 1, 5000, 1, 1, 0, 0, 0, NN_ACT_TANH, 1.0f, 1},
+};
+
 static void test_products(void) {
+    /* every pair of sizes, the setup varying from case to case */
     static const int64_t sizes[] = {1, 2, 3, 7, 13, 17, 24, 31, 64, 100, 257}; /* 24: an 8-column AVX2 tail */
     enum { NS = sizeof sizes / sizeof sizes[0] };
     int n_case = 0;
@@ -193,108 +248,19 @@ static void test_products(void) {
             int64_t m = sizes[i], n = sizes[j], k = sizes[(i * 3 + j * 7) % NS];
             if (m * n * k > 2000000) k = 17; /* keep the reference quick (valgrind) */
             int r = n_case++;
-            variant v = {.trans_a = r % 5 == 1,
-                         .trans_b = r % 3 == 1,
-                         .trans_c = r % 7 == 5,
-                         .pack_a = r % 4 == 2,
-                         .pack_b = r % 7 == 3,
-                         .accumulate = r % 6 == 5,
-                         .residual = r % 4 == 1,
-                         .pad_ldc = r % 5 == 3,
-                         .pad_ldb = r % 4 == 3,
-                         .bias = (nn_gemm_bias)(r % 3),
-                         .act = (nn_act)(r % 9),
-                         .alpha = r % 8 == 7 ? -0.5f : 1.0f,
-                         .threads = 1 + r % 2};
-            if (r % 5 == 4 && !v.trans_b && !v.pack_b) v.prologue = 1 + r / 5 % 2;
-            run_case(m, n, k, v, 1, 1);
+            gemm_case cs = {m, n, k, 1, 1};
+            cs.flags = (r % 5 == 1 ? TA : 0) | (r % 3 == 1 ? TB : 0) | (r % 7 == 5 ? TC : 0) | (r % 4 == 2 ? PA : 0) |
+                       (r % 7 == 3 ? PB : 0) | (r % 6 == 5 ? ACC : 0) | (r % 4 == 1 ? RES : 0) |
+                       (r % 5 == 3 ? PAD_C : 0) | (r % 4 == 3 ? PAD_B : 0);
+            cs.bias = r % 3;
+            cs.act = (nn_act)(r % 9);
+            cs.alpha = r % 8 == 7 ? -0.5f : 1.0f;
+            cs.threads = 1 + r % 2;
+            if (r % 5 == 4 && !(cs.flags & (TB | PB))) cs.prologue = 1 + r / 5 % 2;
+            run_case(&cs);
         }
-    /* K blocked (> 256), every epilogue part at once, both thread counts */
-    for (int t = 1; t <= 2; t++) {
-        variant all = {.pack_a = true,
-                       .accumulate = true,
-                       .residual = true,
-                       .bias = NN_GEMM_BIAS_ROW,
-                       .act = NN_ACT_SILU,
-                       .alpha = 1.0f,
-                       .threads = t,
-                       .pad_ldc = true,
-                       .pad_ldb = true};
-        run_case(67, 75, 600, all, 1, 1);
-        all.bias = NN_GEMM_BIAS_COL;
-        all.act = NN_ACT_LEAKY_RELU;
-        all.pack_a = false;
-        all.pack_b = true;
-        run_case(70, 260, 513, all, 1, 1);
-    }
-    /* two tiles of rows or fewer read a large B in place (MobileNetV2's
-     * projections to 16 and 24 channels), its rows longer than used */
-    for (int t = 1; t <= 2; t++)
-        run_case(23, 9001, 40,
-                 (variant){.pack_a = true,
-                           .residual = true,
-                           .bias = NN_GEMM_BIAS_ROW,
-                           .act = NN_ACT_CLIP,
-                           .alpha = 1.0f,
-                           .threads = t,
-                           .pad_ldb = true},
-                 1, 1);
-    /* B's prologue over several K blocks (each block's rows offset into
-     * scale and shift), a conv's image batch sharing it, and on a B that
-     * would be read in place without it */
-    for (int t = 1; t <= 2; t++) {
-        variant v = {.pack_a = true, .bias = NN_GEMM_BIAS_ROW, .act = NN_ACT_RELU, .alpha = 1.0f, .threads = t};
-        v.prologue = 2;
-        run_case(67, 75, 600, v, 3, 1);
-        v.prologue = 1;
-        run_case(23, 9001, 40, v, 1, 1);
-        run_case(128, 49, 900, v, 1, 1);
-    }
-    /* a transposed C: positions x channels of a pointwise conv into NCHW
-     * (MobileNetV2's 14x14 and 7x7 planes), X read transposed as A, the
-     * weights pre-packed as a transposed B; K blocked, every epilogue part,
-     * tanh after the tile */
-    for (int t = 1; t <= 2; t++) {
-        variant v = {.trans_a = true,
-                     .trans_b = true,
-                     .trans_c = true,
-                     .pack_b = true,
-                     .residual = true,
-                     .bias = NN_GEMM_BIAS_COL,
-                     .act = NN_ACT_CLIP,
-                     .alpha = 1.0f,
-                     .threads = t};
-        run_case(196, 96, 576, v, 1, 1);
-        run_case(49, 160, 960, v, 1, 1);
-        v.act = NN_ACT_TANH;
-        v.accumulate = true;
-        v.pad_ldc = true;
-        v.bias = NN_GEMM_BIAS_ROW;
-        run_case(30, 45, 70, v, 1, 1);
-        v.pack_b = false;
-        run_case(13, 33, 20, v, 2, 3);
-    }
-    /* K = 0: C is bias (and the rest of the epilogue) */
-    run_case(5, 9, 0,
-             (variant){.bias = NN_GEMM_BIAS_ROW, .residual = true, .act = NN_ACT_RELU, .alpha = 1.0f, .threads = 1}, 1,
-             1);
-    /* batches: shared A across the outer index, packed and not */
-    run_case(20, 45, 30, (variant){.pack_a = true, .bias = NN_GEMM_BIAS_ROW, .alpha = 1.0f, .threads = 2}, 3, 2);
-    run_case(9, 33, 18, (variant){.residual = true, .act = NN_ACT_CLIP, .alpha = 1.0f, .threads = 2}, 2, 3);
-    /* matrix-vector shapes */
-    run_case(1, 300, 70, (variant){.bias = NN_GEMM_BIAS_COL, .alpha = 1.0f, .threads = 2}, 1, 1);
-    run_case(1, 300, 70,
-             (variant){.trans_b = true, .bias = NN_GEMM_BIAS_COL, .act = NN_ACT_SIGMOID, .alpha = 2.0f, .threads = 2},
-             1, 1);
-    run_case(300, 1, 70,
-             (variant){.trans_b = true,
-                       .bias = NN_GEMM_BIAS_ROW,
-                       .residual = true,
-                       .alpha = 1.0f,
-                       .threads = 2,
-                       .accumulate = true},
-             2, 2);
-    run_case(1, 1, 5000, (variant){.act = NN_ACT_TANH, .alpha = 1.0f, .threads = 1}, 1, 1);
+    for (size_t i = 0; i < sizeof products / sizeof *products; i++)
+        run_case(&products[i]);
     /* a prologue on a B it does not apply to is refused, not ignored */
     float one = 1.0f, x[4] = {0}, y[4] = {0};
     static char ws[1 << 16];
@@ -311,7 +277,7 @@ static void test_products(void) {
                    .alpha = 1.0f,
                    .b_scale = &one,
                    .b_shift = &one};
-    check(!nn_gemm_run(&bad, ws, sizeof ws, 1), "a prologue on a transposed B was accepted");
+    CHECK(!nn_gemm_run(&bad, ws, sizeof ws, 1), "a prologue on a transposed B: expected refused, was accepted");
 }
 
 /* ---- convolutions through implicit im2col, against a direct loop */
@@ -323,6 +289,13 @@ typedef struct conv_case {
 } conv_case;
 
 static void test_conv(conv_case cc) {
+    char what[200];
+    int len = snprintf(what, sizeof what, "conv nsp %d batch %lld C %lld M %lld group %lld", cc.nsp,
+                       (long long)cc.batch, (long long)cc.in_ch, (long long)cc.out_ch, (long long)cc.group);
+    for (int d = 0; d < cc.nsp; d++)
+        len += snprintf(what + len, sizeof what - (size_t)len, " | in %lld k %lld s %lld d %lld pads %lld,%lld",
+                        (long long)cc.in[d], (long long)cc.kernel[d], (long long)cc.stride[d],
+                        (long long)cc.dilation[d], (long long)cc.pad[d], (long long)cc.pad_end[d]);
     nn_gemm_conv cv = {.nsp = cc.nsp, .channels = cc.in_ch / cc.group};
     int64_t in_size = 1, out_size = 1, ksz = 1;
     for (int d = 0; d < cc.nsp; d++) {
@@ -364,8 +337,9 @@ static void test_conv(conv_case cc) {
     g.a_packed = &pa;
     size_t ws = nn_gemm_workspace(&g, 2);
     void *scratch = malloc(ws);
-    check(nn_gemm_run(&g, scratch, ws, 2), "conv run refused its workspace");
-    int64_t bad = 0;
+    CHECK(nn_gemm_run(&g, scratch, ws, 2), "%s: run refused its own workspace size %zu", what, ws);
+    int64_t bad = 0, worst_at = -1;
+    double worst = 0, worst_want = 0;
     for (int64_t n = 0; n < cc.batch; n++)
         for (int64_t oc = 0; oc < cc.out_ch; oc++)
             for (int64_t o = 0; o < out_size; o++) {
@@ -396,11 +370,17 @@ static void test_conv(conv_case cc) {
                         mag += fabs(p);
                     }
                 s = s > 0 ? s : 0;
-                double got = y[(n * cc.out_ch + oc) * out_size + o];
-                if (!(fabs(got - s) / mag <= 2e-6)) bad++;
+                int64_t at = (n * cc.out_ch + oc) * out_size + o;
+                double err = fabs(y[at] - s) / mag;
+                if (!(err <= GEMM_TOL)) bad++;
+                if (!(err <= worst) && !isnan(worst)) {
+                    worst = err;
+                    worst_at = at;
+                    worst_want = s;
+                }
             }
-    check(bad == 0, "conv nsp %d batch %lld C %lld M %lld group %lld: %lld bad values", cc.nsp, (long long)cc.batch,
-          (long long)cc.in_ch, (long long)cc.out_ch, (long long)cc.group, (long long)bad);
+    CHECK(bad == 0, "%s: %lld values off by more than %g relative; the worst (%.3g) is y[%lld] = %.9g, expected %.9g",
+          what, (long long)bad, GEMM_TOL, worst, (long long)worst_at, worst_at >= 0 ? y[worst_at] : 0.0, worst_want);
     free(scratch);
     free(pa_mem);
     free(x);
@@ -409,147 +389,36 @@ static void test_conv(conv_case cc) {
     free(y);
 }
 
-static void test_convs(void) {
+/* columns: spatial dims, batch, channels in and out, groups, then per
+ * spatial dim: input size, kernel, stride, dilation, pads before and after */
+static const conv_case convs[] = {
     /* 3x3 pad 1 (the ResNet body), with an output row longer than a panel */
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 2,
-                          .in_ch = 5,
-                          .out_ch = 17,
-                          .group = 1,
-                          .in = {9, 40},
-                          .kernel = {3, 3},
-                          .stride = {1, 1},
-                          .dilation = {1, 1},
-                          .pad = {1, 1},
-                          .pad_end = {1, 1}});
+    {2, 2, 5, 17, 1, {9, 40}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
     /* stride 2 on rows longer than a vector (runs of every other element),
      * the 7x7 stem and ResNet's 1x1 downsampling */
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 1,
-                          .in_ch = 3,
-                          .out_ch = 8,
-                          .group = 1,
-                          .in = {21, 77},
-                          .kernel = {7, 7},
-                          .stride = {2, 2},
-                          .dilation = {1, 1},
-                          .pad = {3, 3},
-                          .pad_end = {3, 3}});
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 2,
-                          .in_ch = 9,
-                          .out_ch = 20,
-                          .group = 1,
-                          .in = {10, 70},
-                          .kernel = {1, 1},
-                          .stride = {2, 2},
-                          .dilation = {1, 1},
-                          .pad = {0, 0},
-                          .pad_end = {0, 0}});
+    {2, 1, 3, 8, 1, {21, 77}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}},
+    {2, 2, 9, 20, 1, {10, 70}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},
     /* 3x3 stride 2 pad 1 on a 28-wide plane (ResNet's 28 -> 14): output rows
      * of 14, so a vector holds two step-2 runs, the second starting in the
      * left padding; then the same with a dilated column */
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 1,
-                          .in_ch = 7,
-                          .out_ch = 12,
-                          .group = 1,
-                          .in = {28, 28},
-                          .kernel = {3, 3},
-                          .stride = {2, 2},
-                          .dilation = {1, 1},
-                          .pad = {1, 1},
-                          .pad_end = {1, 1}});
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 1,
-                          .in_ch = 3,
-                          .out_ch = 5,
-                          .group = 1,
-                          .in = {12, 27},
-                          .kernel = {2, 3},
-                          .stride = {2, 2},
-                          .dilation = {1, 2},
-                          .pad = {0, 2},
-                          .pad_end = {1, 2}});
+    {2, 1, 7, 12, 1, {28, 28}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},
+    {2, 1, 3, 5, 1, {12, 27}, {2, 3}, {2, 2}, {1, 2}, {0, 2}, {1, 2}},
     /* stride 2, asymmetric pads, groups */
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 1,
-                          .in_ch = 6,
-                          .out_ch = 9,
-                          .group = 3,
-                          .in = {11, 13},
-                          .kernel = {3, 5},
-                          .stride = {2, 2},
-                          .dilation = {1, 1},
-                          .pad = {0, 2},
-                          .pad_end = {2, 1}});
+    {2, 1, 6, 9, 3, {11, 13}, {3, 5}, {2, 2}, {1, 1}, {0, 2}, {2, 1}},
     /* dilation, 7x7 stem-like with stride 2 pad 3 */
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 1,
-                          .in_ch = 3,
-                          .out_ch = 16,
-                          .group = 1,
-                          .in = {23, 21},
-                          .kernel = {3, 3},
-                          .stride = {1, 1},
-                          .dilation = {2, 3},
-                          .pad = {2, 3},
-                          .pad_end = {2, 3}});
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 1,
-                          .in_ch = 3,
-                          .out_ch = 8,
-                          .group = 1,
-                          .in = {30, 30},
-                          .kernel = {7, 7},
-                          .stride = {2, 2},
-                          .dilation = {1, 1},
-                          .pad = {3, 3},
-                          .pad_end = {3, 3}});
+    {2, 1, 3, 16, 1, {23, 21}, {3, 3}, {1, 1}, {2, 3}, {2, 3}, {2, 3}},
+    {2, 1, 3, 8, 1, {30, 30}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}},
     /* 1x1 stride 2 (downsampling shortcut), kernel larger than the padded input leaves zero rows */
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 2,
-                          .in_ch = 8,
-                          .out_ch = 4,
-                          .group = 1,
-                          .in = {7, 7},
-                          .kernel = {1, 1},
-                          .stride = {2, 2},
-                          .dilation = {1, 1}});
-    test_conv((conv_case){.nsp = 2,
-                          .batch = 1,
-                          .in_ch = 2,
-                          .out_ch = 3,
-                          .group = 1,
-                          .in = {2, 3},
-                          .kernel = {3, 3},
-                          .stride = {1, 1},
-                          .dilation = {1, 1},
-                          .pad = {2, 2},
-                          .pad_end = {2, 2}});
+    {2, 2, 8, 4, 1, {7, 7}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},
+    {2, 1, 2, 3, 1, {2, 3}, {3, 3}, {1, 1}, {1, 1}, {2, 2}, {2, 2}},
     /* 1-D and 3-D */
-    test_conv((conv_case){.nsp = 1,
-                          .batch = 2,
-                          .in_ch = 4,
-                          .out_ch = 5,
-                          .group = 1,
-                          .in = {50},
-                          .kernel = {5},
-                          .stride = {3},
-                          .dilation = {1},
-                          .pad = {2},
-                          .pad_end = {1}});
-    test_conv((conv_case){.nsp = 3,
-                          .batch = 1,
-                          .in_ch = 4,
-                          .out_ch = 6,
-                          .group = 2,
-                          .in = {5, 6, 7},
-                          .kernel = {3, 2, 3},
-                          .stride = {1, 2, 1},
-                          .dilation = {1, 1, 2},
-                          .pad = {1, 0, 2},
-                          .pad_end = {1, 1, 2}});
+    {1, 2, 4, 5, 1, {50}, {5}, {3}, {1}, {2}, {1}},
+    {3, 1, 4, 6, 2, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 1, 2}, {1, 0, 2}, {1, 1, 2}},
+};
+
+static void test_convs(void) {
+    for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
+        test_conv(convs[i]);
 }
 
 /* ---- vector activations against double precision */
@@ -562,13 +431,21 @@ static void test_act(void) {
         float alpha = act == NN_ACT_CLIP ? -1.0f : 0.2f, beta = act == NN_ACT_CLIP ? 2.0f : 0.5f;
         nn_gemm_act(y + 1, N - 1, act, alpha, beta); /* unaligned start */
         double worst = 0;
+        int bad = 0, worst_at = 1;
         for (int i = 1; i < N; i++) {
             double r = act_ref(act, alpha, beta, x[i]);
             double err = fabs(y[i] - r) / (fabs(r) + 1e-30);
             if (fabs(r) < 1e-30 && fabs(y[i]) < 1e-30) err = 0;
-            if (!(err <= worst)) worst = err;
+            bad += !(err < 2e-6);
+            if (!(err <= worst) && !isnan(worst)) {
+                worst = err;
+                worst_at = i;
+            }
         }
-        check(worst < 2e-6, "activation %d: worst relative error %.3g", (int)act, worst);
+        CHECK(bad == 0,
+              "activation %d: %d values off by 2e-6 relative or more; the worst (%.3g) is f(%.9g) = %.9g, "
+              "expected %.9g",
+              (int)act, bad, worst, x[worst_at], y[worst_at], act_ref(act, alpha, beta, x[worst_at]));
     }
 }
 
@@ -579,15 +456,14 @@ int main(void) {
             printf("kernel %s: not supported here, skipped\n", names[i]);
             continue;
         }
-        int before = failed;
-        snprintf(where, sizeof where, "%s products", names[i]);
+        int before = check_failures();
+        check_set_case("%s products", names[i]);
         test_products();
-        snprintf(where, sizeof where, "%s convolutions", names[i]);
+        check_set_case("%s convolutions", names[i]);
         test_convs();
-        snprintf(where, sizeof where, "%s activations", names[i]);
+        check_set_case("%s activations", names[i]);
         test_act();
-        printf("kernel %s: %s\n", names[i], failed == before ? "ok" : "FAILED");
+        printf("kernel %s: %s\n", names[i], check_failures() == before ? "ok" : "FAILED");
     }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

@@ -5,7 +5,6 @@
  * buffers.  Reaches into the IR (engine/model.h): the test links the static
  * library. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,34 +14,13 @@
 #include "../ops/fused_elementwise.h"
 #include "../ops/registry.h"
 #include "../passes/pass.h"
+#include "check.h"
 #include "nn.h"
 #include "onnx_builder.h"
 
 enum { BATCH = 2 };
 /* optimized vs unoptimized outputs, relative L2 */
 static const double REL_TOL = 1e-5;
-
-static const char *test_case = "";
-static int passed, failed;
-
-__attribute__((format(printf, 3, 4))) static bool expect(bool ok, int line, const char *fmt, ...) {
-    if (ok) {
-        passed++;
-        return true;
-    }
-    failed++;
-    printf("FAIL [%s] test_passes.c:%d: ", test_case, line);
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    return false;
-}
-#define EXPECT(cond, ...) expect((cond), __LINE__, __VA_ARGS__)
-#define EXPECT_INT(what, expected, actual)                                                                             \
-    EXPECT((long long)(expected) == (long long)(actual), "%s: expected %lld, got %lld", what, (long long)(expected),   \
-           (long long)(actual))
 
 /* ---- deterministic data */
 static float uniform(uint32_t *seed, float lo, float hi) {
@@ -81,9 +59,9 @@ static const char *ops_string(const nn_model *m) {
 
 static void expect_ops(const nn_model *m, const char *want, int line) {
     const char *got = ops_string(m);
-    expect(!strcmp(got, want), line, "nodes: expected [%s], got [%s]", want, got);
+    CHECK_AT(line, !strcmp(got, want), "nodes: expected [%s], got [%s]", want, got);
 }
-#define EXPECT_OPS(m, want) expect_ops(m, want, __LINE__)
+#define CHECK_OPS(m, want) expect_ops(m, want, __LINE__)
 
 static nn_node *find_op(const nn_model *m, int op) {
     for (int i = 0; i < m->g.n_nodes; i++)
@@ -113,32 +91,32 @@ static const char *act_name(nn_act a) {
  * (a value name, NULL for none), `label` somewhere in its fused label. */
 static void expect_epilogue(nn_model *m, const nn_node *n, nn_act act, const char *residual, const char *label,
                             int line) {
-    if (!expect(n != NULL, line, "fused node: expected one, got none")) return;
-    if (!expect(n->has_epilogue, line, "%s has_epilogue: expected true, got false", op_name(n->op))) return;
-    expect(n->epilogue.act == act, line, "%s epilogue act: expected %s, got %s", op_name(n->op), act_name(act),
-           act_name(n->epilogue.act));
+    if (!CHECK_AT(line, n != NULL, "fused node: expected one, got none")) return;
+    if (!CHECK_AT(line, n->has_epilogue, "%s has_epilogue: expected true, got false", op_name(n->op))) return;
+    CHECK_AT(line, n->epilogue.act == act, "%s epilogue act: expected %s, got %s", op_name(n->op), act_name(act),
+             act_name(n->epilogue.act));
     if (residual) {
         int r = n->epilogue.residual;
         const char *got = r >= 0 && r < n->n_in ? value_name(m, n->in[r]) : "(none)";
-        expect(!strcmp(got, residual), line, "%s epilogue residual: expected input '%s', got '%s' (index %d)",
-               op_name(n->op), residual, got, r);
+        CHECK_AT(line, !strcmp(got, residual), "%s epilogue residual: expected input '%s', got '%s' (index %d)",
+                 op_name(n->op), residual, got, r);
     } else {
-        expect(n->epilogue.residual < 0, line, "%s epilogue residual: expected none, got index %d", op_name(n->op),
-               n->epilogue.residual);
+        CHECK_AT(line, n->epilogue.residual < 0, "%s epilogue residual: expected none, got index %d", op_name(n->op),
+                 n->epilogue.residual);
     }
-    expect(n->fused && strstr(n->fused, label), line, "%s fused label: expected to contain '%s', got '%s'",
-           op_name(n->op), label, n->fused ? n->fused : "(null)");
+    CHECK_AT(line, n->fused && strstr(n->fused, label), "%s fused label: expected to contain '%s', got '%s'",
+             op_name(n->op), label, n->fused ? n->fused : "(null)");
 }
-#define EXPECT_EPILOGUE(m, n, act, residual, label) expect_epilogue(m, n, act, residual, label, __LINE__)
+#define CHECK_EPILOGUE(m, n, act, residual, label) expect_epilogue(m, n, act, residual, label, __LINE__)
 
 /* An activation can only be fused when its op describes itself as one. */
 static bool expect_activation_hook(int op, int line) {
-    return expect(nn_op_get(op)->as_activation != NULL, line,
-                  "%s: expected an as_activation hook in its descriptor (ops/unary.c), got NULL: fusion cannot "
-                  "happen, skipping the structure checks of this case",
-                  op_name(op));
+    return CHECK_AT(line, nn_op_get(op)->as_activation != NULL,
+                    "%s: expected an as_activation hook in its descriptor (ops/unary.c), got NULL: fusion cannot "
+                    "happen, skipping the structure checks of this case",
+                    op_name(op));
 }
-#define EXPECT_ACTIVATION_HOOK(op) expect_activation_hook(op, __LINE__)
+#define CHECK_ACTIVATION_HOOK(op) expect_activation_hook(op, __LINE__)
 
 /* ---- the memory plan: every pair of distinct buffers live at the same time
  * lies apart, and everything fits in the arena */
@@ -154,9 +132,9 @@ static void check_plan(const nn_model *m) {
     for (int u = 0; u < g->n_values && bad < 5; u++) {
         if (p->offset[u] < 0) continue;
         int64_t ub = nn_tensor_elements(&g->values[u].t) * (int64_t)nn_dtype_size(g->values[u].t.dtype);
-        if (!EXPECT(p->offset[u] + ub <= (int64_t)p->arena_bytes,
-                    "plan: '%s' [%lld, %lld) expected inside the arena of %zu bytes", g->values[u].name,
-                    (long long)p->offset[u], (long long)(p->offset[u] + ub), p->arena_bytes))
+        if (!CHECK(p->offset[u] + ub <= (int64_t)p->arena_bytes,
+                   "plan: '%s' [%lld, %lld) expected inside the arena of %zu bytes", g->values[u].name,
+                   (long long)p->offset[u], (long long)(p->offset[u] + ub), p->arena_bytes))
             bad++;
         for (int v = u + 1; v < g->n_values && bad < 5; v++) {
             if (p->offset[v] < 0 || root[u] == root[v]) continue;
@@ -164,18 +142,18 @@ static void check_plan(const nn_model *m) {
             if (!live_together) continue;
             int64_t vb = nn_tensor_elements(&g->values[v].t) * (int64_t)nn_dtype_size(g->values[v].t.dtype);
             bool apart = p->offset[u] + ub <= p->offset[v] || p->offset[v] + vb <= p->offset[u];
-            if (!EXPECT(apart,
-                        "plan: '%s' [%lld, %lld) live %d..%d and '%s' [%lld, %lld) live %d..%d: expected disjoint, "
-                        "got overlapping",
-                        g->values[u].name, (long long)p->offset[u], (long long)(p->offset[u] + ub), p->first_use[u],
-                        p->last_use[u], g->values[v].name, (long long)p->offset[v], (long long)(p->offset[v] + vb),
-                        p->first_use[v], p->last_use[v]))
+            if (!CHECK(apart,
+                       "plan: '%s' [%lld, %lld) live %d..%d and '%s' [%lld, %lld) live %d..%d: expected disjoint, "
+                       "got overlapping",
+                       g->values[u].name, (long long)p->offset[u], (long long)(p->offset[u] + ub), p->first_use[u],
+                       p->last_use[u], g->values[v].name, (long long)p->offset[v], (long long)(p->offset[v] + vb),
+                       p->first_use[v], p->last_use[v]))
                 bad++;
         }
     }
-    EXPECT(p->lower_bound_bytes <= p->arena_bytes && p->arena_bytes <= p->naive_bytes,
-           "plan sizes: expected lower bound <= arena <= naive, got %zu, %zu, %zu", p->lower_bound_bytes,
-           p->arena_bytes, p->naive_bytes);
+    CHECK(p->lower_bound_bytes <= p->arena_bytes && p->arena_bytes <= p->naive_bytes,
+          "plan sizes: expected lower bound <= arena <= naive, got %zu, %zu, %zu", p->lower_bound_bytes, p->arena_bytes,
+          p->naive_bytes);
     free(root);
 }
 
@@ -193,8 +171,8 @@ static nn_model *load_opts(const char *path, int optimize, const char *passes, c
     o.verify = 1;
     nn_model *m = NULL;
     nn_status st = nn_load(path, &o, &m);
-    EXPECT(st == NN_OK, "load (optimize %d, passes %s, disabled %s): expected OK, got %s: %s", optimize,
-           passes ? passes : "default", disable ? disable : "none", nn_strerror(st), nn_last_error());
+    CHECK(st == NN_OK, "load (optimize %d, passes %s, disabled %s): expected OK, got %s: %s", optimize,
+          passes ? passes : "default", disable ? disable : "none", nn_strerror(st), nn_last_error());
     if (m) check_plan(m);
     return m;
 }
@@ -222,17 +200,6 @@ static void free_tensors(nn_tensor *t, int n, bool library_owned) {
     }
 }
 
-static double rel_l2(const nn_tensor *a, const nn_tensor *b) {
-    double diff = 0, norm = 0;
-    int64_t n = nn_tensor_elements(b);
-    for (int64_t i = 0; i < n; i++) {
-        double x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
-        diff += (x - y) * (x - y);
-        norm += y * y;
-    }
-    return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
-}
-
 static bool same_shape(const nn_tensor *a, const nn_tensor *b) {
     return a->ndim == b->ndim && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim);
 }
@@ -253,28 +220,29 @@ static void expect_outputs_close(const char *path, nn_model *opt, const char *re
     nn_status sa = nn_predict(opt, in, n_in, a, n_out), sb = NN_ERR_INTERNAL;
     char ref_name[128] = "unoptimized";
     if (ref_disable) snprintf(ref_name, sizeof ref_name, "optimized without %s", ref_disable);
-    expect(sa == NN_OK, line, "predict (optimized): expected OK, got %s: %s", nn_strerror(sa), nn_last_error());
+    CHECK_AT(line, sa == NN_OK, "predict (optimized): expected OK, got %s: %s", nn_strerror(sa), nn_last_error());
     if (sa == NN_OK) {
         sb = nn_predict(ref, in, n_in, b, n_out);
-        expect(sb == NN_OK, line, "predict (%s): expected OK, got %s: %s", ref_name, nn_strerror(sb), nn_last_error());
+        CHECK_AT(line, sb == NN_OK, "predict (%s): expected OK, got %s: %s", ref_name, nn_strerror(sb),
+                 nn_last_error());
     }
     for (int k = 0; sa == NN_OK && sb == NN_OK && k < n_out; k++) {
         const char *name;
         nn_tensor info;
         nn_output_info(opt, k, &name, &info);
-        if (!expect(same_shape(&a[k], &b[k]), line, "output '%s': shapes differ between optimized and %s", name,
-                    ref_name))
+        if (!CHECK_AT(line, same_shape(&a[k], &b[k]), "output '%s': shapes differ between optimized and %s", name,
+                      ref_name))
             continue;
-        double err = rel_l2(&a[k], &b[k]);
-        expect(err <= tol, line, "output '%s' optimized vs %s: expected rel L2 <= %g, got %.3g", name, ref_name, tol,
-               err);
+        char what[300];
+        snprintf(what, sizeof what, "output '%s' optimized vs %s", name, ref_name);
+        check_rel_l2_at(what, a[k].data, b[k].data, nn_tensor_elements(&b[k]), tol, __FILE__, line);
     }
     if (sa == NN_OK) free_tensors(a, n_out, true);
     if (sa == NN_OK && sb == NN_OK) free_tensors(b, n_out, true);
     free_tensors(in, n_in, false);
     nn_free(ref);
 }
-#define EXPECT_SAME_OUTPUTS(path, m) expect_outputs_close(path, m, NULL, REL_TOL, __LINE__)
+#define CHECK_SAME_OUTPUTS(path, m) expect_outputs_close(path, m, NULL, REL_TOL, __LINE__)
 
 /* ---- model pieces */
 static const int64_t D1[1] = {1};
@@ -327,7 +295,7 @@ static void add_bn(builder *b, const char *name, const char *in, const char *out
 
 /* ---- fold_constants */
 static void test_fold_constants(void) {
-    test_case = "fold_constants: Shape->Gather->Unsqueeze->Concat->Reshape";
+    check_set_case("fold_constants: Shape->Gather->Unsqueeze->Concat->Reshape");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 4, (int64_t[]){-1, 3, 4, 4});
@@ -350,42 +318,42 @@ static void test_fold_constants(void) {
     const char *path = save(&b, "fold_constants.onnx");
 
     nn_model *raw = load_opts(path, 0, NULL, NULL);
-    if (raw) EXPECT(raw->dynamic, "unoptimized model: expected dynamic (Reshape's shape known only at run time)");
+    if (raw) CHECK(raw->dynamic, "unoptimized model: expected dynamic (Reshape's shape known only at run time)");
     nn_free(raw);
 
     nn_model *m = load(path, "fold_constants");
     if (m) {
-        EXPECT_OPS(m, "Reshape Relu Mul");
-        EXPECT(!m->dynamic, "folded model: expected static shapes, got dynamic");
+        CHECK_OPS(m, "Reshape Relu Mul");
+        CHECK(!m->dynamic, "folded model: expected static shapes, got dynamic");
         nn_node *r = find_op(m, NN_OP_Reshape);
         const nn_value *shp = r && r->n_in > 1 ? &m->g.values[r->in[1]] : NULL;
-        if (EXPECT(shp && shp->is_const && shp->t.dtype == NN_DTYPE_INT64 && nn_tensor_elements(&shp->t) == 2,
-                   "Reshape shape input: expected a constant int64[2], got %s",
-                   shp ? (shp->is_const ? "another constant" : "a computed value") : "none")) {
+        if (CHECK(shp && shp->is_const && shp->t.dtype == NN_DTYPE_INT64 && nn_tensor_elements(&shp->t) == 2,
+                  "Reshape shape input: expected a constant int64[2], got %s",
+                  shp ? (shp->is_const ? "another constant" : "a computed value") : "none")) {
             const int64_t *d = shp->t.data;
-            EXPECT(d[0] == BATCH && d[1] == -1, "Reshape shape: expected [%d, -1], got [%lld, %lld]", BATCH,
-                   (long long)d[0], (long long)d[1]);
+            CHECK(d[0] == BATCH && d[1] == -1, "Reshape shape: expected [%d, -1], got [%lld, %lld]", BATCH,
+                  (long long)d[0], (long long)d[1]);
         }
-        EXPECT(r && !strcmp(input_name(m, r, 0), "x"), "Reshape data input: expected 'x', got '%s'",
-               r ? input_name(m, r, 0) : "(no Reshape)");
+        CHECK(r && !strcmp(input_name(m, r, 0), "x"), "Reshape data input: expected 'x', got '%s'",
+              r ? input_name(m, r, 0) : "(no Reshape)");
         nn_node *mul = find_op(m, NN_OP_Mul);
         const nn_value *k = mul ? &m->g.values[mul->in[1]] : NULL;
-        if (EXPECT(k && k->is_const, "Mul's constant operand: expected folded c1 + c2, got a computed value")) {
+        if (CHECK(k && k->is_const, "Mul's constant operand: expected folded c1 + c2, got a computed value")) {
             const float *kd = k->t.data;
             float worst = 0;
             for (int i = 0; i < 48; i++)
                 worst = fmaxf(worst, fabsf(kd[i] - (c1[i] + c2[i])));
-            EXPECT(worst == 0.0f, "folded c1 + c2: expected exact, got max error %g", worst);
+            CHECK(worst == 0.0f, "folded c1 + c2: expected exact, got max error %g", worst);
         }
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     /* once folded, the later passes see a static graph: the Reshape becomes a view */
     m = load(path, NULL);
     if (m) {
         nn_node *r = find_op(m, NN_OP_Reshape);
-        EXPECT(r && r->elided, "Reshape after the default pipeline: expected a view, got %s",
-               r ? "a copy" : "no Reshape");
+        CHECK(r && r->elided, "Reshape after the default pipeline: expected a view, got %s",
+              r ? "a copy" : "no Reshape");
     }
     nn_free(m);
     builder_free(&b);
@@ -393,7 +361,7 @@ static void test_fold_constants(void) {
 
 /* ---- eliminate_noops */
 static void test_eliminate_noops(void) {
-    test_case = "eliminate_noops: Identity, Dropout, same-shape Reshape, dead nodes";
+    check_set_case("eliminate_noops: Identity, Dropout, same-shape Reshape, dead nodes");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 2, (int64_t[]){-1, 4});
@@ -409,26 +377,26 @@ static void test_eliminate_noops(void) {
     const char *path = save(&b, "noops.onnx");
     nn_model *m = load(path, "eliminate_noops");
     if (m) {
-        EXPECT_OPS(m, "Relu");
+        CHECK_OPS(m, "Relu");
         nn_node *relu = find_op(m, NN_OP_Relu);
         if (relu) {
-            EXPECT(!strcmp(input_name(m, relu, 0), "x"), "Relu input: expected 'x', got '%s'", input_name(m, relu, 0));
-            EXPECT(!strcmp(value_name(m, relu->out[0]), "y"), "Relu output: expected 'y', got '%s'",
-                   value_name(m, relu->out[0]));
+            CHECK(!strcmp(input_name(m, relu, 0), "x"), "Relu input: expected 'x', got '%s'", input_name(m, relu, 0));
+            CHECK(!strcmp(value_name(m, relu->out[0]), "y"), "Relu output: expected 'y', got '%s'",
+                  value_name(m, relu->out[0]));
         }
         const char *name = NULL;
         nn_tensor info;
         nn_output_info(m, 0, &name, &info);
-        EXPECT(name && !strcmp(name, "y"), "graph output name: expected 'y', got '%s'", name ? name : "(null)");
+        CHECK(name && !strcmp(name, "y"), "graph output name: expected 'y', got '%s'", name ? name : "(null)");
         int y = m->g.outputs[0];
-        EXPECT(m->g.values[y].producer >= 0 && &m->g.nodes[m->g.values[y].producer] == relu,
-               "graph output 'y' producer: expected the Relu, got node %d", m->g.values[y].producer);
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK(m->g.values[y].producer >= 0 && &m->g.nodes[m->g.values[y].producer] == relu,
+              "graph output 'y' producer: expected the Relu, got node %d", m->g.values[y].producer);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 
-    test_case = "eliminate_noops: a real Reshape and an input->output Identity stay correct";
+    check_set_case("eliminate_noops: a real Reshape and an input->output Identity stay correct");
     builder_init(&b);
     graph_input(&b, "x", 2, (int64_t[]){-1, 4});
     graph_output(&b, "y1", 3, (int64_t[]){-1, 2, 2});
@@ -440,19 +408,19 @@ static void test_eliminate_noops(void) {
     path = save(&b, "noops_keep.onnx");
     m = load(path, "eliminate_noops");
     if (m) {
-        EXPECT_INT("Reshape nodes (shape changes)", 1, count_op(m, NN_OP_Reshape));
+        CHECK_EQ_INT("Reshape nodes (shape changes)", 1, count_op(m, NN_OP_Reshape));
         const char *name = NULL;
         nn_tensor info;
         nn_output_info(m, 1, &name, &info);
-        EXPECT(name && !strcmp(name, "y2"), "second output name: expected 'y2', got '%s'", name ? name : "(null)");
+        CHECK(name && !strcmp(name, "y2"), "second output name: expected 'y2', got '%s'", name ? name : "(null)");
         float xs[BATCH * 4];
         nn_tensor in = {NN_DTYPE_FLOAT, 2, {BATCH, 4}, fill(xs, BATCH * 4, -2, 2, 3)}, out[2];
         nn_status st = nn_predict(m, &in, 1, out, 2);
-        if (EXPECT(st == NN_OK, "predict: expected OK, got %s: %s", nn_strerror(st), nn_last_error())) {
-            EXPECT(!memcmp(out[1].data, xs, sizeof xs), "y2 = Identity(x): expected x, got different values");
+        if (CHECK(st == NN_OK, "predict: expected OK, got %s: %s", nn_strerror(st), nn_last_error())) {
+            CHECK(!memcmp(out[1].data, xs, sizeof xs), "y2 = Identity(x): expected x, got different values");
             free_tensors(out, 2, true);
         }
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
@@ -495,7 +463,7 @@ static void check_folded_weights(void *ctx, const nn_model *m, const char *pass,
 }
 
 static void test_fold_batchnorm_conv(bool conv_bias) {
-    test_case = conv_bias ? "fold_batchnorm: Conv(bias)+BN, epsilon 0.1" : "fold_batchnorm: Conv(no bias)+BN";
+    check_set_case(conv_bias ? "fold_batchnorm: Conv(bias)+BN, epsilon 0.1" : "fold_batchnorm: Conv(no bias)+BN");
     builder b;
     bn_stats s;
     const float eps = 0.1f;
@@ -504,49 +472,48 @@ static void test_fold_batchnorm_conv(bool conv_bias) {
     const char *path = save(&b, conv_bias ? "conv_bn.onnx" : "conv_nobias_bn.onnx");
     nn_model *m = load(path, "fold_batchnorm");
     if (m) {
-        EXPECT_OPS(m, "Conv");
+        CHECK_OPS(m, "Conv");
         nn_node *conv = find_op(m, NN_OP_Conv);
         if (conv) {
             /* the conv is its weights' only reader: they are scaled in place */
-            EXPECT(!strcmp(input_name(m, conv, 1), w->name), "Conv weight: expected '%s' scaled in place, got '%s'",
-                   w->name, input_name(m, conv, 1));
-            EXPECT(!strcmp(input_name(m, conv, 2), "conv/B_bn"), "Conv bias: expected 'conv/B_bn', got '%s'",
-                   input_name(m, conv, 2));
-            EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
-                   value_name(m, conv->out[0]));
-            EXPECT(conv->fused && strstr(conv->fused, "BatchNormalization"),
-                   "fused label: expected 'BatchNormalization', got '%s'", conv->fused ? conv->fused : "(null)");
+            CHECK(!strcmp(input_name(m, conv, 1), w->name), "Conv weight: expected '%s' scaled in place, got '%s'",
+                  w->name, input_name(m, conv, 1));
+            CHECK(!strcmp(input_name(m, conv, 2), "conv/B_bn"), "Conv bias: expected 'conv/B_bn', got '%s'",
+                  input_name(m, conv, 2));
+            CHECK(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
+                  value_name(m, conv->out[0]));
+            CHECK(conv->fused && strstr(conv->fused, "BatchNormalization"),
+                  "fused label: expected 'BatchNormalization', got '%s'", conv->fused ? conv->fused : "(null)");
             /* W_bn = W * scale / sqrt(var + eps) with the node's epsilon */
             folded_weights f = {.w = w->float_data, .s = &s, .eps = eps};
             nn_options opt = nn_options_default();
             opt.passes = "fold_batchnorm";
             nn_model *again = NULL;
-            EXPECT(nn_load_hooked(path, &opt, check_folded_weights, &f, &again) == NN_OK, "reload: %s",
-                   nn_last_error());
+            CHECK(nn_load_hooked(path, &opt, check_folded_weights, &f, &again) == NN_OK, "reload: %s", nn_last_error());
             nn_free(again);
-            EXPECT(f.checked == 4 * 27 && f.worst < 1e-5,
-                   "W_bn vs W * scale / sqrt(var + 0.1): expected 108 values within 1e-5, got %d with %.3g", f.checked,
-                   f.worst);
+            CHECK(f.checked == 4 * 27 && f.worst < 1e-5,
+                  "W_bn vs W * scale / sqrt(var + 0.1): expected 108 values within 1e-5, got %d with %.3g", f.checked,
+                  f.worst);
         }
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     /* the whole pipeline gets there too, and leaving the pass out keeps the BN */
     m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "Conv");
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_OPS(m, "Conv");
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     m = load_opts(path, 1, NULL, "fold_batchnorm");
     if (m)
-        EXPECT_INT("BatchNormalization nodes with fold_batchnorm disabled", 1, count_op(m, NN_OP_BatchNormalization));
+        CHECK_EQ_INT("BatchNormalization nodes with fold_batchnorm disabled", 1, count_op(m, NN_OP_BatchNormalization));
     nn_free(m);
     builder_free(&b);
 }
 
 static void test_fold_batchnorm_shared(void) {
-    test_case = "fold_batchnorm: conv output also read elsewhere: BN becomes Mul+Add";
+    check_set_case("fold_batchnorm: conv output also read elsewhere: BN becomes Mul+Add");
     builder b;
     bn_stats s;
     conv_bn_model(&b, true, 1e-5f, &s);
@@ -555,26 +522,25 @@ static void test_fold_batchnorm_shared(void) {
     const char *path = save(&b, "conv_bn_shared.onnx");
     nn_model *m = load(path, "fold_batchnorm");
     if (m) {
-        EXPECT_INT("BatchNormalization nodes", 0, count_op(m, NN_OP_BatchNormalization));
-        EXPECT_INT("Mul nodes", 1, count_op(m, NN_OP_Mul));
-        EXPECT_INT("Add nodes", 1, count_op(m, NN_OP_Add));
+        CHECK_EQ_INT("BatchNormalization nodes", 0, count_op(m, NN_OP_BatchNormalization));
+        CHECK_EQ_INT("Mul nodes", 1, count_op(m, NN_OP_Mul));
+        CHECK_EQ_INT("Add nodes", 1, count_op(m, NN_OP_Add));
         nn_node *conv = find_op(m, NN_OP_Conv), *mul = find_op(m, NN_OP_Mul);
         if (conv) {
-            EXPECT(!strcmp(input_name(m, conv, 1), "conv_W"), "Conv weight: expected unchanged 'conv_W', got '%s'",
-                   input_name(m, conv, 1));
-            EXPECT(!strcmp(value_name(m, conv->out[0]), "c"), "Conv output: expected 'c', got '%s'",
-                   value_name(m, conv->out[0]));
+            CHECK(!strcmp(input_name(m, conv, 1), "conv_W"), "Conv weight: expected unchanged 'conv_W', got '%s'",
+                  input_name(m, conv, 1));
+            CHECK(!strcmp(value_name(m, conv->out[0]), "c"), "Conv output: expected 'c', got '%s'",
+                  value_name(m, conv->out[0]));
         }
-        if (mul)
-            EXPECT(!strcmp(input_name(m, mul, 0), "c"), "Mul input: expected 'c', got '%s'", input_name(m, mul, 0));
-        EXPECT_SAME_OUTPUTS(path, m);
+        if (mul) CHECK(!strcmp(input_name(m, mul, 0), "c"), "Mul input: expected 'c', got '%s'", input_name(m, mul, 0));
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 }
 
 static void test_fold_batchnorm_gemm(bool matmul) {
-    test_case = matmul ? "fold_batchnorm: MatMul+BN becomes Gemm" : "fold_batchnorm: Gemm(beta 0.7)+BN";
+    check_set_case(matmul ? "fold_batchnorm: MatMul+BN becomes Gemm" : "fold_batchnorm: Gemm(beta 0.7)+BN");
     builder b;
     bn_stats s;
     builder_init(&b);
@@ -596,22 +562,22 @@ static void test_fold_batchnorm_gemm(bool matmul) {
     const char *path = save(&b, matmul ? "matmul_bn.onnx" : "gemm_bn.onnx");
     nn_model *m = load(path, "fold_batchnorm");
     if (m) {
-        EXPECT_OPS(m, "Gemm");
+        CHECK_OPS(m, "Gemm");
         nn_node *g = find_op(m, NN_OP_Gemm);
         if (g) {
-            EXPECT(!strcmp(input_name(m, g, 1), "gemm/B_bn"), "Gemm B: expected 'gemm/B_bn', got '%s'",
-                   input_name(m, g, 1));
-            EXPECT(!strcmp(input_name(m, g, 2), "gemm/C_bn"), "Gemm C: expected 'gemm/C_bn', got '%s'",
-                   input_name(m, g, 2));
+            CHECK(!strcmp(input_name(m, g, 1), "gemm/B_bn"), "Gemm B: expected 'gemm/B_bn', got '%s'",
+                  input_name(m, g, 1));
+            CHECK(!strcmp(input_name(m, g, 2), "gemm/C_bn"), "Gemm C: expected 'gemm/C_bn', got '%s'",
+                  input_name(m, g, 2));
         }
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 }
 
 static void test_fold_batchnorm_standalone(void) {
-    test_case = "fold_batchnorm: standalone BN becomes Mul+Add, epsilon 0.1";
+    check_set_case("fold_batchnorm: standalone BN becomes Mul+Add, epsilon 0.1");
     builder b;
     bn_stats s;
     const float eps = 0.1f;
@@ -622,24 +588,24 @@ static void test_fold_batchnorm_standalone(void) {
     const char *path = save(&b, "bn_alone.onnx");
     nn_model *m = load(path, "fold_batchnorm");
     if (m) {
-        EXPECT_OPS(m, "Mul Add");
+        CHECK_OPS(m, "Mul Add");
         /* against the formula, not only against the engine's own BN kernel */
         enum { N = BATCH * 3 * 16 };
         float xs[N];
         nn_tensor in = {NN_DTYPE_FLOAT, 4, {BATCH, 3, 4, 4}, fill(xs, N, -2, 2, 5)}, out;
         nn_status st = nn_predict(m, &in, 1, &out, 1);
-        if (EXPECT(st == NN_OK, "predict: expected OK, got %s: %s", nn_strerror(st), nn_last_error())) {
+        if (CHECK(st == NN_OK, "predict: expected OK, got %s: %s", nn_strerror(st), nn_last_error())) {
             double worst = 0;
             for (int i = 0; i < N; i++) {
                 int c = i / 16 % 3;
                 double want = s.scale[c] * (xs[i] - s.mean[c]) / sqrt((double)s.var[c] + eps) + s.bias[c];
                 worst = fmax(worst, fabs(((float *)out.data)[i] - want) / (fabs(want) + 1e-3));
             }
-            EXPECT(worst < 1e-5,
-                   "y vs scale * (x - mean) / sqrt(var + 0.1) + bias: expected rel error < 1e-5, got %.3g", worst);
+            CHECK(worst < 1e-5, "y vs scale * (x - mean) / sqrt(var + 0.1) + bias: expected rel error < 1e-5, got %.3g",
+                  worst);
             nn_tensor_release(&out);
         }
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
@@ -655,26 +621,26 @@ static void conv_model(builder *b, const char *out_name) {
 }
 
 static void test_fuse_relu(void) {
-    test_case = "fuse_activation: Conv+Relu";
+    check_set_case("fuse_activation: Conv+Relu");
     builder b;
     conv_model(&b, "y");
     node(&b, "Relu", "relu", "c", NULL, "y");
     const char *path = save(&b, "conv_relu.onnx");
-    bool hook = EXPECT_ACTIVATION_HOOK(NN_OP_Relu);
+    bool hook = CHECK_ACTIVATION_HOOK(NN_OP_Relu);
     nn_model *m = load(path, "fuse_activation");
     if (m && hook) {
-        EXPECT_OPS(m, "Conv");
+        CHECK_OPS(m, "Conv");
         nn_node *conv = find_op(m, NN_OP_Conv);
-        EXPECT_EPILOGUE(m, conv, NN_ACT_RELU, NULL, "Relu");
+        CHECK_EPILOGUE(m, conv, NN_ACT_RELU, NULL, "Relu");
         if (conv)
-            EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
-                   value_name(m, conv->out[0]));
+            CHECK(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
+                  value_name(m, conv->out[0]));
     }
-    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    if (m) CHECK_SAME_OUTPUTS(path, m);
     nn_free(m);
     builder_free(&b);
 
-    test_case = "fuse_activation: Relu of a conv output read twice stays";
+    check_set_case("fuse_activation: Relu of a conv output read twice stays");
     conv_model(&b, "y");
     graph_output(&b, "z", 4, (int64_t[]){-1, 4, 6, 6});
     node(&b, "Relu", "relu", "c", NULL, "y");
@@ -682,18 +648,18 @@ static void test_fuse_relu(void) {
     path = save(&b, "conv_relu_shared.onnx");
     m = load(path, NULL);
     if (m) {
-        EXPECT_INT("Relu nodes", 1, count_op(m, NN_OP_Relu));
+        CHECK_EQ_INT("Relu nodes", 1, count_op(m, NN_OP_Relu));
         nn_node *conv = find_op(m, NN_OP_Conv);
-        EXPECT(conv && !(conv->has_epilogue && conv->epilogue.act != NN_ACT_NONE),
-               "Conv activation: expected none, got %s", conv ? act_name(conv->epilogue.act) : "(no Conv)");
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK(conv && !(conv->has_epilogue && conv->epilogue.act != NN_ACT_NONE),
+              "Conv activation: expected none, got %s", conv ? act_name(conv->epilogue.act) : "(no Conv)");
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 }
 
 static void test_fuse_clip(void) {
-    test_case = "fuse_activation: Conv+Clip(opset 13 bounds -0.5, 0.75)";
+    check_set_case("fuse_activation: Conv+Clip(opset 13 bounds -0.5, 0.75)");
     builder b;
     conv_model(&b, "y");
     float lo = -0.5f, hi = 0.75f;
@@ -701,23 +667,23 @@ static void test_fuse_clip(void) {
     float_init(&b, "hi", 0, NULL, 1, &hi);
     node_io(&b, "Clip", "clip", 3, (const char *[]){"c", "lo", "hi"}, 1, (const char *[]){"y"});
     const char *path = save(&b, "conv_clip.onnx");
-    bool hook = EXPECT_ACTIVATION_HOOK(NN_OP_Clip);
+    bool hook = CHECK_ACTIVATION_HOOK(NN_OP_Clip);
     nn_model *m = load(path, "fuse_activation");
     if (m && hook) {
-        EXPECT_OPS(m, "Conv");
+        CHECK_OPS(m, "Conv");
         nn_node *conv = find_op(m, NN_OP_Conv);
-        EXPECT_EPILOGUE(m, conv, NN_ACT_CLIP, NULL, "Clip");
+        CHECK_EPILOGUE(m, conv, NN_ACT_CLIP, NULL, "Clip");
         if (conv && conv->has_epilogue)
-            EXPECT(conv->epilogue.alpha == lo && conv->epilogue.beta == hi,
-                   "Clip bounds: expected [%g, %g], got [%g, %g]", lo, hi, conv->epilogue.alpha, conv->epilogue.beta);
+            CHECK(conv->epilogue.alpha == lo && conv->epilogue.beta == hi,
+                  "Clip bounds: expected [%g, %g], got [%g, %g]", lo, hi, conv->epilogue.alpha, conv->epilogue.beta);
     }
-    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    if (m) CHECK_SAME_OUTPUTS(path, m);
     nn_free(m);
     builder_free(&b);
 }
 
 static void test_fuse_silu(void) {
-    test_case = "fuse_activation: Conv, x * Sigmoid(x) becomes SiLU";
+    check_set_case("fuse_activation: Conv, x * Sigmoid(x) becomes SiLU");
     builder b;
     conv_model(&b, "y");
     node(&b, "Sigmoid", "sigmoid", "c", NULL, "s");
@@ -725,16 +691,16 @@ static void test_fuse_silu(void) {
     const char *path = save(&b, "conv_silu.onnx");
     nn_model *m = load(path, "fuse_activation");
     if (m) {
-        EXPECT_OPS(m, "Conv");
-        EXPECT_EPILOGUE(m, find_op(m, NN_OP_Conv), NN_ACT_SILU, NULL, "SiLU");
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_OPS(m, "Conv");
+        CHECK_EPILOGUE(m, find_op(m, NN_OP_Conv), NN_ACT_SILU, NULL, "SiLU");
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 }
 
 static void test_fuse_leaky_gemm(void) {
-    test_case = "fuse_activation: Gemm+LeakyRelu(alpha 0.2)";
+    check_set_case("fuse_activation: Gemm+LeakyRelu(alpha 0.2)");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 2, (int64_t[]){-1, 8});
@@ -745,23 +711,23 @@ static void test_fuse_leaky_gemm(void) {
     node_io(&b, "Gemm", "gemm", 3, (const char *[]){"x", "W", "C"}, 1, (const char *[]){"g"});
     attr_float(&b, node(&b, "LeakyRelu", "leaky", "g", NULL, "y"), "alpha", 0.2f);
     const char *path = save(&b, "gemm_leaky.onnx");
-    bool hook = EXPECT_ACTIVATION_HOOK(NN_OP_LeakyRelu);
+    bool hook = CHECK_ACTIVATION_HOOK(NN_OP_LeakyRelu);
     nn_model *m = load(path, "fuse_activation");
     if (m && hook) {
-        EXPECT_OPS(m, "Gemm");
+        CHECK_OPS(m, "Gemm");
         nn_node *g = find_op(m, NN_OP_Gemm);
-        EXPECT_EPILOGUE(m, g, NN_ACT_LEAKY_RELU, NULL, "LeakyRelu");
+        CHECK_EPILOGUE(m, g, NN_ACT_LEAKY_RELU, NULL, "LeakyRelu");
         if (g && g->has_epilogue)
-            EXPECT(g->epilogue.alpha == 0.2f, "LeakyRelu alpha: expected 0.2, got %g", g->epilogue.alpha);
+            CHECK(g->epilogue.alpha == 0.2f, "LeakyRelu alpha: expected 0.2, got %g", g->epilogue.alpha);
     }
-    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    if (m) CHECK_SAME_OUTPUTS(path, m);
     nn_free(m);
     builder_free(&b);
 }
 
 /* ---- fuse_bias */
 static void test_fuse_bias(void) {
-    test_case = "fuse_bias: MatMul + bias Add + Relu -> one Gemm";
+    check_set_case("fuse_bias: MatMul + bias Add + Relu -> one Gemm");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 2, (int64_t[]){-1, 8});
@@ -781,10 +747,10 @@ static void test_fuse_bias(void) {
     const char *path = save(&b, "matmul_bias.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "Gemm MatMul FusedElementwise"); /* the second Add+Mul: one elementwise pass */
+        CHECK_OPS(m, "Gemm MatMul FusedElementwise"); /* the second Add+Mul: one elementwise pass */
         nn_node *g = find_op(m, NN_OP_Gemm);
-        EXPECT_EPILOGUE(m, g, NN_ACT_RELU, NULL, "MatMul->Gemm+Add+Relu");
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_EPILOGUE(m, g, NN_ACT_RELU, NULL, "MatMul->Gemm+Add+Relu");
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
@@ -802,26 +768,26 @@ static void residual_model(builder *b) {
 static void test_fuse_residual(void) {
     static const char *const sides[2][2] = {{"c", "x"}, {"x", "c"}};
     for (int side = 0; side < 2; side++) {
-        test_case = side ? "fuse_residual: Add(x, conv)" : "fuse_residual: Add(conv, x)";
+        check_set_case(side ? "fuse_residual: Add(x, conv)" : "fuse_residual: Add(conv, x)");
         builder b;
         residual_model(&b);
         node(&b, "Add", "add", sides[side][0], sides[side][1], "y");
         const char *path = save(&b, side ? "residual_swapped.onnx" : "residual.onnx");
         nn_model *m = load(path, "fuse_residual");
         if (m) {
-            EXPECT_OPS(m, "Conv");
+            CHECK_OPS(m, "Conv");
             nn_node *conv = find_op(m, NN_OP_Conv);
-            EXPECT_EPILOGUE(m, conv, NN_ACT_NONE, "x", "Add");
+            CHECK_EPILOGUE(m, conv, NN_ACT_NONE, "x", "Add");
             if (conv)
-                EXPECT(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
-                       value_name(m, conv->out[0]));
-            EXPECT_SAME_OUTPUTS(path, m);
+                CHECK(!strcmp(value_name(m, conv->out[0]), "y"), "Conv output: expected 'y', got '%s'",
+                      value_name(m, conv->out[0]));
+            CHECK_SAME_OUTPUTS(path, m);
         }
         nn_free(m);
         builder_free(&b);
     }
 
-    test_case = "fuse_residual: a broadcasting Add stays";
+    check_set_case("fuse_residual: a broadcasting Add stays");
     builder b;
     residual_model(&b);
     float bias[4] = {0.1f, -0.2f, 0.3f, -0.4f};
@@ -830,16 +796,16 @@ static void test_fuse_residual(void) {
     const char *path = save(&b, "residual_broadcast.onnx");
     nn_model *m = load(path, "fuse_residual");
     if (m) {
-        EXPECT_OPS(m, "Conv Add");
+        CHECK_OPS(m, "Conv Add");
         nn_node *conv = find_op(m, NN_OP_Conv);
-        EXPECT(conv && !conv->has_epilogue, "Conv epilogue: expected none, got residual %d",
-               conv ? conv->epilogue.residual : -1);
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK(conv && !conv->has_epilogue, "Conv epilogue: expected none, got residual %d",
+              conv ? conv->epilogue.residual : -1);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 
-    test_case = "fuse_residual: Add of a conv output read twice stays";
+    check_set_case("fuse_residual: Add of a conv output read twice stays");
     residual_model(&b);
     graph_output(&b, "z", 4, (int64_t[]){-1, 4, 6, 6});
     node(&b, "Add", "add", "c", "x", "y");
@@ -847,24 +813,24 @@ static void test_fuse_residual(void) {
     path = save(&b, "residual_shared.onnx");
     m = load(path, "fuse_residual");
     if (m) {
-        EXPECT_INT("Add nodes", 1, count_op(m, NN_OP_Add));
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_EQ_INT("Add nodes", 1, count_op(m, NN_OP_Add));
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 
-    test_case = "fuse_residual: Conv+Add+Relu ends as one node";
+    check_set_case("fuse_residual: Conv+Add+Relu ends as one node");
     residual_model(&b);
     node(&b, "Add", "add", "c", "x", "s");
     node(&b, "Relu", "relu", "s", NULL, "y");
     path = save(&b, "residual_relu.onnx");
-    bool hook = EXPECT_ACTIVATION_HOOK(NN_OP_Relu);
+    bool hook = CHECK_ACTIVATION_HOOK(NN_OP_Relu);
     m = load(path, NULL);
     if (m && hook) {
-        EXPECT_OPS(m, "Conv");
-        EXPECT_EPILOGUE(m, find_op(m, NN_OP_Conv), NN_ACT_RELU, "x", "Add+Relu");
+        CHECK_OPS(m, "Conv");
+        CHECK_EPILOGUE(m, find_op(m, NN_OP_Conv), NN_ACT_RELU, "x", "Add+Relu");
     }
-    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    if (m) CHECK_SAME_OUTPUTS(path, m);
     nn_free(m);
     builder_free(&b);
 }
@@ -872,14 +838,14 @@ static void test_fuse_residual(void) {
 /* ---- views */
 static void expect_alias(const nn_model *m, const char *out, const char *in) {
     int o = value_id(m, out), i = value_id(m, in);
-    if (!EXPECT(o >= 0 && i >= 0, "values '%s' and '%s': expected both in the graph", out, in)) return;
-    EXPECT(m->plan.offset[o] >= 0 && m->plan.offset[o] == m->plan.offset[i],
-           "offset of '%s' (view of '%s'): expected %lld, got %lld", out, in, (long long)m->plan.offset[i],
-           (long long)m->plan.offset[o]);
+    if (!CHECK(o >= 0 && i >= 0, "values '%s' and '%s': expected both in the graph", out, in)) return;
+    CHECK(m->plan.offset[o] >= 0 && m->plan.offset[o] == m->plan.offset[i],
+          "offset of '%s' (view of '%s'): expected %lld, got %lld", out, in, (long long)m->plan.offset[i],
+          (long long)m->plan.offset[o]);
 }
 
 static void test_views(void) {
-    test_case = "views: Flatten and Reshape alias their input";
+    check_set_case("views: Flatten and Reshape alias their input");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 4, (int64_t[]){-1, 2, 4, 4});
@@ -892,16 +858,16 @@ static void test_views(void) {
     const char *path = save(&b, "views.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "Relu Flatten Sigmoid Reshape");
+        CHECK_OPS(m, "Relu Flatten Sigmoid Reshape");
         for (int i = 0; i < m->g.n_nodes; i++) {
             const nn_node *n = &m->g.nodes[i];
             bool want = n->op == NN_OP_Flatten || n->op == NN_OP_Reshape;
-            EXPECT(n->elided == want, "%s elided: expected %s, got %s", op_name(n->op), want ? "true" : "false",
-                   n->elided ? "true" : "false");
+            CHECK(n->elided == want, "%s elided: expected %s, got %s", op_name(n->op), want ? "true" : "false",
+                  n->elided ? "true" : "false");
         }
         expect_alias(m, "f", "a");
         expect_alias(m, "y", "s");
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
@@ -909,7 +875,7 @@ static void test_views(void) {
 
 /* ---- memory plan */
 static void test_plan_chain(void) {
-    test_case = "memory plan: chain of 10 Conv/elementwise nodes";
+    check_set_case("memory plan: chain of 10 Conv/elementwise nodes");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 4, (int64_t[]){-1, 16, 16, 16});
@@ -925,17 +891,17 @@ static void test_plan_chain(void) {
     const char *path = save(&b, "chain.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_INT("nodes", 10, m->g.n_nodes);
+        CHECK_EQ_INT("nodes", 10, m->g.n_nodes);
         const nn_plan *p = &m->plan;
         size_t one = (size_t)BATCH * 16 * 16 * 16 * sizeof(float);
-        EXPECT(p->naive_bytes >= 11 * one, "naive bytes: expected >= 11 buffers (%zu), got %zu", 11 * one,
-               p->naive_bytes);
-        EXPECT(p->arena_bytes * 4 <= p->naive_bytes, "arena: expected <= naive / 4 = %zu, got %zu", p->naive_bytes / 4,
-               p->arena_bytes);
-        EXPECT(p->arena_bytes >= p->lower_bound_bytes, "arena: expected >= lower bound %zu, got %zu",
-               p->lower_bound_bytes, p->arena_bytes);
-        EXPECT(p->arena_bytes * 10 <= p->lower_bound_bytes * 11, "arena: expected <= 1.10 * lower bound %zu, got %zu",
-               p->lower_bound_bytes, p->arena_bytes);
+        CHECK(p->naive_bytes >= 11 * one, "naive bytes: expected >= 11 buffers (%zu), got %zu", 11 * one,
+              p->naive_bytes);
+        CHECK(p->arena_bytes * 4 <= p->naive_bytes, "arena: expected <= naive / 4 = %zu, got %zu", p->naive_bytes / 4,
+              p->arena_bytes);
+        CHECK(p->arena_bytes >= p->lower_bound_bytes, "arena: expected >= lower bound %zu, got %zu",
+              p->lower_bound_bytes, p->arena_bytes);
+        CHECK(p->arena_bytes * 10 <= p->lower_bound_bytes * 11, "arena: expected <= 1.10 * lower bound %zu, got %zu",
+              p->lower_bound_bytes, p->arena_bytes);
         /* Neg/Abs run in place, their input dying with them; not the last,
          * whose output is the graph's */
         int in_place = 0;
@@ -943,8 +909,8 @@ static void test_plan_chain(void) {
             const nn_node *n = &m->g.nodes[i];
             if (n->op == NN_OP_Neg || n->op == NN_OP_Abs) in_place += p->offset[n->out[0]] == p->offset[n->in[0]];
         }
-        EXPECT_INT("elementwise nodes writing over their input", 4, in_place);
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_EQ_INT("elementwise nodes writing over their input", 4, in_place);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
@@ -953,7 +919,7 @@ static void test_plan_chain(void) {
 /* branches, several buffer sizes, views and a concat: check_plan in load()
  * checks every pair of buffers live together */
 static void test_plan_branches(void) {
-    test_case = "memory plan: branches, pooling, views, concat";
+    check_set_case("memory plan: branches, pooling, views, concat");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 4, (int64_t[]){-1, 8, 8, 8});
@@ -971,20 +937,20 @@ static void test_plan_branches(void) {
     attr_int(&b, node(&b, "Concat", "concat", "f", "q", "y"), "axis", 1);
     const char *path = save(&b, "branches.onnx");
     nn_model *m = load(path, NULL);
-    if (m) EXPECT_SAME_OUTPUTS(path, m);
+    if (m) CHECK_SAME_OUTPUTS(path, m);
     nn_free(m);
     /* at batch 1 the Concat's slices are contiguous: it is eliminated, and
      * the Flattens feeding it must put their inputs in its buffer */
     load_batch = 1;
     m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "Conv MaxPool FusedElementwise GlobalAveragePool Flatten Flatten Concat");
+        CHECK_OPS(m, "Conv MaxPool FusedElementwise GlobalAveragePool Flatten Flatten Concat");
         for (int i = 0; i < m->g.n_nodes; i++) {
             const nn_node *n = &m->g.nodes[i];
             bool want = n->op == NN_OP_Flatten || n->op == NN_OP_Concat;
-            EXPECT(n->elided == want, "batch 1: %s elided: expected %s", op_name(n->op), want ? "true" : "false");
+            CHECK(n->elided == want, "batch 1: %s elided: expected %s", op_name(n->op), want ? "true" : "false");
         }
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     load_batch = BATCH;
@@ -996,25 +962,25 @@ static void test_plan_branches(void) {
 /* ---- fuse_elementwise */
 /* rel L2 between the fused graph and the same pipeline without the fusion */
 static const double FUSED_TOL = 1e-6;
-#define EXPECT_SAME_AS_UNFUSED(path, m) expect_outputs_close(path, m, "fuse_elementwise", FUSED_TOL, __LINE__)
+#define CHECK_SAME_AS_UNFUSED(path, m) expect_outputs_close(path, m, "fuse_elementwise", FUSED_TOL, __LINE__)
 
 /* The FusedElementwise node: its label and its inputs, by value name. */
 static void expect_fused_chain(nn_model *m, const char *label, int n_in, const char *const *inputs, int line) {
     nn_node *f = find_op(m, NN_OP_FusedElementwise);
-    if (!expect(f != NULL, line, "FusedElementwise node: expected one, got none (nodes [%s])", ops_string(m))) return;
-    expect(f->fused && !strcmp(f->fused, label), line, "fused label: expected '%s', got '%s'", label,
-           f->fused ? f->fused : "(null)");
-    if (!expect(f->n_in == n_in, line, "FusedElementwise inputs: expected %d, got %d", n_in, f->n_in)) return;
+    if (!CHECK_AT(line, f != NULL, "FusedElementwise node: expected one, got none (nodes [%s])", ops_string(m))) return;
+    CHECK_AT(line, f->fused && !strcmp(f->fused, label), "fused label: expected '%s', got '%s'", label,
+             f->fused ? f->fused : "(null)");
+    if (!CHECK_AT(line, f->n_in == n_in, "FusedElementwise inputs: expected %d, got %d", n_in, f->n_in)) return;
     for (int k = 0; k < n_in; k++)
-        expect(!strcmp(input_name(m, f, k), inputs[k]), line, "FusedElementwise input %d: expected '%s', got '%s'", k,
-               inputs[k], input_name(m, f, k));
+        CHECK_AT(line, !strcmp(input_name(m, f, k), inputs[k]), "FusedElementwise input %d: expected '%s', got '%s'", k,
+                 inputs[k], input_name(m, f, k));
 }
-#define EXPECT_FUSED_CHAIN(m, label, ...)                                                                              \
+#define CHECK_FUSED_CHAIN(m, label, ...)                                                                               \
     expect_fused_chain(m, label, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)),                  \
                        (const char *[]){__VA_ARGS__}, __LINE__)
 
 static void test_fuse_elementwise_bn(void) {
-    test_case = "fuse_elementwise: BN after a non-conv, then Relu, becomes one node (DenseNet)";
+    check_set_case("fuse_elementwise: BN after a non-conv, then Relu, becomes one node (DenseNet)");
     builder b;
     bn_stats s;
     builder_init(&b);
@@ -1025,23 +991,23 @@ static void test_fuse_elementwise_bn(void) {
     const char *path = save(&b, "bn_relu.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "FusedElementwise");
-        EXPECT_FUSED_CHAIN(m, "Mul+Add+Relu", "x", "bn/scale", "bn/shift");
+        CHECK_OPS(m, "FusedElementwise");
+        CHECK_FUSED_CHAIN(m, "Mul+Add+Relu", "x", "bn/scale", "bn/shift");
         nn_node *f = find_op(m, NN_OP_FusedElementwise);
         if (f) {
-            EXPECT(!strcmp(f->name, "bn"), "FusedElementwise name: expected the first node's 'bn', got '%s'", f->name);
+            CHECK(!strcmp(f->name, "bn"), "FusedElementwise name: expected the first node's 'bn', got '%s'", f->name);
             /* scale, shift and Relu in one loop */
             const nn_ew_program *p = f->params;
-            EXPECT(p->n_steps == 1 && p->steps[0].op == NN_EW_MulAdd && p->steps[0].act == NN_ACT_RELU,
-                   "program: expected one MulAdd step with Relu, got %d steps, the first opcode %d act %s", p->n_steps,
-                   p->steps[0].op, act_name(p->steps[0].act));
+            CHECK(p->n_steps == 1 && p->steps[0].op == NN_EW_MulAdd && p->steps[0].act == NN_ACT_RELU,
+                  "program: expected one MulAdd step with Relu, got %d steps, the first opcode %d act %s", p->n_steps,
+                  p->steps[0].op, act_name(p->steps[0].act));
         }
-        EXPECT_SAME_AS_UNFUSED(path, m);
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_SAME_AS_UNFUSED(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     m = load_opts(path, 1, NULL, "fuse_elementwise");
-    if (m) EXPECT_OPS(m, "Mul Add");
+    if (m) CHECK_OPS(m, "Mul Add");
     nn_free(m);
     builder_free(&b);
 }
@@ -1050,7 +1016,7 @@ static void test_fuse_elementwise_bn(void) {
  * same-shape graph input (twice), a trailing vector, scalars, a computed
  * [N,C,1,1] and activations left standalone or in an epilogue. */
 static void test_fuse_elementwise_long(void) {
-    test_case = "fuse_elementwise: 13 ops, every operand kind, one node";
+    check_set_case("fuse_elementwise: 13 ops, every operand kind, one node");
     builder b;
     builder_init(&b);
     const int64_t shape[4] = {-1, 3, 20, 25};
@@ -1082,18 +1048,18 @@ static void test_fuse_elementwise_long(void) {
     const char *path = save(&b, "ew_long.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "GlobalAveragePool FusedElementwise");
-        EXPECT_FUSED_CHAIN(m, "Neg+Mul+Sub+Sigmoid+Mul+Add+Div+Max+Tanh+Abs+Pow+Clip+Mul", "x", "scale", "shift", "z",
-                           "row", "two", "p15", "g");
-        EXPECT_SAME_AS_UNFUSED(path, m);
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_OPS(m, "GlobalAveragePool FusedElementwise");
+        CHECK_FUSED_CHAIN(m, "Neg+Mul+Sub+Sigmoid+Mul+Add+Div+Max+Tanh+Abs+Pow+Clip+Mul", "x", "scale", "shift", "z",
+                          "row", "two", "p15", "g");
+        CHECK_SAME_AS_UNFUSED(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 }
 
 static void test_fuse_elementwise_muladd(void) {
-    test_case = "fuse_elementwise: Mul+Add pairs by same-shape and per-channel operands, with and without Tanh";
+    check_set_case("fuse_elementwise: Mul+Add pairs by same-shape and per-channel operands, with and without Tanh");
     builder b;
     builder_init(&b);
     const int64_t shape[4] = {-1, 3, 20, 25};
@@ -1113,23 +1079,23 @@ static void test_fuse_elementwise_muladd(void) {
     const char *path = save(&b, "ew_muladd.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "FusedElementwise");
-        EXPECT_FUSED_CHAIN(m, "Neg+Mul+Add+Tanh+Mul+Add", "x", "z", "w", "scale", "shift");
+        CHECK_OPS(m, "FusedElementwise");
+        CHECK_FUSED_CHAIN(m, "Neg+Mul+Add+Tanh+Mul+Add", "x", "z", "w", "scale", "shift");
         nn_node *f = find_op(m, NN_OP_FusedElementwise);
         const nn_ew_program *p = f ? f->params : NULL;
         if (p)
-            EXPECT(p->n_steps == 3 && p->steps[1].op == NN_EW_MulAdd && p->steps[1].act == NN_ACT_TANH &&
-                       p->steps[2].op == NN_EW_MulAdd && p->steps[2].act == NN_ACT_NONE,
-                   "program: expected Neg, MulAdd+Tanh, MulAdd, got %d steps", p->n_steps);
-        EXPECT_SAME_AS_UNFUSED(path, m);
-        EXPECT_SAME_OUTPUTS(path, m);
+            CHECK(p->n_steps == 3 && p->steps[1].op == NN_EW_MulAdd && p->steps[1].act == NN_ACT_TANH &&
+                      p->steps[2].op == NN_EW_MulAdd && p->steps[2].act == NN_ACT_NONE,
+                  "program: expected Neg, MulAdd+Tanh, MulAdd, got %d steps", p->n_steps);
+        CHECK_SAME_AS_UNFUSED(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 }
 
 static void test_fuse_elementwise_epilogue(void) {
-    test_case = "fuse_elementwise: a Mul holding a residual Add and a Relu joins the chain";
+    check_set_case("fuse_elementwise: a Mul holding a residual Add and a Relu joins the chain");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 4, (int64_t[]){-1, 4, 6, 6});
@@ -1144,16 +1110,16 @@ static void test_fuse_elementwise_epilogue(void) {
     const char *path = save(&b, "ew_epilogue.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "FusedElementwise");
-        EXPECT_FUSED_CHAIN(m, "Exp+Mul+Add+Relu", "x", "k", "r");
-        EXPECT_SAME_AS_UNFUSED(path, m);
+        CHECK_OPS(m, "FusedElementwise");
+        CHECK_FUSED_CHAIN(m, "Exp+Mul+Add+Relu", "x", "k", "r");
+        CHECK_SAME_AS_UNFUSED(path, m);
     }
     nn_free(m);
     builder_free(&b);
 }
 
 static void test_fuse_elementwise_stops(void) {
-    test_case = "fuse_elementwise: an intermediate with a second reader ends the chain";
+    check_set_case("fuse_elementwise: an intermediate with a second reader ends the chain");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 4, (int64_t[]){-1, 4, 6, 6});
@@ -1166,14 +1132,14 @@ static void test_fuse_elementwise_stops(void) {
     const char *path = save(&b, "ew_shared.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "Neg FusedElementwise Sigmoid");
-        EXPECT_FUSED_CHAIN(m, "Abs+Exp", "a");
-        EXPECT_SAME_AS_UNFUSED(path, m);
+        CHECK_OPS(m, "Neg FusedElementwise Sigmoid");
+        CHECK_FUSED_CHAIN(m, "Abs+Exp", "a");
+        CHECK_SAME_AS_UNFUSED(path, m);
     }
     nn_free(m);
     builder_free(&b);
 
-    test_case = "fuse_elementwise: an intermediate that is a graph output ends the chain";
+    check_set_case("fuse_elementwise: an intermediate that is a graph output ends the chain");
     builder_init(&b);
     graph_input(&b, "x", 4, (int64_t[]){-1, 4, 6, 6});
     graph_output(&b, "a", 4, (int64_t[]){-1, 4, 6, 6});
@@ -1183,13 +1149,13 @@ static void test_fuse_elementwise_stops(void) {
     path = save(&b, "ew_output.onnx");
     m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "Neg Abs");
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_OPS(m, "Neg Abs");
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 
-    test_case = "fuse_elementwise: an operand broadcast across a gap in the dims stays out";
+    check_set_case("fuse_elementwise: an operand broadcast across a gap in the dims stays out");
     builder_init(&b);
     graph_input(&b, "x", 4, (int64_t[]){-1, 4, 6, 6});
     graph_output(&b, "y", 4, (int64_t[]){-1, 4, 6, 6});
@@ -1201,13 +1167,13 @@ static void test_fuse_elementwise_stops(void) {
     path = save(&b, "ew_gap.onnx");
     m = load(path, NULL);
     if (m) {
-        EXPECT_OPS(m, "Neg Mul Abs");
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_OPS(m, "Neg Mul Abs");
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
 
-    test_case = "fuse_elementwise: FusedElementwise in a model file is refused";
+    check_set_case("fuse_elementwise: FusedElementwise in a model file is refused");
     builder_init(&b);
     graph_input(&b, "x", 2, (int64_t[]){-1, 4});
     graph_output(&b, "y", 2, (int64_t[]){-1, 4});
@@ -1216,10 +1182,10 @@ static void test_fuse_elementwise_stops(void) {
     nn_options o = nn_options_default();
     m = NULL;
     nn_status st = nn_load(path, &o, &m);
-    EXPECT(st == NN_ERR_UNSUPPORTED && !m, "load: expected %s, got %s", nn_strerror(NN_ERR_UNSUPPORTED),
-           nn_strerror(st));
-    EXPECT(strstr(nn_last_error(), "optimizer") != NULL, "message: expected to say it is the optimizer's, got '%s'",
-           nn_last_error());
+    CHECK(st == NN_ERR_UNSUPPORTED && !m, "load: expected %s, got %s", nn_strerror(NN_ERR_UNSUPPORTED),
+          nn_strerror(st));
+    CHECK(strstr(nn_last_error(), "optimizer") != NULL, "message: expected to say it is the optimizer's, got '%s'",
+          nn_last_error());
     nn_free(m);
     builder_free(&b);
 }
@@ -1228,7 +1194,7 @@ static void test_fuse_elementwise_stops(void) {
  * features, read by a 1x1 conv, which takes the scale, shift and Relu into
  * its input packing and reads the Concat itself. */
 static void test_fuse_prologue(void) {
-    test_case = "fuse_prologue: BN+Relu over a Concat moves into the 1x1 conv reading it (DenseNet)";
+    check_set_case("fuse_prologue: BN+Relu over a Concat moves into the 1x1 conv reading it (DenseNet)");
     builder b;
     bn_stats s;
     builder_init(&b);
@@ -1242,26 +1208,26 @@ static void test_fuse_prologue(void) {
     const char *path = save(&b, "dense_layer.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_INT("FusedElementwise nodes", 0, count_op(m, NN_OP_FusedElementwise));
+        CHECK_EQ_INT("FusedElementwise nodes", 0, count_op(m, NN_OP_FusedElementwise));
         nn_node *conv = find_op(m, NN_OP_Conv);
-        if (EXPECT(conv && conv->has_prologue, "the Conv: expected a prologue (nodes [%s])", ops_string(m))) {
-            EXPECT(conv->prologue.act == NN_ACT_RELU, "prologue activation: expected Relu, got %s",
-                   act_name(conv->prologue.act));
-            EXPECT(!strcmp(input_name(m, conv, 0), "c"), "conv input: expected the Concat's 'c', got '%s'",
-                   input_name(m, conv, 0));
-            EXPECT(!strcmp(input_name(m, conv, conv->prologue.scale), "bn/scale") &&
-                       !strcmp(input_name(m, conv, conv->prologue.shift), "bn/shift"),
-                   "prologue operands: expected bn/scale and bn/shift, got '%s' and '%s'",
-                   input_name(m, conv, conv->prologue.scale), input_name(m, conv, conv->prologue.shift));
-            EXPECT(conv->fused && strstr(conv->fused, "input(Mul+Add+Relu)"),
-                   "fused label: expected it to name input(Mul+Add+Relu), got '%s'", conv->fused ? conv->fused : "");
+        if (CHECK(conv && conv->has_prologue, "the Conv: expected a prologue (nodes [%s])", ops_string(m))) {
+            CHECK(conv->prologue.act == NN_ACT_RELU, "prologue activation: expected Relu, got %s",
+                  act_name(conv->prologue.act));
+            CHECK(!strcmp(input_name(m, conv, 0), "c"), "conv input: expected the Concat's 'c', got '%s'",
+                  input_name(m, conv, 0));
+            CHECK(!strcmp(input_name(m, conv, conv->prologue.scale), "bn/scale") &&
+                      !strcmp(input_name(m, conv, conv->prologue.shift), "bn/shift"),
+                  "prologue operands: expected bn/scale and bn/shift, got '%s' and '%s'",
+                  input_name(m, conv, conv->prologue.scale), input_name(m, conv, conv->prologue.shift));
+            CHECK(conv->fused && strstr(conv->fused, "input(Mul+Add+Relu)"),
+                  "fused label: expected it to name input(Mul+Add+Relu), got '%s'", conv->fused ? conv->fused : "");
         }
         expect_outputs_close(path, m, "fuse_prologue", FUSED_TOL, __LINE__);
-        EXPECT_SAME_OUTPUTS(path, m);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     m = load_opts(path, 1, NULL, "fuse_prologue");
-    if (m) EXPECT_INT("FusedElementwise nodes without the pass", 1, count_op(m, NN_OP_FusedElementwise));
+    if (m) CHECK_EQ_INT("FusedElementwise nodes without the pass", 1, count_op(m, NN_OP_FusedElementwise));
     nn_free(m);
     builder_free(&b);
 }
@@ -1270,7 +1236,7 @@ static void test_fuse_prologue(void) {
  * 3x3 window; a 1x1 kernel with trailing pads, whose padded positions must
  * stay zero, not become Relu(shift)) or per group: the chain stays. */
 static void test_fuse_prologue_stops(void) {
-    test_case = "fuse_prologue: convs with padding, windows or groups keep the chain";
+    check_set_case("fuse_prologue: convs with padding, windows or groups keep the chain");
     builder b;
     bn_stats s;
     builder_init(&b);
@@ -1288,10 +1254,10 @@ static void test_fuse_prologue_stops(void) {
     const char *path = save(&b, "prologue_stops.onnx");
     nn_model *m = load(path, NULL);
     if (m) {
-        EXPECT_INT("FusedElementwise nodes", 3, count_op(m, NN_OP_FusedElementwise));
+        CHECK_EQ_INT("FusedElementwise nodes", 3, count_op(m, NN_OP_FusedElementwise));
         for (int i = 0; i < m->g.n_nodes; i++)
-            EXPECT(!m->g.nodes[i].has_prologue, "node '%s': expected no prologue", m->g.nodes[i].name);
-        EXPECT_SAME_OUTPUTS(path, m);
+            CHECK(!m->g.nodes[i].has_prologue, "node '%s': expected no prologue", m->g.nodes[i].name);
+        CHECK_SAME_OUTPUTS(path, m);
     }
     nn_free(m);
     builder_free(&b);
@@ -1300,11 +1266,11 @@ static void test_fuse_prologue_stops(void) {
 /* ---- verifier and manager */
 static void expect_verify(nn_model *m, nn_status want, const char *needle, const char *what) {
     nn_status st = nn_verify_graph(m, "test");
-    EXPECT(st == want, "%s: expected %s, got %s (%s)", what, nn_strerror(want), nn_strerror(st),
-           st == NN_OK ? "no message" : nn_last_error());
+    CHECK(st == want, "%s: expected %s, got %s (%s)", what, nn_strerror(want), nn_strerror(st),
+          st == NN_OK ? "no message" : nn_last_error());
     if (needle && st != NN_OK)
-        EXPECT(strstr(nn_last_error(), needle) != NULL, "%s: message expected to contain '%s', got '%s'", what, needle,
-               nn_last_error());
+        CHECK(strstr(nn_last_error(), needle) != NULL, "%s: message expected to contain '%s', got '%s'", what, needle,
+              nn_last_error());
 }
 
 static void swap_nodes(nn_graph *g, int i, int j) {
@@ -1318,7 +1284,7 @@ static void swap_nodes(nn_graph *g, int i, int j) {
 }
 
 static void test_verifier(void) {
-    test_case = "verifier: catches broken graphs";
+    check_set_case("verifier: catches broken graphs");
     builder b;
     builder_init(&b);
     graph_input(&b, "x", 2, (int64_t[]){-1, 4});
@@ -1352,14 +1318,14 @@ static void test_verifier(void) {
     }
     nn_free(m);
 
-    test_case = "pass manager: unknown pass names are rejected";
+    check_set_case("pass manager: unknown pass names are rejected");
     nn_options o = nn_options_default();
     o.passes = "fold_constants,no_such_pass";
     m = NULL;
     nn_status st = nn_load(path, &o, &m);
-    EXPECT(st == NN_ERR_ARG && !m, "unknown pass: expected %s, got %s", nn_strerror(NN_ERR_ARG), nn_strerror(st));
-    EXPECT(strstr(nn_last_error(), "no_such_pass") != NULL, "message: expected to name 'no_such_pass', got '%s'",
-           nn_last_error());
+    CHECK(st == NN_ERR_ARG && !m, "unknown pass: expected %s, got %s", nn_strerror(NN_ERR_ARG), nn_strerror(st));
+    CHECK(strstr(nn_last_error(), "no_such_pass") != NULL, "message: expected to name 'no_such_pass', got '%s'",
+          nn_last_error());
     nn_free(m);
     builder_free(&b);
 }
@@ -1397,6 +1363,5 @@ int main(void) {
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", nn_test_dir);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "../ops/winograd.h"
+#include "check.h"
 
 /* relative L2 error and largest error over the largest |reference| */
 static const double REL_L2_TOL = 1e-5, REL_MAX_TOL = 5e-5;
 /* multiply-adds per case: the suite runs under valgrind */
 static const double MAC_BUDGET = 4e6;
 
-static int passed, failed;
 static double worst_l2, worst_max;
 
 static uint32_t seed = 12345;
@@ -97,21 +97,17 @@ static void check_case(const conv_case *k, const char *label) {
         if (fabs(ref[i]) > ref_max) ref_max = fabs(ref[i]);
     }
     double rel_l2 = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2), rel_max = ref_max > 0 ? err_max / ref_max : err_max;
-    bool ok = st == NN_OK && rel_l2 <= REL_L2_TOL && rel_max <= REL_MAX_TOL;
     if (st == NN_OK) {
         if (!(rel_l2 <= worst_l2)) worst_l2 = rel_l2;
         if (!(rel_max <= worst_max)) worst_max = rel_max;
     }
-    if (ok) passed++;
-    else {
-        failed++;
-        printf("FAIL %s: N=%lld C=%lld M=%lld group=%lld %lldx%lld pads %lld,%lld,%lld,%lld bias=%d res=%d act=%d "
-               "threads=%d%s: status %d, rel L2 %.3g (tol %g), rel max %.3g (tol %g)\n",
-               label, (long long)s->batch, (long long)s->in_ch, (long long)s->out_ch, (long long)s->group,
-               (long long)s->in_h, (long long)s->in_w, (long long)s->pad_top, (long long)s->pad_left,
-               (long long)k->pad_bottom, (long long)k->pad_right, k->bias, k->residual, (int)k->act, k->threads,
-               k->short_workspace ? " (workspace for 1)" : "", (int)st, rel_l2, REL_L2_TOL, rel_max, REL_MAX_TOL);
-    }
+    CHECK(st == NN_OK && rel_l2 <= REL_L2_TOL && rel_max <= REL_MAX_TOL,
+          "%s: N=%lld C=%lld M=%lld group=%lld %lldx%lld pads %lld,%lld,%lld,%lld bias=%d res=%d act=%d threads=%d%s: "
+          "expected status 0, rel L2 <= %g, rel max <= %g; got status %d, rel L2 %.3g, rel max %.3g",
+          label, (long long)s->batch, (long long)s->in_ch, (long long)s->out_ch, (long long)s->group,
+          (long long)s->in_h, (long long)s->in_w, (long long)s->pad_top, (long long)s->pad_left,
+          (long long)k->pad_bottom, (long long)k->pad_right, k->bias, k->residual, (int)k->act, k->threads,
+          k->short_workspace ? " (workspace for 1)" : "", REL_L2_TOL, REL_MAX_TOL, (int)st, rel_l2, rel_max);
     free(x);
     free(w);
     free(b);
@@ -179,31 +175,24 @@ static void fixed_cases(void) {
     check_case(&k, "residual only");
 }
 
-static void expect_status(nn_status expected, nn_status actual, const char *what) {
-    if (expected == actual) {
-        passed++;
-        return;
-    }
-    failed++;
-    printf("FAIL %s: expected status %d, got %d\n", what, (int)expected, (int)actual);
-}
-
 static void error_cases(void) {
     conv_case k = make_case(1, 4, 4, 1, 8, 8, 1, 1, 1, 1);
     float x[4 * 64] = {0}, w[4 * 4 * 9] = {0}, y[4 * 64], ws[16], prep[16];
     k.s.stride_h = 2;
-    expect_status(NN_ERR_UNSUPPORTED, nn_winograd_prepare(&k.s, w, prep, 1), "stride 2 prepare");
-    expect_status(NN_ERR_UNSUPPORTED, nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, ws, sizeof ws, 1),
-                  "stride 2 run");
+    CHECK_EQ_INT("stride 2 prepare: status", NN_ERR_UNSUPPORTED, nn_winograd_prepare(&k.s, w, prep, 1));
+    CHECK_EQ_INT("stride 2 run: status", NN_ERR_UNSUPPORTED,
+                 nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, ws, sizeof ws, 1));
     k.s.stride_h = 1;
-    expect_status(NN_ERR_INTERNAL, nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, ws, sizeof ws, 1),
-                  "small workspace");
-    if (nn_winograd_workspace(&k.s, 1) <= sizeof ws) expect_status(NN_ERR_INTERNAL, NN_OK, "workspace size");
+    CHECK_EQ_INT("small workspace: status", NN_ERR_INTERNAL,
+                 nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, ws, sizeof ws, 1));
+    /* else the case above tells nothing */
+    CHECK(nn_winograd_workspace(&k.s, 1) > sizeof ws, "workspace for one thread: expected more than %zu bytes, got %zu",
+          sizeof ws, nn_winograd_workspace(&k.s, 1));
     /* an empty batch writes nothing */
     k.s.batch = 0;
     size_t ws_size = nn_winograd_workspace(&k.s, 2);
     void *big = malloc(ws_size);
-    expect_status(NN_OK, nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, big, ws_size, 2), "batch 0");
+    CHECK_EQ_INT("batch 0: status", NN_OK, nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, big, ws_size, 2));
     free(big);
 }
 
@@ -212,6 +201,5 @@ int main(void) {
     random_cases(60);
     error_cases();
     printf("worst relative L2 error %.3g, worst max error / max |y| %.3g\n", worst_l2, worst_max);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

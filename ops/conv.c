@@ -22,6 +22,7 @@
 #include "avx2.h"
 #include "epilogue.h"
 #include "gemm.h"
+#include "isa.h"
 #include "geom.h"
 #include "op.h"
 #include "window.h"
@@ -441,7 +442,7 @@ T512 static void dw_s2_avx512(const conv_geom *g, const float *x, const float *w
  * rows fill under half a vector. */
 static bool dw_s2_direct(const conv_geom *g) {
     int64_t k = g->kernel[0];
-    return !strcmp(nn_gemm_kernel_name(), "avx512") && (k == 3 || (k == 5 && g->out[1] >= 8)) && g->kernel[1] == k &&
+    return nn_isa_active() == NN_ISA_AVX512 && (k == 3 || (k == 5 && g->out[1] >= 8)) && g->kernel[1] == k &&
            g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;
 }
 
@@ -556,7 +557,7 @@ T512 static void dw_flat_avx512(const nn_flat_taps *t, int np, const float *cons
 /* Whether depthwise_2d runs g on the flat plane. */
 static bool dw_flat(const conv_geom *g, nn_flat_taps *t) {
     int64_t k = g->kernel[0];
-    if (strcmp(nn_gemm_kernel_name(), "avx512") || (k != 3 && k != 5) || g->kernel[1] != k) return false;
+    if (nn_isa_active() != NN_ISA_AVX512 || (k != 3 && k != 5) || g->kernel[1] != k) return false;
     for (int d = 0; d < 2; d++)
         if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d]) return false;
     return nn_flat_taps_init(t, g->in[0], g->in[1], k, k, g->pad[0], g->pad[1]);
@@ -585,10 +586,12 @@ static void dw_epilogue(const nn_epilogue *e, float *y, const float *res, int64_
  * 0.4-0.8x for 5x5, 0.5-0.9x for 3x3 stride 2 and 0.9x for 3x3 on 7x7, but
  * 1.02-1.12x for 3x3 stride 1 on 14x14 and 28x28, where dw_flat512 keeps
  * them. */
-static int64_t dw_blocked_max_pixels(const char *isa, int64_t k, int64_t s) {
-    if (!strcmp(isa, "avx2")) return k == 3 ? 32 * 32 : 64 * 64;
-    if (!strcmp(isa, "avx512")) return k == 5 ? 64 * 64 : s == 2 ? 32 * 32 : 9 * 9;
-    return 0;
+static int64_t dw_blocked_max_pixels(nn_isa isa, int64_t k, int64_t s) {
+    switch (isa) {
+    case NN_ISA_AVX2: return k == 3 ? 32 * 32 : 64 * 64;
+    case NN_ISA_AVX512: return k == 5 ? 64 * 64 : s == 2 ? 32 * 32 : 9 * 9;
+    default: return 0;
+    }
 }
 
 #define DWB_LANES 8
@@ -608,7 +611,7 @@ static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     if (dw_s2_direct(g)) return false;
     *ph = nn_padded_extent(g->out[0], s, k, 1, g->pad[0], g->in[0]);
     *pw = nn_padded_extent(g->out[1], s, k, 1, g->pad[1], g->in[1]);
-    return *ph * *pw <= dw_blocked_max_pixels(nn_gemm_kernel_name(), k, s);
+    return *ph * *pw <= dw_blocked_max_pixels(nn_isa_active(), k, s);
 }
 
 /* floats of one thread's scratch: the padded block, then the outputs */
@@ -790,7 +793,7 @@ static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const floa
 
 /* Whether dw_rotate_avx512 runs g. */
 static bool dw_rotate(const conv_geom *g) {
-    if (strcmp(nn_gemm_kernel_name(), "avx512") || g->kernel[0] != 3 || g->kernel[1] != 3 ||
+    if (nn_isa_active() != NN_ISA_AVX512 || g->kernel[0] != 3 || g->kernel[1] != 3 ||
         g->in_size > DW_PADDED_MAX || g->in[1] > DW_ROTATE_MAX_W)
         return false;
     for (int d = 0; d < 2; d++)
@@ -846,10 +849,10 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     bool padded = ph_n * pw_n <= DW_PADDED_MAX;
     int64_t a = 0, b = ow_n; /* interior columns */
     if (!padded) nn_valid_range(-pl, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
-    const char *isa = nn_gemm_kernel_name();
-    void (*plane_fn)(const conv_geom *, const dw_plane *) = !strcmp(isa, "avx512") ? dw_plane_avx512
-                                                            : !strcmp(isa, "avx2") ? dw_plane_avx2
-                                                                                   : dw_plane_scalar;
+    nn_isa isa = nn_isa_active();
+    void (*plane_fn)(const conv_geom *, const dw_plane *) = isa == NN_ISA_AVX512 ? dw_plane_avx512
+                                                            : isa == NN_ISA_AVX2 ? dw_plane_avx2
+                                                                                 : dw_plane_scalar;
     /* Stride 2 along rows reads every other float; the padded copy splits
      * each row by column parity instead (AVX-512 has dw_s2_512).
      * Measured in-process on Zen 3 (AVX2) for 3x3: 0.80x the time with 56
@@ -926,8 +929,7 @@ typedef struct conv_direct {
 
 static bool direct_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     int64_t s = g->stride[0];
-    const char *isa = nn_gemm_kernel_name();
-    if ((strcmp(isa, "avx2") && strcmp(isa, "avx512")) || g->nsp != 2 || g->group != 1 || g->in_ch > DIRECT_MAX_IN_CH ||
+    if (nn_isa_active() < NN_ISA_AVX2 || g->nsp != 2 || g->group != 1 || g->in_ch > DIRECT_MAX_IN_CH ||
         (s != 1 && s != 2) || g->stride[1] != s || g->dilation[0] != 1 || g->dilation[1] != 1 ||
         g->kernel[1] > DIRECT_MAX_KW)
         return false;
@@ -1055,7 +1057,7 @@ static void conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const fl
     /* clang-format on */
     int64_t plane = ph * pw + DIRECT_SLACK, half = g->stride[0] == 2 ? (pw + 1) / 2 : 0;
     void (*row)(const conv_direct *, int64_t) =
-        strcmp(nn_gemm_kernel_name(), "avx512") ? direct_row_avx2 : direct_row_avx512;
+        nn_isa_active() == NN_ISA_AVX512 ? direct_row_avx512 : direct_row_avx2;
     double work = (double)g->batch * (double)g->out_ch * (double)g->out_size * (double)(g->in_ch * g->kernel_size);
 #pragma omp parallel num_threads(threads) if (work > 1e5)
     for (int64_t n = 0; n < g->batch; n++) {

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "epilogue.h"
+#include "isa.h"
 
 #define KC_MAX 384
 
@@ -53,7 +54,6 @@ typedef struct gemm_kernel {
     int mr, nr;
     int mc, nc;      /* cache blocks (multiples of mr, nr) */
     bool b_in_place; /* tile reads a plain B where it lies (masked at its right edge) */
-    bool (*available)(void);
     void (*tile)(const tile_args *t);
     void (*act)(float *y, int64_t n, nn_act act, float alpha, float beta);
     float (*dot)(const float *x, const float *y, int64_t n);
@@ -771,71 +771,51 @@ PACK_CONV_FOR(avx512, T512)
 PACK_CONV_FOR(avx2, T256)
 PACK_CONV_FOR(scalar, )
 
-static bool has_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"); }
-static bool has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-static bool has_scalar(void) { return true; }
-
-static const gemm_kernel kernels[] = {
-    {.name = "avx512",
-     .mr = V16_MR,
-     .nr = 32,
-     .mc = 14 * 24,
-     .nc = 512,
-     .b_in_place = true,
-     .available = has_avx512,
-     .tile = tile_avx512,
-     .act = act_avx512,
-     .dot = dot_avx512,
-     .axpy = axpy_avx512,
-     .pack_conv = pack_conv_avx512,
-     .pack_plain = pack_plain_avx512},
-    {.name = "avx2",
-     .mr = V8_MR,
-     .nr = 16,
-     .mc = 6 * 24,
-     .nc = 256,
-     .available = has_avx2,
-     .tile = tile_avx2,
-     .act = act_avx2,
-     .dot = dot_avx2,
-     .axpy = axpy_avx2,
-     .pack_conv = pack_conv_avx2,
-     .pack_plain = pack_plain_avx2},
-    {.name = "scalar",
-     .mr = SC_MR,
-     .nr = SC_NR,
-     .mc = 64,
-     .nc = 256,
-     .available = has_scalar,
-     .tile = tile_scalar,
-     .act = act_scalar,
-     .dot = dot_scalar,
-     .axpy = axpy_scalar,
-     .pack_conv = pack_conv_scalar,
-     .pack_plain = pack_plain_scalar},
+/* Indexed by nn_isa: the family isa.h chose is the one that runs. */
+static const gemm_kernel kernels[NN_ISA_COUNT] = {
+    [NN_ISA_AVX512] = {.name = "avx512",
+                       .mr = V16_MR,
+                       .nr = 32,
+                       .mc = 14 * 24,
+                       .nc = 512,
+                       .b_in_place = true,
+                       .tile = tile_avx512,
+                       .act = act_avx512,
+                       .dot = dot_avx512,
+                       .axpy = axpy_avx512,
+                       .pack_conv = pack_conv_avx512,
+                       .pack_plain = pack_plain_avx512},
+    [NN_ISA_AVX2] = {.name = "avx2",
+                     .mr = V8_MR,
+                     .nr = 16,
+                     .mc = 6 * 24,
+                     .nc = 256,
+                     .tile = tile_avx2,
+                     .act = act_avx2,
+                     .dot = dot_avx2,
+                     .axpy = axpy_avx2,
+                     .pack_conv = pack_conv_avx2,
+                     .pack_plain = pack_plain_avx2},
+    [NN_ISA_SCALAR] = {.name = "scalar",
+                       .mr = SC_MR,
+                       .nr = SC_NR,
+                       .mc = 64,
+                       .nc = 256,
+                       .tile = tile_scalar,
+                       .act = act_scalar,
+                       .dot = dot_scalar,
+                       .axpy = axpy_scalar,
+                       .pack_conv = pack_conv_scalar,
+                       .pack_plain = pack_plain_scalar},
 };
-#define N_KERNELS ((int)(sizeof kernels / sizeof kernels[0]))
 
-static int active_kernel = -1; /* accessed atomically: the first callers may race to set it */
+static int kernel_index(void) { return (int)nn_isa_active(); }
 
-static int kernel_index(void) {
-    int k = __atomic_load_n(&active_kernel, __ATOMIC_RELAXED);
-    if (k >= 0) return k;
-    for (k = 0; k < N_KERNELS - 1 && !kernels[k].available(); k++) {
-    }
-    __atomic_store_n(&active_kernel, k, __ATOMIC_RELAXED);
-    return k;
-}
-
-const char *nn_gemm_kernel_name(void) { return kernels[kernel_index()].name; }
+const char *nn_gemm_kernel_name(void) { return nn_isa_name(nn_isa_active()); }
 
 bool nn_gemm_use_kernel(const char *name) {
-    for (int k = 0; k < N_KERNELS; k++)
-        if (!strcmp(kernels[k].name, name) && kernels[k].available()) {
-            __atomic_store_n(&active_kernel, k, __ATOMIC_RELAXED);
-            return true;
-        }
-    return false;
+    nn_isa isa;
+    return nn_isa_parse(name, &isa) && nn_isa_select(isa);
 }
 
 void nn_gemm_act(float *y, int64_t n, nn_act act, float alpha, float beta) {

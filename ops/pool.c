@@ -8,6 +8,7 @@
 
 #include "avx2.h"
 #include "geom.h"
+#include "isa.h"
 #include "op.h"
 #include "window.h"
 
@@ -459,7 +460,7 @@ __attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64
  * (DenseNet's 2x2/2 transitions): the mean of whole windows, read in place,
  * instead of the separable passes through scratch. */
 static bool average_pool_2d_direct(const pool_geom *g) {
-    if (g->nsp != 2 || !__builtin_cpu_supports("avx512f") || g->stride[1] > 2) return false;
+    if (g->nsp != 2 || nn_isa_active() != NN_ISA_AVX512 || g->stride[1] > 2) return false;
     for (int d = 0; d < 2; d++)
         if (g->dilation[d] != 1 || g->pad[d] != 0 || g->pad_end[d] != 0 ||
             (g->out[d] - 1) * g->stride[d] + g->kernel[d] > g->in[d])
@@ -485,7 +486,7 @@ static void average_pool_2d(const pool_geom *g, const float *x, float *y, int th
  * 28x28 and smaller planes): a pass along rows, then one along columns, on
  * the flat plane (window.h). */
 static bool max_pool_flat(const pool_geom *g, nn_dtype dtype, nn_flat_taps *t) {
-    if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || !__builtin_cpu_supports("avx512f")) return false;
+    if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || nn_isa_active() != NN_ISA_AVX512) return false;
     for (int d = 0; d < 2; d++)
         if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d]) return false;
     return nn_flat_taps_init(t, g->in[0], g->in[1], g->kernel[0], g->kernel[1], g->pad[0], g->pad[1]);
@@ -521,9 +522,9 @@ static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const fl
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
     int64_t pt = g->pad[0], pl = g->pad[1];
     void (*row)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t) =
-        __builtin_cpu_supports("avx512f") ? max_row_avx512
-        : __builtin_cpu_supports("avx2")  ? max_row_avx2
-                                          : max_row_portable;
+        nn_isa_active() == NN_ISA_AVX512 ? max_row_avx512
+        : nn_isa_active() == NN_ISA_AVX2 ? max_row_avx2
+                                         : max_row_portable;
 #pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > 32768)
     for (int64_t p = 0; p < g->planes; p++) {
         float buf[MAX_POOL_PLANE_MAX + POOL_SLACK];

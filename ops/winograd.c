@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "epilogue.h"
+#include "isa.h"
 #include "winograd.h"
 
 enum {
@@ -368,8 +369,8 @@ DEFINE_ISA(portable, , 2, CASES_2)
 
 static item_fn pick_item(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    if (__builtin_cpu_supports("avx512f")) return avx512_item;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2_item;
+    if (nn_isa_active() == NN_ISA_AVX512) return avx512_item;
+    if (nn_isa_active() == NN_ISA_AVX2) return avx2_item;
 #endif
     return portable_item;
 }

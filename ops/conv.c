@@ -218,7 +218,7 @@ static void col2im(const conv_geom *g, int64_t channels, const float *col, const
                    const nn_epilogue *e, const float *res, int threads) {
     int last = g->nsp - 1;
     int64_t inner = g->in[last], outer = g->in_size / inner;
-#pragma omp parallel for num_threads(threads) if (channels * g->kernel_size * g->in_size > 32768)
+#pragma omp parallel for num_threads(threads) if (channels * g->kernel_size * g->in_size > NN_PAR_MIN)
     for (int64_t m = 0; m < channels; m++) {
         float *dst = y + m * g->out_size;
         float b0 = bias ? bias[m] : 0.0f;
@@ -734,7 +734,7 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
     float *scratch = (float *)((char *)workspace + dw_blocked_table_bytes(g));
     size_t per_thread = dw_blocked_thread_floats(g, ph, pw);
     int64_t groups = (g->out_ch + DWB_LANES - 1) / DWB_LANES, tasks = g->batch * groups;
-#pragma omp parallel num_threads(threads) if (tasks > 1 && tasks * g->out_size * g->kernel_size * DWB_LANES > 32768)
+#pragma omp parallel num_threads(threads) if (tasks > 1 && tasks * g->out_size * g->kernel_size * DWB_LANES > NN_PAR_MIN)
     {
         float *pixels = scratch + per_thread * (size_t)omp_get_thread_num(), *outs = pixels + ph * pw * DWB_LANES;
         memset(pixels, 0, sizeof(float) * (size_t)(ph * pw * DWB_LANES)); /* the pads: blocks write the interior */
@@ -774,7 +774,7 @@ static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const floa
     int64_t planes = g->batch * g->out_ch;
     bool pairs = t->kh == 3 && (double)planes * (double)g->in_size * sizeof(float) <= DW_FLAT_PAIR_MAX_BYTES;
     int64_t np = pairs ? 2 : 1, tasks = (planes + np - 1) / np;
-#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
+#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
     for (int64_t task = 0; task < tasks; task++) {
         int64_t p0 = task * np, here = planes - p0 < np ? planes - p0 : np;
         const float *xs[2], *ws[2];
@@ -811,7 +811,7 @@ static void depthwise_rotate(const conv_geom *g, const float *x, const float *w,
     int64_t planes = g->batch * g->out_ch, margin = DW_ROTATE_MARGIN(g->in[1]);
     uint16_t edges[DW_PADDED_MAX / 16][2];
     dw_rotate_edges(g->in_size, g->in[1], edges);
-#pragma omp parallel num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
+#pragma omp parallel num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
     {
         float buf[DW_ROTATE_BUF_FLOATS];
         memset(buf, 0, sizeof(float) * (size_t)(g->in_size + 2 * margin));
@@ -862,7 +862,7 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     bool split = padded && kh_n == 3 && kw_n == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 &&
                  ow_n >= DW_SPLIT_MIN_COLS && ow_n % 8 == 0 && plane_fn != dw_plane_avx512;
     int64_t half = split ? (pw_n + 1) / 2 : 0;
-#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > 32768)
+#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         float buf[DW_PADDED_MAX + DW_SLACK];
         int64_t oc = p % g->out_ch;

@@ -1237,7 +1237,7 @@ static void gemv(const nn_gemm *g, int threads) {
                                 ? g->bias + bo * g->stride_bias[0] + bi * g->stride_bias[1]
                                 : NULL;
         bool axpy = !cols && !g->trans_b;
-#pragma omp parallel num_threads(threads) if (threads > 1 && len * g->k > 32768)
+#pragma omp parallel num_threads(threads) if (threads > 1 && len * g->k > NN_PAR_MIN)
         {
             int nt = omp_get_num_threads(), id = omp_get_thread_num();
             int64_t lo = len * id / nt, hi = len * (id + 1) / nt;

@@ -59,7 +59,7 @@ static nn_status run_batch_norm(nn_call *c) {
     int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
     const float *src = x->data;
     float *dst = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (planes * n > 32768)
+#pragma omp parallel for num_threads(c->threads) if (planes * n > NN_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         int64_t ch = pl % channels;
         float a = (float)(scale[ch] / sqrt((double)var[ch] + p->epsilon));

@@ -221,4 +221,8 @@ nn_status nn_input_ints(nn_call *c, int i, const char *what, int64_t *out, int c
  * (one thread team for the whole engine; BLAS calls are made serially inside it
  * or with the engine's thread count outside it). */
 
+/* Work (elements, or multiply-adds) below which a kernel's loop stays on one
+ * thread: waking the team costs more than it saves on smaller loops. */
+#define NN_PAR_MIN 32768
+
 #endif

@@ -475,7 +475,7 @@ __attribute__((target("avx512f"))) static void mean_row_avx512(const float *buf,
 
 static void average_pool_2d(const pool_geom *g, const float *x, float *y, int threads) {
     int64_t iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1], sh = g->stride[0];
-#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * g->kernel[0] * g->kernel[1] > 32768)
+#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * g->kernel[0] * g->kernel[1] > NN_PAR_MIN)
     for (int64_t p = 0; p < g->planes; p++)
         for (int64_t oh = 0; oh < oh_n; oh++)
             mean_row_avx512(x + p * g->in_size + oh * sh * iw_n, iw_n, y + p * g->out_size + oh * ow_n, ow_n,
@@ -509,7 +509,7 @@ __attribute__((target("avx512f"))) static void flat_pass(const nn_flat_taps *t, 
 }
 
 static void max_pool_flat_planes(const nn_flat_taps *t, int64_t planes, const float *x, float *y, int threads) {
-#pragma omp parallel for num_threads(threads) if (planes * t->n * (t->kh + t->kw) > 65536)
+#pragma omp parallel for num_threads(threads) if (planes * t->n * (t->kh + t->kw) > 2 * NN_PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         float rows[NN_FLAT_VECS * 16];
         flat_pass(t, x + p * t->n, rows, t->kw, t->pl, 1, t->row_tap);
@@ -525,7 +525,7 @@ static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const fl
         nn_isa_active() == NN_ISA_AVX512 ? max_row_avx512
         : nn_isa_active() == NN_ISA_AVX2 ? max_row_avx2
                                          : max_row_portable;
-#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > 32768)
+#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > NN_PAR_MIN)
     for (int64_t p = 0; p < g->planes; p++) {
         float buf[MAX_POOL_PLANE_MAX + POOL_SLACK];
         nn_pad_plane(buf, ph_n, pw_n, POOL_SLACK, x + p * g->in_size, ih_n, iw_n, pt, pl, -INFINITY);
@@ -638,7 +638,7 @@ static float plane_max(const float *x, int64_t n) {
         int64_t planes = x->dims[0] * x->dims[1], n = nn_shape_elements(x->dims + 2, x->ndim - 2);                     \
         const float *src = x->data;                                                                                    \
         float *dst = c->out[0].data;                                                                                   \
-        _Pragma("omp parallel for num_threads(c->threads) if (planes * n > 32768)") for (int64_t p = 0; p < planes;    \
+        _Pragma("omp parallel for num_threads(c->threads) if (planes * n > NN_PAR_MIN)") for (int64_t p = 0; p < planes;    \
                                                                                          p++) {                        \
             const float *xp = src + p * n;                                                                             \
             dst[p] = (reduce);                                                                                         \
@@ -692,7 +692,7 @@ static nn_status run_lrn(nn_call *c) {
     int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
     const float *src = x->data;
     float *dst = c->out[0].data, scale = p->alpha / (float)p->size;
-#pragma omp parallel for num_threads(c->threads) if (planes * n * p->size > 32768)
+#pragma omp parallel for num_threads(c->threads) if (planes * n * p->size > NN_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         int64_t ch = pl % channels, img = pl - ch;
         int64_t lo = ch - (p->size - 1) / 2, hi = ch + p->size / 2;

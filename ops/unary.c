@@ -7,7 +7,6 @@
 
 #include "op.h"
 
-#define PAR_MIN 32768 /* elements below which a loop runs on one thread */
 #define DT(code) (1u << NN_DTYPE_##code)
 
 /* Attributes of every activation; an op reads the ones it has. */
@@ -79,7 +78,7 @@ static void copy_data(const nn_call *c) {
     case NN_DTYPE_##code: {                                                                    \
         const T *src = c->in[0].data;                                                          \
         T *dst = c->out[0].data;                                                               \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
         for (int64_t i = 0; i < n; i++) {                                                      \
             T x = src[i];                                                                      \
             dst[i] = (T)(expr);                                                                \
@@ -231,7 +230,7 @@ static nn_status infer_Clip(nn_call *c) {
         if (p->from_attrs) lo = (T)p->lo, hi = (T)p->hi;                                       \
         const T *src = c->in[0].data;                                                          \
         T *dst = c->out[0].data;                                                               \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
         for (int64_t i = 0; i < n; i++) {                                                      \
             T v = src[i] < lo ? lo : src[i];                                                   \
             dst[i] = v > hi ? hi : v;                                                          \
@@ -424,7 +423,7 @@ static inline int64_t float_to_int(float x, int64_t lo, int64_t hi) {
     case NN_DTYPE_##SCODE: {                                                                   \
         const TS *src = c->in[0].data;                                                         \
         TD *dst = c->out[0].data;                                                              \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
         for (int64_t i = 0; i < n; i++) dst[i] = CONVERT(DCODE, TD, lo, hi, src[i]);          \
         break;                                                                                 \
     }

@@ -20,6 +20,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "act_x86.h"
 #include "epilogue.h"
 #include "isa.h"
 
@@ -69,65 +70,21 @@ static bool act_in_tile(nn_act act) { return act != NN_ACT_TANH; }
 
 /* ---- element-wise helpers, compiled once per ISA through the wrappers below */
 
-/* exp(x) by Cody-Waite range reduction and a degree-6 polynomial (Cephes'
- * expf coefficients, a couple of ulp); written branch-free so that loops
- * over it vectorize.  x is clamped to where exp is a normal float. */
-static inline float exp_poly(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float r = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
-    float f = x - r * 0.693359375f + r * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * f + 1.3981999507e-3f;
-    p = p * f + 8.3334519073e-3f;
-    p = p * f + 4.1665795894e-2f;
-    p = p * f + 1.6666665459e-1f;
-    p = p * f + 5.0000001201e-1f;
-    p = p * f * f + f + 1.0f;
-    int32_t bits = ((int32_t)r + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
+/* The activations of act.h over an array, the switch outside the loops so
+ * that each case vectorizes for the ISA it is compiled for. */
 static inline __attribute__((always_inline)) void act_body(float *y, int64_t n, nn_act act, float a, float b) {
     switch (act) {
+#define ACT_LOOP(A)                                                                                                        case A:                                                                                                                    for (int64_t i = 0; i < n; i++)                                                                                            y[i] = nn_act_apply(A, a, b, y[i]);                                                                                break;
+        ACT_LOOP(NN_ACT_RELU)
+        ACT_LOOP(NN_ACT_CLIP)
+        ACT_LOOP(NN_ACT_LEAKY_RELU)
+        ACT_LOOP(NN_ACT_SIGMOID)
+        ACT_LOOP(NN_ACT_HARD_SIGMOID)
+        ACT_LOOP(NN_ACT_HARD_SWISH)
+        ACT_LOOP(NN_ACT_SILU)
+        ACT_LOOP(NN_ACT_TANH)
+#undef ACT_LOOP
     case NN_ACT_NONE: break;
-    case NN_ACT_RELU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-        break;
-    case NN_ACT_CLIP:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = y[i] < a ? a : (y[i] > b ? b : y[i]);
-        break;
-    case NN_ACT_LEAKY_RELU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = y[i] < 0.0f ? a * y[i] : y[i];
-        break;
-    case NN_ACT_SIGMOID:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = 1.0f / (1.0f + exp_poly(-y[i]));
-        break;
-    case NN_ACT_HARD_SIGMOID:
-        for (int64_t i = 0; i < n; i++) {
-            float v = a * y[i] + b;
-            y[i] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
-        }
-        break;
-    case NN_ACT_HARD_SWISH:
-        for (int64_t i = 0; i < n; i++) {
-            float v = y[i] / 6.0f + 0.5f;
-            y[i] *= v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
-        }
-        break;
-    case NN_ACT_SILU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = y[i] / (1.0f + exp_poly(-y[i]));
-        break;
-    case NN_ACT_TANH: /* 2 sigmoid(2x) - 1 loses relative precision near 0 */
-        for (int64_t i = 0; i < n; i++)
-            y[i] = tanhf(y[i]);
-        break;
     }
 }
 
@@ -150,8 +107,6 @@ static inline __attribute__((always_inline)) void axpy_body(float *restrict y, f
     TARGET static float dot_##SUFFIX(const float *x, const float *y, int64_t n) { return dot_body(x, y, n); }          \
     TARGET static void axpy_##SUFFIX(float *y, float a, const float *x, int64_t n) { axpy_body(y, a, x, n); }
 
-#define T512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
-#define T256 __attribute__((target("avx2,fma")))
 ELEMENTWISE_FOR(avx512, T512)
 ELEMENTWISE_FOR(avx2, T256)
 ELEMENTWISE_FOR(scalar, )
@@ -187,63 +142,6 @@ static void tile_scalar(const tile_args *t) {
             for (int j = 0; j < SC_NR; j++)
                 acc[i][j] += a[i] * b[j];
     merge_tile(t, &acc[0][0], SC_NR);
-}
-
-/* ---- activations on vectors, for the kernels' epilogues: exp as in
- *      exp_poly, 2^r put in by scalef (AVX-512) or the exponent bits (AVX2) */
-static inline __attribute__((always_inline)) T512 __m512 exp512(__m512 x) {
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
-    __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_fnmadd_ps(r, _mm512_set1_ps(0.693359375f), x);
-    f = _mm512_fnmadd_ps(r, _mm512_set1_ps(-2.12194440e-4f), f);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, f), f, _mm512_add_ps(f, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, r);
-}
-static inline __attribute__((always_inline)) T256 __m256 exp256(__m256 x) {
-    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
-    __m256 r = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_fnmadd_ps(r, _mm256_set1_ps(0.693359375f), x);
-    f = _mm256_fnmadd_ps(r, _mm256_set1_ps(-2.12194440e-4f), f);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(_mm256_mul_ps(p, f), f, _mm256_add_ps(f, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(r), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-/* One body for both widths: V(op) names the intrinsic of the width. */
-#define ACT_VEC_BODY(V, EXP)                                                                                           \
-    switch (act) {                                                                                                     \
-    case NN_ACT_RELU: return V(max_ps)(v, V(setzero_ps)());                                                            \
-    case NN_ACT_CLIP: return V(min_ps)(V(max_ps)(v, V(set1_ps)(a)), V(set1_ps)(b));                                    \
-    case NN_ACT_LEAKY_RELU: return V(max_ps)(v, V(setzero_ps)()) + V(min_ps)(v, V(setzero_ps)()) * V(set1_ps)(a);      \
-    case NN_ACT_SIGMOID: return V(div_ps)(V(set1_ps)(1.0f), V(set1_ps)(1.0f) + EXP(-v));                               \
-    case NN_ACT_HARD_SIGMOID:                                                                                          \
-        return V(min_ps)(V(max_ps)(v * V(set1_ps)(a) + V(set1_ps)(b), V(setzero_ps)()), V(set1_ps)(1.0f));             \
-    case NN_ACT_HARD_SWISH:                                                                                            \
-        return v * V(min_ps)(V(max_ps)(v / V(set1_ps)(6.0f) + V(set1_ps)(0.5f), V(setzero_ps)()), V(set1_ps)(1.0f));   \
-    case NN_ACT_SILU: return V(div_ps)(v, V(set1_ps)(1.0f) + EXP(-v));                                                 \
-    default: return v;                                                                                                 \
-    }
-#define V512(op) _mm512_##op
-#define V256(op) _mm256_##op
-static inline __attribute__((always_inline)) T512 __m512 act512(__m512 v, nn_act act, float a, float b) {
-    ACT_VEC_BODY(V512, exp512)
-}
-static inline __attribute__((always_inline)) T256 __m256 act256(__m256 v, nn_act act, float a, float b) {
-    ACT_VEC_BODY(V256, exp256)
 }
 
 /* ---- AVX2 kernel: 6 x 16 */
@@ -302,7 +200,7 @@ static inline __attribute__((always_inline)) T256 void tile256_rows(const int R,
             EACH_ROW_VEC y[v][i] = _mm256_min_ps(_mm256_max_ps(y[v][i], lo), hi);
             break;
         }
-        default: EACH_ROW_VEC y[v][i] = act256(y[v][i], t->act, t->alpha, t->beta);
+        default: EACH_ROW_VEC y[v][i] = nn_act256(y[v][i], t->act, t->alpha, t->beta);
         }
     }
     EACH_ROW_VEC _mm256_storeu_ps(t->c + i * t->ldc + 8 * v, y[v][i]);
@@ -337,7 +235,7 @@ static inline __attribute__((always_inline)) T512 __m512 epi512(__m512 v, const 
     if (t->bias_row) v = _mm512_add_ps(v, _mm512_set1_ps(t->bias_row[i]));
     if (t->bias_col) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, t->bias_col + j));
     if (t->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, t->res + i * t->ldr + j));
-    return act512(v, t->act, t->alpha, t->beta);
+    return nn_act512(v, t->act, t->alpha, t->beta);
 }
 
 /* r[i] lane j -> r[j] lane i, for 16 rows of 16: 32-bit, then 64-bit
@@ -390,7 +288,7 @@ static inline __attribute__((always_inline)) T512 void store512_transposed(const
             if (t->bias_row) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rows, t->bias_row));
             if (t->bias_col) v = _mm512_add_ps(v, _mm512_set1_ps(t->bias_col[j0 + j]));
             if (t->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rows, t->res + (j0 + j) * t->ldr));
-            v = act512(v, t->act, t->alpha, t->beta);
+            v = nn_act512(v, t->act, t->alpha, t->beta);
         }
         _mm512_mask_storeu_ps(c, rows, v);
     }

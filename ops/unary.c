@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "act.h"
 #include "op.h"
 
 #define DT(code) (1u << NN_DTYPE_##code)
@@ -104,34 +105,6 @@ static void copy_data(const nn_call *c) {
                                      .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .parse = parse_fn,  \
                                      .infer = infer_##Name, .run = run_##Name, .as_activation = act_fn};
 
-static inline float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
-
-/* e^x written so that the compiler vectorizes the loop around it (libm's expf
- * is one call per element): x = n ln2 + r with |r| <= ln2/2, a degree-7 Taylor
- * polynomial for e^r (error under 2 ulp), 2^n put straight into the exponent.
- * Inputs are clamped to +-87, so it is only for uses that saturate there. */
-static inline float exp_clamped(float x) {
-    const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
-    float t = x * 1.44269504f + round_magic;
-    float n = t - round_magic;
-    float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f; /* ln2 in two parts */
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4B400000 + 127) * (1 << 23); /* n sits in t's low mantissa bits */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
 /* log(1 + e^x) without overflow for large x */
 static inline float softplus(float x) { return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
 
@@ -176,14 +149,14 @@ UNARY(Sin, T_FLOAT, NULL, NULL, sinf(x))
 UNARY(Cos, T_FLOAT, NULL, NULL, cosf(x))
 UNARY(Tanh, T_FLOAT, NULL, as_act_Tanh, tanhf(x))
 UNARY(Erf, T_FLOAT, NULL, NULL, erff(x))
-UNARY(Sigmoid, T_FLOAT, NULL, as_act_Sigmoid, 1.0f / (1.0f + exp_clamped(-x)))
+UNARY(Sigmoid, T_FLOAT, NULL, as_act_Sigmoid, nn_act_apply(NN_ACT_SIGMOID, 0.0f, 0.0f, x))
 UNARY(Softplus, T_FLOAT, NULL, NULL, softplus(x))
 UNARY(Softsign, T_FLOAT, NULL, NULL, x / (1.0f + fabsf(x)))
-UNARY(HardSwish, T_FLOAT, NULL, as_act_HardSwish, x * clamp01(x * (1.0f / 6.0f) + 0.5f))
-UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, as_act_LeakyRelu, x >= 0.0f ? x : p->alpha * x)
+UNARY(HardSwish, T_FLOAT, NULL, as_act_HardSwish, nn_act_apply(NN_ACT_HARD_SWISH, 0.0f, 0.0f, x))
+UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, as_act_LeakyRelu, nn_act_apply(NN_ACT_LEAKY_RELU, p->alpha, 0.0f, x))
 UNARY(Elu, T_FLOAT, parse_Elu, NULL, x >= 0.0f ? x : p->alpha * expm1f(x))
 UNARY(Selu, T_FLOAT, parse_Selu, NULL, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
-UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, as_act_HardSigmoid, clamp01(p->alpha * x + p->beta))
+UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, as_act_HardSigmoid, nn_act_apply(NN_ACT_HARD_SIGMOID, p->alpha, p->beta, x))
 
 /* ---- Clip: bounds are attributes before opset 11, optional scalar inputs since. */
 

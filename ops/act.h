@@ -21,17 +21,17 @@
  * vectorize; x is clamped to where e^x is a normal float.  The constants are
  * the definition: the CPU kernels' vector forms (act_x86.h) take the same
  * steps with them. */
-#define NN_EXP_MIN   -87.0f
-#define NN_EXP_MAX   88.0f
-#define NN_EXP_LOG2E 1.44269504088896341f
-#define NN_EXP_LN2_HI 0.693359375f   /* ln 2 = HI + LO, HI exact in few bits */
+#define NN_EXP_MIN    -87.0f
+#define NN_EXP_MAX    88.0f
+#define NN_EXP_LOG2E  1.44269504088896341f
+#define NN_EXP_LN2_HI 0.693359375f /* ln 2 = HI + LO, HI exact in few bits */
 #define NN_EXP_LN2_LO -2.12194440e-4f
-#define NN_EXP_P0    1.9875691500e-4f /* p(f) = ((((P0 f + P1) f + P2) f + P3) f + P4) f + P5 */
-#define NN_EXP_P1    1.3981999507e-3f
-#define NN_EXP_P2    8.3334519073e-3f
-#define NN_EXP_P3    4.1665795894e-2f
-#define NN_EXP_P4    1.6666665459e-1f
-#define NN_EXP_P5    5.0000001201e-1f /* e^f = p(f) f^2 + f + 1 */
+#define NN_EXP_P0     1.9875691500e-4f /* p(f) = ((((P0 f + P1) f + P2) f + P3) f + P4) f + P5 */
+#define NN_EXP_P1     1.3981999507e-3f
+#define NN_EXP_P2     8.3334519073e-3f
+#define NN_EXP_P3     4.1665795894e-2f
+#define NN_EXP_P4     1.6666665459e-1f
+#define NN_EXP_P5     5.0000001201e-1f /* e^f = p(f) f^2 + f + 1 */
 
 static inline NN_HOST_DEVICE float nn_exp(float x) {
     x = x < NN_EXP_MIN ? NN_EXP_MIN : (x > NN_EXP_MAX ? NN_EXP_MAX : x);

@@ -41,8 +41,8 @@ static inline __attribute__((always_inline)) T512 __m512 nn_exp512(__m512 x) {
 
 static inline __attribute__((always_inline)) T256 __m256 nn_exp256(__m256 x) {
     x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(NN_EXP_MAX)), _mm256_set1_ps(NN_EXP_MIN));
-    __m256 r = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(NN_EXP_LOG2E)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r =
+        _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(NN_EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 f, p;
     NN_EXP_VEC_STEPS(V256, x, r, f, p)
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(r), _mm256_set1_epi32(127)), 23);

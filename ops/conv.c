@@ -434,8 +434,8 @@ static nn_status run_conv(nn_call *c) {
         return NN_OK;
     case PATH_WINOGRAD:
         if (!p) break; /* not prepared: the GEMM reads the weights as they are */
-        st = nn_winograd_run(&ws, c->in[0].data, prepared_data(p), bias, c->epilogue, res, c->out[0].data,
-                             c->workspace, c->workspace_size, c->threads);
+        st = nn_winograd_run(&ws, c->in[0].data, prepared_data(p), bias, c->epilogue, res, c->out[0].data, c->workspace,
+                             c->workspace_size, c->threads);
         return st == NN_OK ? NN_OK
                            : nn_call_error(c, st, "Winograd conv failed (workspace of %zu bytes)", c->workspace_size);
     case PATH_GEMM:

@@ -394,7 +394,6 @@ static size_t dw_blocked_workspace(const conv_geom *g, int threads) {
     return dw_blocked_fits(g, &ph, &pw) ? dw_blocked_bytes(g, ph, pw, threads) : 0;
 }
 
-
 /* r[0..7] (rows) become their columns. */
 static inline __attribute__((always_inline)) T256 void transpose8(__m256 r[8]) {
     __m256 t[8], u[8];
@@ -491,7 +490,8 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
     float *scratch = (float *)((char *)workspace + dw_blocked_table_bytes(g));
     size_t per_thread = dw_blocked_thread_floats(g, ph, pw);
     int64_t groups = (g->out_ch + DWB_LANES - 1) / DWB_LANES, tasks = g->batch * groups;
-#pragma omp parallel num_threads(threads) if (tasks > 1 && tasks * g->out_size * g->kernel_size * DWB_LANES > NN_PAR_MIN)
+#pragma omp parallel num_threads(threads) if (tasks > 1 &&                                                             \
+                                              tasks * g->out_size * g->kernel_size * DWB_LANES > NN_PAR_MIN)
     {
         float *pixels = scratch + per_thread * (size_t)omp_get_thread_num(), *outs = pixels + ph * pw * DWB_LANES;
         memset(pixels, 0, sizeof(float) * (size_t)(ph * pw * DWB_LANES)); /* the pads: blocks write the interior */
@@ -550,8 +550,8 @@ static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const floa
 
 /* Whether dw_rotate_avx512 runs g. */
 static bool dw_rotate(const conv_geom *g) {
-    if (nn_isa_active() != NN_ISA_AVX512 || g->kernel[0] != 3 || g->kernel[1] != 3 ||
-        g->in_size > DW_PADDED_MAX || g->in[1] > DW_ROTATE_MAX_W)
+    if (nn_isa_active() != NN_ISA_AVX512 || g->kernel[0] != 3 || g->kernel[1] != 3 || g->in_size > DW_PADDED_MAX ||
+        g->in[1] > DW_ROTATE_MAX_W)
         return false;
     for (int d = 0; d < 2; d++)
         if (g->stride[d] != 1 || g->dilation[d] != 1 || g->pad[d] != 1 || g->out[d] != g->in[d]) return false;

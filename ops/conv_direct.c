@@ -138,7 +138,7 @@ direct_block512(const int R, const int NV, const int KW, const conv_direct *d, i
     }                                                                                                                  \
     for (int64_t oc = 0; oc < oc_n && d->row_epilogue; oc++) { /* the row is still in L1 */                            \
         float *y = d->y + oc * d->g->out_size + oh * ow_n;                                                             \
-        nn_conv_epilogue(d->e, y, d->res ? d->res + (y - d->y) : NULL, ow_n);                                               \
+        nn_conv_epilogue(d->e, y, d->res ? d->res + (y - d->y) : NULL, ow_n);                                          \
     }
 
 /* Bodies built by macros: clang-format would take them for statements and
@@ -170,8 +170,7 @@ void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float 
                             int threads) {
     /* clang-format on */
     int64_t plane = ph * pw + DIRECT_SLACK, half = g->stride[0] == 2 ? (pw + 1) / 2 : 0;
-    void (*row)(const conv_direct *, int64_t) =
-        nn_isa_active() == NN_ISA_AVX512 ? direct_row_avx512 : direct_row_avx2;
+    void (*row)(const conv_direct *, int64_t) = nn_isa_active() == NN_ISA_AVX512 ? direct_row_avx512 : direct_row_avx2;
     double work = (double)g->batch * (double)g->out_ch * (double)g->out_size * (double)(g->in_ch * g->kernel_size);
 #pragma omp parallel num_threads(threads) if (work > 1e5)
     for (int64_t n = 0; n < g->batch; n++) {

@@ -27,8 +27,7 @@ static inline void nn_conv_epilogue(const nn_epilogue *e, float *y, const float 
  * otherwise. */
 size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads);
 void nn_conv_depthwise_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
-                           const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size,
-                           int threads);
+                           const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size, int threads);
 
 /* Direct, for few input channels: whether g fits (its padded plane ph x pw),
  * the workspace it needs, and the run. */
@@ -40,7 +39,6 @@ void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float 
 /* ConvTranspose: workspace bytes, and the run (false: workspace too small). */
 size_t nn_conv_transpose_workspace(const conv_geom *g, int threads);
 bool nn_conv_transpose_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
-                           const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size,
-                           int threads);
+                           const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size, int threads);
 
 #endif

@@ -428,10 +428,13 @@ static nn_status run_conv(nn_call *c) {
                               c->workspace_size, c->threads);
         return NN_OK;
     case PATH_DIRECT:
+#if NN_HAVE_X86 /* elsewhere conv_choose_path never takes it */
         if (c->workspace_size < nn_conv_direct_workspace(&g)) break; /* the GEMM needs none here */
         nn_conv_direct_run(&g, ph, pw, c->in[0].data, c->in[1].data, bias, c->out[0].data, c->epilogue, res,
                            c->workspace, c->threads);
         return NN_OK;
+#endif
+        break;
     case PATH_WINOGRAD:
         if (!p) break; /* not prepared: the GEMM reads the weights as they are */
         st = nn_winograd_run(&ws, c->in[0].data, prepared_data(p), bias, c->epilogue, res, c->out[0].data, c->workspace,

@@ -7,10 +7,15 @@
 #include <string.h>
 
 #include "act_x86.h"
-#include "avx2.h"
 #include "conv_kernels.h"
 #include "isa.h"
 #include "window.h"
+
+#if NN_HAVE_X86
+#include <immintrin.h>
+
+#include "avx2.h"
+#endif
 
 /* y[ow] += sum over kw of w[kw] * x[ow*s + kw*d + off] for ow in [a, b), all
  * taps inside the row.  Inlined with constant k, s, d for the common kernels
@@ -105,9 +110,12 @@ static inline __attribute__((always_inline)) void dw_plane_body(const conv_geom 
 /* compiled once per instruction set; the GEMM kernel in use picks one */
 #define DW_PLANE_FOR(SUFFIX, ATTR)                                                                                     \
     ATTR static void dw_plane_##SUFFIX(const conv_geom *g, const dw_plane *p) { dw_plane_body(g, p); }
+#if NN_HAVE_X86
 DW_PLANE_FOR(avx2, __attribute__((target("avx2,fma"))))
+#endif
 DW_PLANE_FOR(scalar, )
 
+#if NN_HAVE_X86 /* the vector kernels and their predicates; other targets run dw_plane_scalar */
 /* AVX-512, square K x K kernels, stride 1, dilation 1: 16 outputs per
  * vector, the weights held in registers.  Loads may run up to 16 floats past
  * a row (into the next row or the buffer's slack); those lanes are never
@@ -332,6 +340,8 @@ static bool dw_flat(const conv_geom *g, nn_flat_taps *t) {
     return nn_flat_taps_init(t, g->in[0], g->in[1], k, k, g->pad[0], g->pad[1]);
 }
 
+#endif
+
 /* Channel-blocked (AVX2 code, which AVX-512 machines run too): on small
  * planes (MobileNet's and EfficientNet's 28x28 and below) vectors along a
  * row are short and each output's taps form one dependent chain.  Here 8
@@ -368,7 +378,9 @@ static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     if (g->out_ch != g->group || (k != 3 && k != 5) || g->kernel[1] != k || (s != 1 && s != 2) || g->stride[1] != s ||
         g->dilation[0] != 1 || g->dilation[1] != 1)
         return false;
+#if NN_HAVE_X86
     if (dw_s2_direct(g)) return false;
+#endif
     *ph = nn_padded_extent(g->out[0], s, k, 1, g->pad[0], g->in[0]);
     *pw = nn_padded_extent(g->out[1], s, k, 1, g->pad[1], g->in[1]);
     return *ph * *pw <= dw_blocked_max_pixels(nn_isa_active(), k, s);
@@ -394,6 +406,7 @@ static size_t dw_blocked_workspace(const conv_geom *g, int threads) {
     return dw_blocked_fits(g, &ph, &pw) ? dw_blocked_bytes(g, ph, pw, threads) : 0;
 }
 
+#if NN_HAVE_X86
 /* r[0..7] (rows) become their columns. */
 static inline __attribute__((always_inline)) T256 void transpose8(__m256 r[8]) {
     __m256 t[8], u[8];
@@ -506,12 +519,21 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
     }
 }
 
+#endif
+
 /* Planes up to this many floats are copied into a zero-padded stack buffer
  * first, so that every tap is in bounds; larger ones check at the edges. */
 #define DW_PADDED_MAX     16384
 #define DW_SLACK          64 /* vector reads past the last row */
 #define DW_SPLIT_MIN_COLS 32
 
+/* The input plane that output plane p (image-major) of a depthwise conv reads. */
+static const float *dw_input_plane(const conv_geom *g, const float *x, int64_t p) {
+    int64_t n = p / g->out_ch, oc = p % g->out_ch;
+    return x + (n * g->in_ch + oc / (g->out_ch / g->group)) * g->in_size;
+}
+
+#if NN_HAVE_X86
 /* depthwise_2d on flat planes (dw_flat gave t): two planes per task for
  * 3x3 windows whose input is small enough to be in cache.  In-process on
  * Zen 5 against one plane per task, batch 1: 0.68-0.95x the time on
@@ -519,12 +541,6 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
  * EfficientNet-B0's 3x3 ones on 14x14; but at batch 64 (19-38 MB) 1.45-1.55x
  * on the 14x14 ones. */
 #define DW_FLAT_PAIR_MAX_BYTES (1 << 20)
-
-/* The input plane that output plane p (image-major) of a depthwise conv reads. */
-static const float *dw_input_plane(const conv_geom *g, const float *x, int64_t p) {
-    int64_t n = p / g->out_ch, oc = p % g->out_ch;
-    return x + (n * g->in_ch + oc / (g->out_ch / g->group)) * g->in_size;
-}
 
 static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const float *x, const float *w, const float *bias,
                            float *y, const nn_epilogue *e, const float *res, int threads) {
@@ -584,9 +600,12 @@ static void depthwise_rotate(const conv_geom *g, const float *x, const float *w,
     }
 }
 
+#endif
+
 /* One output plane per task (but see depthwise_flat). */
 static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                          const nn_epilogue *e, const float *res, int threads) {
+#if NN_HAVE_X86
     if (dw_rotate(g)) {
         depthwise_rotate(g, x, w, bias, y, e, res, threads);
         return;
@@ -596,6 +615,7 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
         depthwise_flat(g, &flat, x, w, bias, y, e, res, threads);
         return;
     }
+#endif
     int64_t planes = g->batch * g->out_ch;
     int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1];
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
@@ -607,17 +627,22 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     int64_t a = 0, b = ow_n; /* interior columns */
     if (!padded) nn_valid_range(-pl, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
     nn_isa isa = nn_isa_active();
-    void (*plane_fn)(const conv_geom *, const dw_plane *) = isa == NN_ISA_AVX512 ? dw_plane_avx512
-                                                            : isa == NN_ISA_AVX2 ? dw_plane_avx2
-                                                                                 : dw_plane_scalar;
+    void (*plane_fn)(const conv_geom *, const dw_plane *) = dw_plane_scalar;
+    bool direct_s2 = false;
+#if NN_HAVE_X86
+    if (isa == NN_ISA_AVX512)
+        plane_fn = dw_plane_avx512;
+    else if (isa == NN_ISA_AVX2)
+        plane_fn = dw_plane_avx2;
+    direct_s2 = dw_s2_direct(g);
+#endif
     /* Stride 2 along rows reads every other float; the padded copy splits
      * each row by column parity instead (AVX-512 has dw_s2_512).
      * Measured in-process on Zen 3 (AVX2) for 3x3: 0.80x the time with 56
      * outputs per row, 0.85x with 40, 0.96x with 32; but 1.08-1.24x with
      * 28, 30 and 36, rows that end in a partial vector; and 2x for 5x5. */
-    bool direct_s2 = dw_s2_direct(g);
     bool split = padded && kh_n == 3 && kw_n == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 &&
-                 ow_n >= DW_SPLIT_MIN_COLS && ow_n % 8 == 0 && plane_fn != dw_plane_avx512;
+                 ow_n >= DW_SPLIT_MIN_COLS && ow_n % 8 == 0 && isa != NN_ISA_AVX512;
     int64_t half = split ? (pw_n + 1) / 2 : 0;
 #pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
@@ -626,7 +651,9 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
         const float *xp = dw_input_plane(g, x, p), *wp = w + oc * g->kernel_size;
         float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
         if (direct_s2) {
+#if NN_HAVE_X86
             dw_s2_avx512(g, xp, wp, b0, yp);
+#endif
         } else if (padded) {
             if (half)
                 nn_pad_plane_split(buf, ph_n, pw_n, DW_SLACK, xp, ih_n, iw_n, pt, pl, 0.0f);
@@ -657,9 +684,14 @@ size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads) { return dw_
 void nn_conv_depthwise_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                            const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size,
                            int threads) {
+#if NN_HAVE_X86
     int64_t ph, pw;
-    if (dw_blocked_fits(g, &ph, &pw) && workspace_size >= dw_blocked_bytes(g, ph, pw, threads))
+    if (dw_blocked_fits(g, &ph, &pw) && workspace_size >= dw_blocked_bytes(g, ph, pw, threads)) {
         depthwise_blocked(g, ph, pw, x, w, bias, y, e, res, workspace, threads);
-    else
-        depthwise_2d(g, x, w, bias, y, e, res, threads);
+        return;
+    }
+#else
+    (void)workspace, (void)workspace_size; /* the blocked kernel is AVX2 code */
+#endif
+    depthwise_2d(g, x, w, bias, y, e, res, threads);
 }

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "act_x86.h"
-#include "avx2.h"
 #include "conv_kernels.h"
 #include "isa.h"
 #include "window.h"
@@ -56,6 +55,11 @@ size_t nn_conv_direct_workspace(const conv_geom *g) {
     int64_t ph, pw;
     return nn_conv_direct_fits(g, &ph, &pw) ? sizeof(float) * (size_t)(g->in_ch * (ph * pw + DIRECT_SLACK)) : 0;
 }
+
+#if NN_HAVE_X86 /* the kernels are AVX2 and AVX-512 code: nn_conv_direct_fits is false elsewhere */
+#include <immintrin.h>
+
+#include "avx2.h"
 
 /* Output channels [oc0, oc0 + R) of output row oh, NV vectors of LANES
  * outputs per block (fewer on the row's last block, which computes only the
@@ -208,3 +212,4 @@ void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float 
             row(&d, oh);
     }
 }
+#endif

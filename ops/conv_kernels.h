@@ -9,6 +9,7 @@
 
 #include "gemm.h"
 #include "geom.h"
+#include "isa.h"
 #include "op.h"
 
 typedef nn_conv_geom conv_geom;
@@ -29,12 +30,14 @@ size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads);
 void nn_conv_depthwise_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                            const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size, int threads);
 
-/* Direct, for few input channels: whether g fits (its padded plane ph x pw),
- * the workspace it needs, and the run. */
+/* Direct, for few input channels: whether g fits (its padded plane ph x pw;
+ * never below AVX2), the workspace it needs, and the run (x86 code only). */
 bool nn_conv_direct_fits(const conv_geom *g, int64_t *ph, int64_t *pw);
 size_t nn_conv_direct_workspace(const conv_geom *g);
+#if NN_HAVE_X86
 void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w, const float *bias,
                         float *y, const nn_epilogue *e, const float *res, float *planes, int threads);
+#endif
 
 /* ConvTranspose: workspace bytes, and the run (false: workspace too small). */
 size_t nn_conv_transpose_workspace(const conv_geom *g, int threads);

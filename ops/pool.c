@@ -1,15 +1,19 @@
 /* Windowed pooling (MaxPool, AveragePool) over any number of spatial dims,
  * and global pooling.  float; MaxPool also uint8 and int8. */
-#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "avx2.h"
 #include "geom.h"
 #include "isa.h"
 #include "op.h"
 #include "window.h"
+
+#if NN_HAVE_X86
+#include <immintrin.h>
+
+#include "avx2.h"
+#endif
 
 /* shared with the CUDA backend (geom.h) */
 typedef nn_pool_params pool_params;
@@ -384,6 +388,10 @@ static void max_row_portable(const float *buf, int64_t pw_n, float *yr, int64_t 
     max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
 }
 
+/* Floats after a padded plane's last row, which the AVX2 rows read past row ends. */
+#define POOL_SLACK 16
+
+#if NN_HAVE_X86 /* the vector kernels; other targets run the portable ones (isa.h) */
 /* The first n of 16 lanes. */
 __attribute__((target("avx512f"))) static __mmask16 first_lanes(int64_t n) {
     return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
@@ -429,7 +437,6 @@ __attribute__((target("avx512f"))) static void max_row_avx512(const float *buf, 
  * POOL_SLACK floats after its last row, so loads run past row ends without
  * masks (masked stores are slow on AMD); those lanes are never
  * stored, and a partial last vector is stored through a scratch vector. */
-#define POOL_SLACK 16
 __attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
                                                          int64_t kh_n, int64_t kw_n, int64_t sw) {
     if (sw > 2) {
@@ -455,6 +462,9 @@ __attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64
     }
 }
 
+#endif
+
+#if NN_HAVE_X86
 /* AveragePool without pads whose windows all lie inside the input
  * (DenseNet's 2x2/2 transitions): the mean of whole windows, read in place,
  * instead of the separable passes through scratch. */
@@ -516,14 +526,19 @@ static void max_pool_flat_planes(const nn_flat_taps *t, int64_t planes, const fl
     }
 }
 
+#endif
+
 static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const float *x, float *y, int threads) {
     int64_t ih_n = g->in[0], iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1];
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
     int64_t pt = g->pad[0], pl = g->pad[1];
-    void (*row)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t) =
-        nn_isa_active() == NN_ISA_AVX512 ? max_row_avx512
-        : nn_isa_active() == NN_ISA_AVX2 ? max_row_avx2
-                                         : max_row_portable;
+    void (*row)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t) = max_row_portable;
+#if NN_HAVE_X86
+    if (nn_isa_active() == NN_ISA_AVX512)
+        row = max_row_avx512;
+    else if (nn_isa_active() == NN_ISA_AVX2)
+        row = max_row_avx2;
+#endif
 #pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > NN_PAR_MIN)
     for (int64_t p = 0; p < g->planes; p++) {
         float buf[MAX_POOL_PLANE_MAX + POOL_SLACK];
@@ -542,11 +557,13 @@ static nn_status run_max_pool(nn_call *c) {
         max_pool_indices(&g, c->in[0].data, c->out[0].data, c->out[1].data, p->storage_order == 1, c->threads);
         return NN_OK;
     }
+#if NN_HAVE_X86
     nn_flat_taps flat;
     if (max_pool_flat(&g, c->in[0].dtype, &flat)) {
         max_pool_flat_planes(&flat, g.planes, c->in[0].data, c->out[0].data, c->threads);
         return NN_OK;
     }
+#endif
     int64_t ph_n, pw_n;
     if (max_pool_2d_direct(&g, c->in[0].dtype, &ph_n, &pw_n)) {
         max_pool_2d(&g, ph_n, pw_n, c->in[0].data, c->out[0].data, c->threads);
@@ -576,10 +593,12 @@ static nn_status run_average_pool(nn_call *c) {
     pool_geom g;
     nn_status st = pool_resolve(c, &g);
     if (st != NN_OK) return st;
+#if NN_HAVE_X86
     if (average_pool_2d_direct(&g)) {
         average_pool_2d(&g, c->in[0].data, c->out[0].data, c->threads);
         return NN_OK;
     }
+#endif
     if (c->workspace_size < pool_workspace(c, sizeof(float)))
         return nn_call_error(c, NN_ERR_INTERNAL, "pool workspace too small");
     pool_separable(&g, avg_axis, p->count_include_pad != 0, c->in[0].data, c->out[0].data, c->workspace, sizeof(float),

@@ -61,6 +61,8 @@ else
 fi
 suite models tests/check_models.sh
 suite structure tests/check_structure.sh
+# the sources build for a generic x86-64 and for aarch64, where only the portable kernels exist
+suite portable make -s check-portable
 suite cache tests/test_cache.sh
 echo "suites failed:${failed_names:- none}"
 echo "$passed passed, $failed failed"

@@ -2,7 +2,7 @@
  * what ops/conv.c resolved and chose (conv_choose_path):
  *   conv_depthwise.c   depthwise 2-D convs (one input channel per group)
  *   conv_direct.c      convs with a few input channels (the RGB stems)
- *   conv_transpose.c   ConvTranspose: a GEMM, then col2im
+ *   conv_transpose.c   ConvTranspose: the GEMM, then col2im
  * They read plain pointers and the resolved geometry, never the graph. */
 #ifndef NN_CONV_KERNELS_H
 #define NN_CONV_KERNELS_H

@@ -1,7 +1,6 @@
 /* ConvTranspose (conv_kernels.h), the adjoint of Conv: the GEMM W[g]^T x X[g]
- * gives each input position's contributions per output channel and kernel
- * tap, which col2im scatter-adds into the output. */
-#include <cblas.h>
+ * (our GEMM, as Conv's) gives each input position's contributions per output
+ * channel and kernel tap, which col2im scatter-adds into the output. */
 #include <omp.h>
 
 #include "conv_kernels.h"
@@ -60,23 +59,46 @@ static void col2im(const conv_geom *g, int64_t channels, const float *col, const
     }
 }
 
+/* One product per (image, group): col (M/g * K x in positions) =
+ * W[g]^T (W is C x M/g*K: group g's rows are its input channels) x X[g],
+ * run by our GEMM with the call's threads; col2im follows each. */
+static nn_gemm transpose_gemm(const conv_geom *g, const float *x, const float *w, float *col) {
+    int64_t cg = g->in_ch / g->group, rows = g->out_ch / g->group * g->kernel_size;
+    return (nn_gemm){.m = rows,
+                     .n = g->in_size,
+                     .k = cg,
+                     .a = w,
+                     .lda = rows,
+                     .trans_a = true,
+                     .b = x,
+                     .ldb = g->in_size,
+                     .c = col,
+                     .ldc = g->in_size,
+                     .alpha = 1.0f};
+}
+
+static size_t col_bytes(const conv_geom *g) {
+    size_t bytes = sizeof(float) * (size_t)(g->out_ch / g->group * g->kernel_size * g->in_size);
+    return (bytes + 63) / 64 * 64; /* the GEMM's scratch after it stays aligned */
+}
+
 size_t nn_conv_transpose_workspace(const conv_geom *g, int threads) {
-    (void)threads;
-    return sizeof(float) * (size_t)(g->out_ch / g->group * g->kernel_size * g->in_size);
+    nn_gemm gm = transpose_gemm(g, NULL, NULL, NULL);
+    return col_bytes(g) + nn_gemm_workspace(&gm, threads);
 }
 
 bool nn_conv_transpose_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                            const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size,
                            int threads) {
+    if (workspace_size < nn_conv_transpose_workspace(g, threads)) return false;
     float *col = workspace;
+    void *scratch = (char *)workspace + col_bytes(g);
+    size_t scratch_size = workspace_size - col_bytes(g);
     int64_t cg = g->in_ch / g->group, mg = g->out_ch / g->group, rows = mg * g->kernel_size;
-    if (workspace_size < sizeof(float) * (size_t)(rows * g->in_size)) return false;
     for (int64_t n = 0; n < g->batch; n++)
         for (int64_t grp = 0; grp < g->group; grp++) {
-            /* W is (C, M/group, k...): group grp's rows are its input channels */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)g->in_size, (int)cg, 1.0f,
-                        w + grp * cg * rows, (int)rows, x + (n * g->in_ch + grp * cg) * g->in_size, (int)g->in_size,
-                        0.0f, col, (int)g->in_size);
+            nn_gemm gm = transpose_gemm(g, x + (n * g->in_ch + grp * cg) * g->in_size, w + grp * cg * rows, col);
+            if (!nn_gemm_run(&gm, scratch, scratch_size, threads)) return false;
             int64_t first = (n * g->out_ch + grp * mg) * g->out_size;
             col2im(g, mg, col, bias ? bias + grp * mg : NULL, y + first, e, res ? res + first : NULL, threads);
         }

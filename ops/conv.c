@@ -187,12 +187,9 @@ static bool is_depthwise_2d(const conv_geom *g) { return g->nsp == 2 && g->in_ch
  * positions x channels, its output stored transposed into NCHW: its rows
  * (positions) pad to the kernel's 14-row tiles instead of its columns to
  * 32-column ones (49 positions: 56 computed instead of 64), and its
- * columns (channels) come in multiples of 32.  With two threads, on
- * Zen 5: 0.79-0.99x the time of channels x positions on every 7x7
- * pointwise shape of MobileNetV2, EfficientNet-B0 and ResNet-50 (49 x 320
- * -> 1280: 92 us instead of 114).  On a 14x14 plane it gained as often as
- * it lost (0.80-1.08x): the transposition costs as much as the padding it
- * saves. */
+ * columns (channels) come in multiples of 32.  On a 14x14 plane the
+ * transposition costs as much as the padding it saves (docs/perf-notes.md,
+ * "Pointwise convs on 7x7 planes"). */
 #define POSITIONS_AS_ROWS_MAX 64
 static bool positions_as_rows(const nn_call *c, const conv_geom *g) {
     /* one position is a matrix-vector product (squeeze-excitation's convs), which the GEMM runs as one */

@@ -211,12 +211,8 @@ T512 static void dw_s2_avx512(const conv_geom *g, const float *x, const float *w
 }
 
 /* Whether the AVX-512 stride-2 kernel (dw_s2_512) takes g: 3x3, and 5x5
- * with rows of at least 8 outputs.  In-process on Zen 5, batch 1, against
- * the padded copy (dw_vec512) and the channel-blocked kernel: 0.53-0.75x the
- * time for MobileNetV2's and EfficientNet-B0's 3x3 layers 112->56 and 56->28
- * (padded copy), 0.48-0.57x for 3x3 28->14 and 0.93x for 14->7 (blocked),
- * 0.64x for 5x5 56->28 (blocked); but 1.23x for 5x5 14->7, whose 7-output
- * rows fill under half a vector. */
+ * with rows of at least 8 outputs (7-output rows fill under half a vector;
+ * docs/perf-notes.md, "Depthwise stride 2"). */
 static bool dw_s2_direct(const conv_geom *g) {
     int64_t k = g->kernel[0];
     return nn_isa_active() == NN_ISA_AVX512 && (k == 3 || (k == 5 && g->out[1] >= 8)) && g->kernel[1] == k &&
@@ -262,15 +258,9 @@ static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, c
  * ones on row vectors that rows of 56 or 28 leave partly empty.  Rows above
  * and below the plane read zeros; the left and right taps are masked at the
  * row ends.  The three rows accumulate apart, so their chains of
- * multiply-adds overlap.  In-process on Zen 5, MobileNetV2 at batch 1, one
- * thread: 0.59x dw_flat512's time on 28x28 and 0.73-0.75x on 14x14 (with
- * the row ends from a table per conv, as now, 0.9x more), 0.64x
- * dw_plane_avx512's on 56x56 and 0.86x on 112x112; on two threads 56x56
- * 0.67x, 112x112 unchanged while the row-end table took a division per
- * lane, 0.86x of that once it counted columns instead.  The model 0.976x
- * with the flat planes alone, 0.973x more with the larger ones
- * (EfficientNet-B0 0.985x).  On 7x7 (9x9
- * padded) it ties with depthwise_blocked, which keeps those. */
+ * multiply-adds overlap.  On 7x7 (9x9 padded) it ties with
+ * depthwise_blocked, which keeps those (docs/perf-notes.md, "Depthwise
+ * 3x3 by lane rotation"). */
 #define DW_ROTATE_MAX_W     256
 #define DW_ROTATE_MARGIN(w) ((w) + 32)
 
@@ -348,14 +338,9 @@ static bool dw_flat(const conv_geom *g, nn_flat_taps *t) {
  * channels' planes are transposed into one zero-padded block of 8-float
  * pixels, where each tap of 4 outputs is 4 independent full-width FMAs with
  * the 8 channels' weights, and the outputs are transposed back to planes.
- * Measured on Zen 3 against dw_plane: 0.2x (5x5 on 28x28) to 0.4-0.9x (3x3
- * on 14x14 and 7x7), and 0.5x for 5x5 stride 2 on 56x56; but 1.2-2x slower
- * for 3x3 on 56x56 and 112x112 planes, whose rows already fill vectors, so
- * 3x3 stops at 32x32 padded pixels.
- * With AVX-512 (Zen 5, in-process against dw_plane_avx512 and dw_flat512):
- * 0.4-0.8x for 5x5, 0.5-0.9x for 3x3 stride 2 and 0.9x for 3x3 on 7x7, but
- * 1.02-1.12x for 3x3 stride 1 on 14x14 and 28x28, where dw_flat512 keeps
- * them. */
+ * Larger planes, whose rows already fill vectors, stay with the per-plane
+ * kernels: the limits below per ISA (docs/perf-notes.md, "Channel-blocked
+ * depthwise"). */
 static int64_t dw_blocked_max_pixels(nn_isa isa, int64_t k, int64_t s) {
     switch (isa) {
     case NN_ISA_AVX2: return k == 3 ? 32 * 32 : 64 * 64;
@@ -535,11 +520,9 @@ static const float *dw_input_plane(const conv_geom *g, const float *x, int64_t p
 
 #if NN_HAVE_X86
 /* depthwise_2d on flat planes (dw_flat gave t): two planes per task for
- * 3x3 windows whose input is small enough to be in cache.  In-process on
- * Zen 5 against one plane per task, batch 1: 0.68-0.95x the time on
- * MobileNetV2's 28x28 and 14x14 layers (input 0.3-0.6 MB), 0.89-0.92x on
- * EfficientNet-B0's 3x3 ones on 14x14; but at batch 64 (19-38 MB) 1.45-1.55x
- * on the 14x14 ones. */
+ * 3x3 windows whose input is small enough to be in cache, their chains of
+ * multiply-adds overlapping; out of cache pairs lose (docs/perf-notes.md,
+ * "Depthwise flat planes in pairs"). */
 #define DW_FLAT_PAIR_MAX_BYTES (1 << 20)
 
 static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const float *x, const float *w, const float *bias,
@@ -637,10 +620,8 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     direct_s2 = dw_s2_direct(g);
 #endif
     /* Stride 2 along rows reads every other float; the padded copy splits
-     * each row by column parity instead (AVX-512 has dw_s2_512).
-     * Measured in-process on Zen 3 (AVX2) for 3x3: 0.80x the time with 56
-     * outputs per row, 0.85x with 40, 0.96x with 32; but 1.08-1.24x with
-     * 28, 30 and 36, rows that end in a partial vector; and 2x for 5x5. */
+     * each row by column parity instead (AVX-512 has dw_s2_512), for 3x3
+     * rows of whole vectors (docs/perf-notes.md, "Depthwise stride 2"). */
     bool split = padded && kh_n == 3 && kw_n == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 &&
                  ow_n >= DW_SPLIT_MIN_COLS && ow_n % 8 == 0 && isa != NN_ISA_AVX512;
     int64_t half = split ? (pw_n + 1) / 2 : 0;

@@ -17,9 +17,8 @@
  * parity for stride 2, so a tap's outputs are consecutive floats), and a
  * block of 4 output channels x 3 vectors of outputs along a row (24 with
  * AVX2, 48 with AVX-512) accumulates every tap in 12 registers: per tap 3
- * loads, 4 broadcasts of the weights as they lie, 12 multiply-adds.  On
- * Zen 5 (AVX-512) against the GEMM, in-process: 0.65-0.7x the time for the
- * 3x3 stems, 0.6x for the 7x7. */
+ * loads, 4 broadcasts of the weights as they lie, 12 multiply-adds
+ * (docs/perf-notes.md, "Direct stems"). */
 #define DIRECT_MAX_IN_CH 4
 #define DIRECT_OC        4
 #define DIRECT_VECS      3

@@ -44,13 +44,9 @@ typedef struct plan {
     const gemm_kernel *kd;
     bool a_packed, b_packed;
     /* Each thread packs the B it needs, even where an M split makes two
-     * threads pack the same columns.  Packing B once into a shared buffer,
-     * then splitting M, lost: on Zen 3 (AVX2, 2 threads) by up to 39%
-     * (M = 32..256, N = 49..196, K = 384..3000: one thread packs a K block,
-     * the other waits at the barrier); on Zen 5 (AVX-512) by 0-5% while the
-     * VM ran smoothly and 1.3-1.45x while it took a vCPU away now and then
-     * (512x49x4608, 256x196x1024; DenseNet-201 and GoogLeNet at batch 1
-     * took 0.91x the time without it). */
+     * threads pack the same columns: a shared packed B makes one thread wait
+     * at a barrier while the other packs (docs/perf-notes.md, "GEMM: B
+     * packed per thread"). */
     bool b_in_place;                        /* the tiles read a plain B where it lies, unpacked */
     int64_t mparts, nparts, mrange, nrange; /* ranges: multiples of mr / nr */
     int64_t tasks;
@@ -61,23 +57,12 @@ typedef struct plan {
  * a tile reads each of its K rows from another page, which the prefetchers
  * do not follow.  A small B still in cache (a pointwise conv at batch 1,
  * right after the layer that wrote it) used by few rows is cheaper to read
- * where it lies, while its K rows are few (one K block).  Measured with 2
- * threads: pointwise-conv shapes with M <= 192 and B in cache gain 2-30%
- * (M = 32, K = 192, N = 784: 30%); M >= 1024 loses 3-7%; B out of cache
- * (MobileNetV2 at batch 64) loses 12%, and K = 752 (DenseNet's 14x14
- * bottlenecks) 14%.
- * Up to 960 rows gain too while B is small and its rows short (N <= 256, a
- * 14x14 or 7x7 plane: a tile's K rows lie close together): the pointwise
- * convs of MobileNetV2 and EfficientNet-B0 on those planes took 0.84-0.94x
- * the time (in-process on Zen 5, batch 1).  With N = 784 the same widths
- * lost 8-20% (EfficientNet's 240 rows, ResNet-50's 512), with B of 1-4 MB
- * up to 59% (DenseNet-201, whose B was not in cache), and 1024 rows lost
- * 5-7% at N = 196 (ResNet-50).
- * At most two tiles of rows read B in place whatever its size, a packed
- * float serving no more than two tiles: MobileNetV2's and EfficientNet-B0's
- * projections to 16 and 24 channels on 112x112 and 56x56 planes (B of
- * 1.2-1.8 MB) took 0.76-0.85x the time (in-process on Zen 5, batch 1, one
- * and two threads). */
+ * where it lies, while its K rows are few (one K block).  Three cases do:
+ * few rows and a B under 1 MB; up to 960 rows while B is small and its rows
+ * short (a 14x14 or 7x7 plane: a tile's K rows lie close together); and at
+ * most two tiles of rows whatever B's size, a packed float serving no more
+ * than two tiles.  The limits are measured (docs/perf-notes.md, "GEMM: B
+ * read in place"). */
 #define B_IN_PLACE_MAX_ROWS        192
 #define B_IN_PLACE_MAX_BYTES       (1 << 20)
 #define B_IN_PLACE_SHORT_MAX_ROWS  960
@@ -323,12 +308,9 @@ static void gemv(const nn_gemm *g, int threads) {
     }
 }
 
-/* The tasks are dealt round-robin, not handed out on demand: on a 2-core
- * Zen 5 VM a hand-out cost about 170 ns (an OpenMP loop of 64 one-iteration
- * chunks on 2 threads: 11 us dynamic, 0.6 us static), 2-3 us for a product
- * of 10 to 30 tasks.  Dealt, MobileNetV2 at batch 1 took 0.93x the time
- * (EfficientNet-B0 0.96x, GoogLeNet and DenseNet-201 0.97x), in-process;
- * batch 64 did not change. */
+/* The tasks are dealt round-robin, not handed out on demand: a hand-out
+ * costs more than the imbalance it would save on products of a few dozen
+ * tasks (docs/perf-notes.md, "GEMM: tasks dealt, not handed out"). */
 bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int threads) {
     if (threads < 1) threads = 1;
     if (g->m <= 0 || g->n <= 0) return true;

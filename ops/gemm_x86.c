@@ -306,10 +306,8 @@ static inline __attribute__((always_inline)) T256 __m256i lane_mask8(unsigned bi
 
 /* pack_vec_avx512 in two halves of 8 lanes: runs as masked loads (they
  * never touch masked-out lanes, so a run's vector may start before the
- * plane), the rest gathered.  The compiler's own loop went one float and
- * one branch at a time; against it, in-process medians on Zen 3 with 2
- * threads: stride-1 3x3 and 5x5 convs -5% to -22%, stride-2 ones (all
- * gathers) -4% to -7%. */
+ * plane), the rest gathered: the compiler's own loop went one float and
+ * one branch at a time (docs/perf-notes.md, "GEMM: AVX2 im2col packing"). */
 static inline __attribute__((always_inline)) T256 void pack_vec_avx2(const vec_desc *dv, const int32_t *idx,
                                                                      const float *plane, float *d) {
     for (int h = 0; h < VEC; h += 8) {

@@ -128,6 +128,23 @@ conformance: $(BUILD)/tests/conformance all | $(BUILD)/.deps-test
 test: all $(TEST_BINS) | $(BUILD)/.deps-test
 	tests/run_all.sh
 
+# ---- portability: the engine must build where the x86 kernels cannot run.  Every engine/, ops/ and
+# passes/ source is compiled (not linked) for generic x86-64 and for AArch64 against Debian's arm64 libc
+# headers (libc6-dev-arm64-cross, a test dependency); tests/run_all.sh runs it.
+PORTABLE_CFLAGS  = -std=c11 -D_GNU_SOURCE -O1 -Wall -Wextra -Werror -Wno-missing-field-initializers -fopenmp \
+                   -I$(BUILD)/proto
+AARCH64_INCLUDE := /usr/aarch64-linux-gnu/include
+# host headers that are the same on every architecture (protobuf-c, cblas) come after the target's libc
+AARCH64_CFLAGS   = --target=aarch64-linux-gnu -isystem $(AARCH64_INCLUDE) -idirafter /usr/include \
+                   $(patsubst -I%,-idirafter %,$(shell pkg-config --cflags-only-I openblas 2>/dev/null))
+check-portable: $(BUILD)/proto/onnx.pb-c.h | $(BUILD)/.deps-test
+	@test -f $(AARCH64_INCLUDE)/stdio.h || { echo "check-portable: no $(AARCH64_INCLUDE) (make test-deps)"; exit 1; }
+	@for f in $(ENGINE_SRC); do \
+	    $(CC) $(PORTABLE_CFLAGS) -march=x86-64 -c $$f -o /dev/null || { echo "check-portable: $$f, x86-64"; exit 1; }; \
+	    $(CC) $(PORTABLE_CFLAGS) $(AARCH64_CFLAGS) -c $$f -o /dev/null || { echo "check-portable: $$f, aarch64"; exit 1; }; \
+	done; echo "check-portable: $(words $(ENGINE_SRC)) sources build for generic x86-64 and for aarch64"
+.PHONY: check-portable
+
 # ---- benchmark against ONNX Runtime
 bench: all models
 	tools/bench

@@ -1,5 +1,4 @@
 /* The public entry points: load, predict with automatic batching, info. */
-#include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +63,6 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     m->batch = m->plan_batch = opt.batch;
     m->threads = opt.threads ? opt.threads : omp_get_num_procs();
     pthread_mutex_init(&m->lock, NULL);
-    /* One thread team: our OpenMP loops and OpenBLAS use the same count. */
-    openblas_set_num_threads(m->threads);
     bool hit = false;
     if (opt.cache) nn_cache_load(m, path, &hit);
     if (hit) {
@@ -327,7 +324,6 @@ NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tenso
     nn_status st = check_inputs(m, in, n_in, &samples);
     if (st == NN_OK && samples == 0) st = nn_set_error(NN_ERR_SHAPE, "inputs hold no samples");
     if (st == NN_OK) {
-        openblas_set_num_threads(m->kernel_threads);
         if (m->backend)
             st = predict_on_device(m, in, out, n_out, samples);
         else

@@ -205,9 +205,13 @@ static void warn(nn_model *m, const char *fmt, ...) {
 
 /* Into the caller's buffer: models load in parallel threads. */
 static void cpu_features(char *buf, size_t size) {
+#if defined(__x86_64__)
     snprintf(buf, size, "gemm=%s,avx512f=%d,avx2=%d,fma=%d", nn_gemm_kernel_name(),
              __builtin_cpu_supports("avx512f") != 0, __builtin_cpu_supports("avx2") != 0,
              __builtin_cpu_supports("fma") != 0);
+#else
+    snprintf(buf, size, "gemm=%s", nn_gemm_kernel_name());
+#endif
 }
 
 enum { PLAN_OPTIONS_MAX = 512 };

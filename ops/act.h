@@ -5,6 +5,8 @@
 #define NN_ACT_H
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "op.h"
 
@@ -14,13 +16,47 @@
 #define NN_HOST_DEVICE
 #endif
 
+/* e^x by Cody-Waite range reduction and a degree-6 polynomial (Cephes'
+ * expf coefficients, a couple of ulp), branch-free so that loops over it
+ * vectorize; x is clamped to where e^x is a normal float.  The constants are
+ * the definition: the CPU kernels' vector forms (act_x86.h) take the same
+ * steps with them. */
+#define NN_EXP_MIN    -87.0f
+#define NN_EXP_MAX    88.0f
+#define NN_EXP_LOG2E  1.44269504088896341f
+#define NN_EXP_LN2_HI 0.693359375f /* ln 2 = HI + LO, HI exact in few bits */
+#define NN_EXP_LN2_LO -2.12194440e-4f
+#define NN_EXP_P0     1.9875691500e-4f /* p(f) = ((((P0 f + P1) f + P2) f + P3) f + P4) f + P5 */
+#define NN_EXP_P1     1.3981999507e-3f
+#define NN_EXP_P2     8.3334519073e-3f
+#define NN_EXP_P3     4.1665795894e-2f
+#define NN_EXP_P4     1.6666665459e-1f
+#define NN_EXP_P5     5.0000001201e-1f /* e^f = p(f) f^2 + f + 1 */
+
+static inline NN_HOST_DEVICE float nn_exp(float x) {
+    x = x < NN_EXP_MIN ? NN_EXP_MIN : (x > NN_EXP_MAX ? NN_EXP_MAX : x);
+    float r = (x * NN_EXP_LOG2E + 12582912.0f) - 12582912.0f; /* round(x / ln 2): 1.5 * 2^23 drops the fraction */
+    float f = x - r * NN_EXP_LN2_HI - r * NN_EXP_LN2_LO;
+    float p = NN_EXP_P0;
+    p = p * f + NN_EXP_P1;
+    p = p * f + NN_EXP_P2;
+    p = p * f + NN_EXP_P3;
+    p = p * f + NN_EXP_P4;
+    p = p * f + NN_EXP_P5;
+    p = p * f * f + f + 1.0f;
+    int32_t bits = ((int32_t)r + 127) << 23; /* 2^r */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
 static inline NN_HOST_DEVICE float nn_act_apply(nn_act act, float alpha, float beta, float y) {
     switch (act) {
     case NN_ACT_NONE: return y;
     case NN_ACT_RELU: return y > 0.0f ? y : 0.0f;
     case NN_ACT_CLIP: return y < alpha ? alpha : (y > beta ? beta : y);
     case NN_ACT_LEAKY_RELU: return y < 0.0f ? alpha * y : y;
-    case NN_ACT_SIGMOID: return 1.0f / (1.0f + expf(-y));
+    case NN_ACT_SIGMOID: return 1.0f / (1.0f + nn_exp(-y));
     case NN_ACT_HARD_SIGMOID: {
         float v = alpha * y + beta;
         return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
@@ -29,7 +65,7 @@ static inline NN_HOST_DEVICE float nn_act_apply(nn_act act, float alpha, float b
         float v = y / 6.0f + 0.5f;
         return y * (v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v));
     }
-    case NN_ACT_SILU: return y / (1.0f + expf(-y));
+    case NN_ACT_SILU: return y / (1.0f + nn_exp(-y));
     case NN_ACT_TANH: return tanhf(y);
     }
     return y;

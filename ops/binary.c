@@ -12,7 +12,6 @@
 #include "epilogue.h"
 #include "op.h"
 
-#define PAR_MIN 32768 /* elements below which a loop runs on one thread */
 #define TILE 8192     /* elements per parallel work item */
 #define MAX_IN 3
 
@@ -119,7 +118,7 @@ static void ew_apply(const nn_call *c, nn_tensor *out, const nn_tensor *const *i
     for (int k = 0; k < nin; k++) src[k] = in[k]->data;
     char *dst = out->data;
 
-#pragma omp parallel for num_threads(c->threads) if (total > PAR_MIN && ntiles > 1)
+#pragma omp parallel for num_threads(c->threads) if (total > NN_PAR_MIN && ntiles > 1)
     for (int64_t t = 0; t < ntiles; t++) {
         if (per_row > 1) {
             int64_t j0 = t % per_row * width, j1 = j0 + width < p.inner ? j0 + width : p.inner;

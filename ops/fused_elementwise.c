@@ -16,7 +16,6 @@
 #include "epilogue.h"
 #include "fused_elementwise.h"
 
-#define PAR_MIN 32768 /* elements below which the kernel runs on one thread */
 #define BLOCK   1024  /* elements per piece: two 4 KiB buffers, with the operands, well inside L1 */
 
 static nn_status parse_FusedElementwise(nn_parse_ctx *ctx) {
@@ -275,7 +274,7 @@ static nn_status run_FusedElementwise(nn_call *c) {
     if (total == 0) return NN_OK;
     /* a few pieces per work item, many work items per thread */
     int64_t chunk = 4 * BLOCK, n_chunks = (total + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(c->threads) if (total > PAR_MIN)
+#pragma omp parallel for num_threads(c->threads) if (total > NN_PAR_MIN)
     for (int64_t t = 0; t < n_chunks; t++) {
         int64_t i0 = t * chunk, i1 = i0 + chunk < total ? i0 + chunk : total;
         run_range(p, operands, c->in[0].data, c->out[0].data, i0, i1);

@@ -135,9 +135,10 @@ bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int t
  * activations use a polynomial exp accurate to a few ulp). */
 void nn_gemm_act(float *y, int64_t n, nn_act act, float alpha, float beta);
 
-/* The kernel in use ("avx512", "avx2", "scalar"); tests and benchmarks may
- * switch to any that this CPU runs (false otherwise).  Operands packed for
- * another kernel are repacked on the fly. */
+/* The kernel in use: nn_isa_name(nn_isa_active()) (isa.h), the name the
+ * plan cache keys by.  nn_gemm_use_kernel is nn_isa_select by name, for
+ * tests and benchmarks (false when this CPU lacks it); it switches every
+ * kernel family.  Operands packed for another kernel are repacked on the fly. */
 const char *nn_gemm_kernel_name(void);
 bool nn_gemm_use_kernel(const char *name);
 

@@ -331,7 +331,7 @@ static nn_status run_gemm(nn_call *c) {
     if (prefill) {
         const float *cv = c->in[2].data;
         float *y = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (g.m * g.n > 65536)
+#pragma omp parallel for num_threads(c->threads) if (g.m * g.n > 2 * NN_PAR_MIN)
         for (int64_t i = 0; i < g.m; i++)
             for (int64_t j = 0; j < g.n; j++)
                 y[i * g.n + j] = p->beta * cv[i * g.c_row + j * g.c_col];

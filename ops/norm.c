@@ -1,6 +1,8 @@
 /* Normalizations (fp32): BatchNormalization (inference), InstanceNormalization,
- * LayerNormalization.  Statistics accumulate in double. */
+ * LayerNormalization (statistics accumulate in double), and LRN (a window
+ * across channels). */
 #include <math.h>
+#include <string.h>
 
 #include "op.h"
 #include "params.h"
@@ -59,7 +61,7 @@ static nn_status run_batch_norm(nn_call *c) {
     int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
     const float *src = x->data;
     float *dst = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (planes * n > 32768)
+#pragma omp parallel for num_threads(c->threads) if (planes * n > NN_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         int64_t ch = pl % channels;
         float a = (float)(scale[ch] / sqrt((double)var[ch] + p->epsilon));
@@ -203,3 +205,68 @@ const nn_op_desc nn_op_InstanceNormalization = {.name = "InstanceNormalization",
 const nn_op_desc nn_op_LayerNormalization = {.name = "LayerNormalization", .min_inputs = 2, .max_inputs = 3,
                                              .min_outputs = 1, .max_outputs = 3, .parse = parse_norm,
                                              .infer = infer_layer_norm, .run = run_layer_norm};
+
+/* ---- LRN */
+
+typedef struct lrn_params {
+    int64_t size;
+    float alpha, beta, bias;
+} lrn_params;
+
+static nn_status parse_lrn(nn_parse_ctx *ctx) {
+    lrn_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    nn_status st;
+    if ((st = nn_attr_int(ctx, "size", 0, &p->size)) || (st = nn_attr_float(ctx, "alpha", 1e-4f, &p->alpha)) ||
+        (st = nn_attr_float(ctx, "beta", 0.75f, &p->beta)) || (st = nn_attr_float(ctx, "bias", 1.0f, &p->bias)))
+        return st;
+    if (p->size < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "size must be >= 1");
+    ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status infer_lrn(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    if (x->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (float only)", nn_dtype_name(x->dtype));
+    if (x->ndim < 2) return nn_call_error(c, NN_ERR_SHAPE, "input must have rank >= 2, got %d", x->ndim);
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, x->ndim, x->dims);
+    return NN_OK;
+}
+
+/* The output plane first holds the channel window's sum of squares. */
+static nn_status run_lrn(nn_call *c) {
+    const lrn_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t channels = x->dims[1], planes = x->dims[0] * channels;
+    int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
+    const float *src = x->data;
+    float *dst = c->out[0].data, scale = p->alpha / (float)p->size;
+#pragma omp parallel for num_threads(c->threads) if (planes * n * p->size > NN_PAR_MIN)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        int64_t ch = pl % channels, img = pl - ch;
+        int64_t lo = ch - (p->size - 1) / 2, hi = ch + p->size / 2;
+        if (lo < 0) lo = 0;
+        if (hi > channels - 1) hi = channels - 1;
+        float *yp = dst + pl * n;
+        memset(yp, 0, sizeof(float) * (size_t)n);
+        for (int64_t k = lo; k <= hi; k++) {
+            const float *xk = src + (img + k) * n;
+            for (int64_t i = 0; i < n; i++)
+                yp[i] += xk[i] * xk[i];
+        }
+        const float *xp = src + pl * n;
+        for (int64_t i = 0; i < n; i++)
+            yp[i] = xp[i] / powf(p->bias + scale * yp[i], p->beta);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_LRN = {.name = "LRN",
+                              .min_inputs = 1,
+                              .max_inputs = 1,
+                              .min_outputs = 1,
+                              .max_outputs = 1,
+                              .parse = parse_lrn,
+                              .infer = infer_lrn,
+                              .run = run_lrn};

@@ -218,7 +218,11 @@ void nn_copy_run(char *dst, const char *src, size_t esz, int64_t len, int64_t st
 nn_status nn_input_ints(nn_call *c, int i, const char *what, int64_t *out, int cap, int *n);
 
 /* Kernels parallelize with OpenMP:  #pragma omp parallel for num_threads(call->threads)
- * (one thread team for the whole engine; BLAS calls are made serially inside it
- * or with the engine's thread count outside it). */
+ * (one thread team for the whole engine; no process-wide thread setting, so models
+ * with different thread counts run side by side). */
+
+/* Work (elements, or multiply-adds) below which a kernel's loop stays on one
+ * thread: waking the team costs more than it saves on smaller loops. */
+#define NN_PAR_MIN 32768
 
 #endif

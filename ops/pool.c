@@ -1,15 +1,19 @@
 /* Windowed pooling (MaxPool, AveragePool) over any number of spatial dims,
- * global pooling, and LRN (a window across channels).  float; MaxPool also
- * uint8 and int8. */
-#include <immintrin.h>
+ * and global pooling.  float; MaxPool also uint8 and int8. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "avx2.h"
 #include "geom.h"
+#include "isa.h"
 #include "op.h"
 #include "window.h"
+
+#if NN_HAVE_X86
+#include <immintrin.h>
+
+#include "avx2.h"
+#endif
 
 /* shared with the CUDA backend (geom.h) */
 typedef nn_pool_params pool_params;
@@ -384,6 +388,10 @@ static void max_row_portable(const float *buf, int64_t pw_n, float *yr, int64_t 
     max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
 }
 
+/* Floats after a padded plane's last row, which the AVX2 rows read past row ends. */
+#define POOL_SLACK 16
+
+#if NN_HAVE_X86 /* the vector kernels; other targets run the portable ones (isa.h) */
 /* The first n of 16 lanes. */
 __attribute__((target("avx512f"))) static __mmask16 first_lanes(int64_t n) {
     return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
@@ -429,7 +437,6 @@ __attribute__((target("avx512f"))) static void max_row_avx512(const float *buf, 
  * POOL_SLACK floats after its last row, so loads run past row ends without
  * masks (masked stores are slow on AMD); those lanes are never
  * stored, and a partial last vector is stored through a scratch vector. */
-#define POOL_SLACK 16
 __attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
                                                          int64_t kh_n, int64_t kw_n, int64_t sw) {
     if (sw > 2) {
@@ -455,11 +462,14 @@ __attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64
     }
 }
 
+#endif
+
+#if NN_HAVE_X86
 /* AveragePool without pads whose windows all lie inside the input
  * (DenseNet's 2x2/2 transitions): the mean of whole windows, read in place,
  * instead of the separable passes through scratch. */
 static bool average_pool_2d_direct(const pool_geom *g) {
-    if (g->nsp != 2 || !__builtin_cpu_supports("avx512f") || g->stride[1] > 2) return false;
+    if (g->nsp != 2 || nn_isa_active() != NN_ISA_AVX512 || g->stride[1] > 2) return false;
     for (int d = 0; d < 2; d++)
         if (g->dilation[d] != 1 || g->pad[d] != 0 || g->pad_end[d] != 0 ||
             (g->out[d] - 1) * g->stride[d] + g->kernel[d] > g->in[d])
@@ -474,7 +484,7 @@ __attribute__((target("avx512f"))) static void mean_row_avx512(const float *buf,
 
 static void average_pool_2d(const pool_geom *g, const float *x, float *y, int threads) {
     int64_t iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1], sh = g->stride[0];
-#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * g->kernel[0] * g->kernel[1] > 32768)
+#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * g->kernel[0] * g->kernel[1] > NN_PAR_MIN)
     for (int64_t p = 0; p < g->planes; p++)
         for (int64_t oh = 0; oh < oh_n; oh++)
             mean_row_avx512(x + p * g->in_size + oh * sh * iw_n, iw_n, y + p * g->out_size + oh * ow_n, ow_n,
@@ -485,7 +495,7 @@ static void average_pool_2d(const pool_geom *g, const float *x, float *y, int th
  * 28x28 and smaller planes): a pass along rows, then one along columns, on
  * the flat plane (window.h). */
 static bool max_pool_flat(const pool_geom *g, nn_dtype dtype, nn_flat_taps *t) {
-    if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || !__builtin_cpu_supports("avx512f")) return false;
+    if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || nn_isa_active() != NN_ISA_AVX512) return false;
     for (int d = 0; d < 2; d++)
         if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d]) return false;
     return nn_flat_taps_init(t, g->in[0], g->in[1], g->kernel[0], g->kernel[1], g->pad[0], g->pad[1]);
@@ -508,7 +518,7 @@ __attribute__((target("avx512f"))) static void flat_pass(const nn_flat_taps *t, 
 }
 
 static void max_pool_flat_planes(const nn_flat_taps *t, int64_t planes, const float *x, float *y, int threads) {
-#pragma omp parallel for num_threads(threads) if (planes * t->n * (t->kh + t->kw) > 65536)
+#pragma omp parallel for num_threads(threads) if (planes * t->n * (t->kh + t->kw) > 2 * NN_PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         float rows[NN_FLAT_VECS * 16];
         flat_pass(t, x + p * t->n, rows, t->kw, t->pl, 1, t->row_tap);
@@ -516,15 +526,20 @@ static void max_pool_flat_planes(const nn_flat_taps *t, int64_t planes, const fl
     }
 }
 
+#endif
+
 static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const float *x, float *y, int threads) {
     int64_t ih_n = g->in[0], iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1];
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
     int64_t pt = g->pad[0], pl = g->pad[1];
-    void (*row)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t) =
-        __builtin_cpu_supports("avx512f") ? max_row_avx512
-        : __builtin_cpu_supports("avx2")  ? max_row_avx2
-                                          : max_row_portable;
-#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > 32768)
+    void (*row)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t) = max_row_portable;
+#if NN_HAVE_X86
+    if (nn_isa_active() == NN_ISA_AVX512)
+        row = max_row_avx512;
+    else if (nn_isa_active() == NN_ISA_AVX2)
+        row = max_row_avx2;
+#endif
+#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > NN_PAR_MIN)
     for (int64_t p = 0; p < g->planes; p++) {
         float buf[MAX_POOL_PLANE_MAX + POOL_SLACK];
         nn_pad_plane(buf, ph_n, pw_n, POOL_SLACK, x + p * g->in_size, ih_n, iw_n, pt, pl, -INFINITY);
@@ -542,11 +557,13 @@ static nn_status run_max_pool(nn_call *c) {
         max_pool_indices(&g, c->in[0].data, c->out[0].data, c->out[1].data, p->storage_order == 1, c->threads);
         return NN_OK;
     }
+#if NN_HAVE_X86
     nn_flat_taps flat;
     if (max_pool_flat(&g, c->in[0].dtype, &flat)) {
         max_pool_flat_planes(&flat, g.planes, c->in[0].data, c->out[0].data, c->threads);
         return NN_OK;
     }
+#endif
     int64_t ph_n, pw_n;
     if (max_pool_2d_direct(&g, c->in[0].dtype, &ph_n, &pw_n)) {
         max_pool_2d(&g, ph_n, pw_n, c->in[0].data, c->out[0].data, c->threads);
@@ -576,10 +593,12 @@ static nn_status run_average_pool(nn_call *c) {
     pool_geom g;
     nn_status st = pool_resolve(c, &g);
     if (st != NN_OK) return st;
+#if NN_HAVE_X86
     if (average_pool_2d_direct(&g)) {
         average_pool_2d(&g, c->in[0].data, c->out[0].data, c->threads);
         return NN_OK;
     }
+#endif
     if (c->workspace_size < pool_workspace(c, sizeof(float)))
         return nn_call_error(c, NN_ERR_INTERNAL, "pool workspace too small");
     pool_separable(&g, avg_axis, p->count_include_pad != 0, c->in[0].data, c->out[0].data, c->workspace, sizeof(float),
@@ -637,7 +656,7 @@ static float plane_max(const float *x, int64_t n) {
         int64_t planes = x->dims[0] * x->dims[1], n = nn_shape_elements(x->dims + 2, x->ndim - 2);                     \
         const float *src = x->data;                                                                                    \
         float *dst = c->out[0].data;                                                                                   \
-        _Pragma("omp parallel for num_threads(c->threads) if (planes * n > 32768)") for (int64_t p = 0; p < planes;    \
+        _Pragma("omp parallel for num_threads(c->threads) if (planes * n > NN_PAR_MIN)") for (int64_t p = 0; p < planes;    \
                                                                                          p++) {                        \
             const float *xp = src + p * n;                                                                             \
             dst[p] = (reduce);                                                                                         \
@@ -654,62 +673,6 @@ static float plane_max(const float *x, int64_t n) {
 
 GLOBAL_POOL(GlobalAveragePool, n > 0 ? (float)(plane_sum(xp, n) / (double)n) : 0.0f)
 GLOBAL_POOL(GlobalMaxPool, plane_max(xp, n))
-
-/* ---- LRN */
-
-typedef struct lrn_params {
-    int64_t size;
-    float alpha, beta, bias;
-} lrn_params;
-
-static nn_status parse_lrn(nn_parse_ctx *ctx) {
-    lrn_params *p = nn_params_alloc(ctx, sizeof *p);
-    if (!p) return NN_ERR_NOMEM;
-    nn_status st;
-    if ((st = nn_attr_int(ctx, "size", 0, &p->size)) || (st = nn_attr_float(ctx, "alpha", 1e-4f, &p->alpha)) ||
-        (st = nn_attr_float(ctx, "beta", 0.75f, &p->beta)) || (st = nn_attr_float(ctx, "bias", 1.0f, &p->bias)))
-        return st;
-    if (p->size < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "size must be >= 1");
-    ctx->params = p;
-    return NN_OK;
-}
-
-static nn_status infer_lrn(nn_call *c) {
-    const nn_tensor *x = &c->in[0];
-    if (x->dtype != NN_DTYPE_FLOAT)
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (float only)", nn_dtype_name(x->dtype));
-    if (x->ndim < 2) return nn_call_error(c, NN_ERR_SHAPE, "input must have rank >= 2, got %d", x->ndim);
-    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, x->ndim, x->dims);
-    return NN_OK;
-}
-
-/* The output plane first holds the channel window's sum of squares. */
-static nn_status run_lrn(nn_call *c) {
-    const lrn_params *p = c->params;
-    const nn_tensor *x = &c->in[0];
-    int64_t channels = x->dims[1], planes = x->dims[0] * channels;
-    int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
-    const float *src = x->data;
-    float *dst = c->out[0].data, scale = p->alpha / (float)p->size;
-#pragma omp parallel for num_threads(c->threads) if (planes * n * p->size > 32768)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        int64_t ch = pl % channels, img = pl - ch;
-        int64_t lo = ch - (p->size - 1) / 2, hi = ch + p->size / 2;
-        if (lo < 0) lo = 0;
-        if (hi > channels - 1) hi = channels - 1;
-        float *yp = dst + pl * n;
-        memset(yp, 0, sizeof(float) * (size_t)n);
-        for (int64_t k = lo; k <= hi; k++) {
-            const float *xk = src + (img + k) * n;
-            for (int64_t i = 0; i < n; i++)
-                yp[i] += xk[i] * xk[i];
-        }
-        const float *xp = src + pl * n;
-        for (int64_t i = 0; i < n; i++)
-            yp[i] = xp[i] / powf(p->bias + scale * yp[i], p->beta);
-    }
-    return NN_OK;
-}
 
 const nn_op_desc nn_op_MaxPool = {.name = "MaxPool",
                                   .min_inputs = 1,
@@ -729,11 +692,3 @@ const nn_op_desc nn_op_AveragePool = {.name = "AveragePool",
                                       .infer = infer_float_pool,
                                       .workspace = workspace_average_pool,
                                       .run = run_average_pool};
-const nn_op_desc nn_op_LRN = {.name = "LRN",
-                              .min_inputs = 1,
-                              .max_inputs = 1,
-                              .min_outputs = 1,
-                              .max_outputs = 1,
-                              .parse = parse_lrn,
-                              .infer = infer_lrn,
-                              .run = run_lrn};

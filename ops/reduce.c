@@ -256,7 +256,7 @@ static nn_status run_reduce(nn_call *c) {
     reduce_item_fn fn = reduce_fns[dtype_row(x->dtype)][p->kind];
     int64_t items = plan.outer * ((plan.vec + REDUCE_CHUNK - 1) / REDUCE_CHUNK);
     int64_t total = nn_tensor_elements(x);
-#pragma omp parallel for num_threads(c->threads) if (items > 1 && total > 32768)
+#pragma omp parallel for num_threads(c->threads) if (items > 1 && total > NN_PAR_MIN)
     for (int64_t it = 0; it < items; it++) fn(&plan, x->data, c->out[0].data, it);
     return NN_OK;
 }
@@ -363,7 +363,7 @@ static nn_status run_arg(nn_call *c) {
     bool last = p->select_last_index != 0;
     arg_item_fn fn = arg_fns[dtype_row(x->dtype)][p->is_max];
     int64_t *y = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (items > 1 && outer * n * inner > 32768)
+#pragma omp parallel for num_threads(c->threads) if (items > 1 && outer * n * inner > NN_PAR_MIN)
     for (int64_t it = 0; it < items; it++) {
         int64_t o = it / chunks, j0 = (it % chunks) * REDUCE_CHUNK;
         int w = (int)(inner - j0 < REDUCE_CHUNK ? inner - j0 : REDUCE_CHUNK);

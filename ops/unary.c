@@ -5,9 +5,9 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "act.h"
 #include "op.h"
 
-#define PAR_MIN 32768 /* elements below which a loop runs on one thread */
 #define DT(code) (1u << NN_DTYPE_##code)
 
 /* Attributes of every activation; an op reads the ones it has. */
@@ -79,7 +79,7 @@ static void copy_data(const nn_call *c) {
     case NN_DTYPE_##code: {                                                                    \
         const T *src = c->in[0].data;                                                          \
         T *dst = c->out[0].data;                                                               \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
         for (int64_t i = 0; i < n; i++) {                                                      \
             T x = src[i];                                                                      \
             dst[i] = (T)(expr);                                                                \
@@ -104,34 +104,6 @@ static void copy_data(const nn_call *c) {
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,  \
                                      .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .parse = parse_fn,  \
                                      .infer = infer_##Name, .run = run_##Name, .as_activation = act_fn};
-
-static inline float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
-
-/* e^x written so that the compiler vectorizes the loop around it (libm's expf
- * is one call per element): x = n ln2 + r with |r| <= ln2/2, a degree-7 Taylor
- * polynomial for e^r (error under 2 ulp), 2^n put straight into the exponent.
- * Inputs are clamped to +-87, so it is only for uses that saturate there. */
-static inline float exp_clamped(float x) {
-    const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
-    float t = x * 1.44269504f + round_magic;
-    float n = t - round_magic;
-    float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f; /* ln2 in two parts */
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4B400000 + 127) * (1 << 23); /* n sits in t's low mantissa bits */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
 
 /* log(1 + e^x) without overflow for large x */
 static inline float softplus(float x) { return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
@@ -177,14 +149,14 @@ UNARY(Sin, T_FLOAT, NULL, NULL, sinf(x))
 UNARY(Cos, T_FLOAT, NULL, NULL, cosf(x))
 UNARY(Tanh, T_FLOAT, NULL, as_act_Tanh, tanhf(x))
 UNARY(Erf, T_FLOAT, NULL, NULL, erff(x))
-UNARY(Sigmoid, T_FLOAT, NULL, as_act_Sigmoid, 1.0f / (1.0f + exp_clamped(-x)))
+UNARY(Sigmoid, T_FLOAT, NULL, as_act_Sigmoid, nn_act_apply(NN_ACT_SIGMOID, 0.0f, 0.0f, x))
 UNARY(Softplus, T_FLOAT, NULL, NULL, softplus(x))
 UNARY(Softsign, T_FLOAT, NULL, NULL, x / (1.0f + fabsf(x)))
-UNARY(HardSwish, T_FLOAT, NULL, as_act_HardSwish, x * clamp01(x * (1.0f / 6.0f) + 0.5f))
-UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, as_act_LeakyRelu, x >= 0.0f ? x : p->alpha * x)
+UNARY(HardSwish, T_FLOAT, NULL, as_act_HardSwish, nn_act_apply(NN_ACT_HARD_SWISH, 0.0f, 0.0f, x))
+UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, as_act_LeakyRelu, nn_act_apply(NN_ACT_LEAKY_RELU, p->alpha, 0.0f, x))
 UNARY(Elu, T_FLOAT, parse_Elu, NULL, x >= 0.0f ? x : p->alpha * expm1f(x))
 UNARY(Selu, T_FLOAT, parse_Selu, NULL, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
-UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, as_act_HardSigmoid, clamp01(p->alpha * x + p->beta))
+UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, as_act_HardSigmoid, nn_act_apply(NN_ACT_HARD_SIGMOID, p->alpha, p->beta, x))
 
 /* ---- Clip: bounds are attributes before opset 11, optional scalar inputs since. */
 
@@ -231,7 +203,7 @@ static nn_status infer_Clip(nn_call *c) {
         if (p->from_attrs) lo = (T)p->lo, hi = (T)p->hi;                                       \
         const T *src = c->in[0].data;                                                          \
         T *dst = c->out[0].data;                                                               \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
         for (int64_t i = 0; i < n; i++) {                                                      \
             T v = src[i] < lo ? lo : src[i];                                                   \
             dst[i] = v > hi ? hi : v;                                                          \
@@ -424,7 +396,7 @@ static inline int64_t float_to_int(float x, int64_t lo, int64_t hi) {
     case NN_DTYPE_##SCODE: {                                                                   \
         const TS *src = c->in[0].data;                                                         \
         TD *dst = c->out[0].data;                                                              \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
         for (int64_t i = 0; i < n; i++) dst[i] = CONVERT(DCODE, TD, lo, hi, src[i]);          \
         break;                                                                                 \
     }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "epilogue.h"
+#include "isa.h"
 #include "winograd.h"
 
 enum {
@@ -368,8 +369,8 @@ DEFINE_ISA(portable, , 2, CASES_2)
 
 static item_fn pick_item(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    if (__builtin_cpu_supports("avx512f")) return avx512_item;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2_item;
+    if (nn_isa_active() == NN_ISA_AVX512) return avx512_item;
+    if (nn_isa_active() == NN_ISA_AVX2) return avx2_item;
 #endif
     return portable_item;
 }
@@ -390,9 +391,8 @@ bool nn_winograd_applicable(const nn_winograd_shape *s) {
     /* Estimated time of each path (per group, in flops): the larger of its
      * multiply-adds and its weight traffic.  Winograd does 36 where the
      * GEMM does 9 per 16 outputs, but its weights are 4x larger, which
-     * decides on small images at batch 1 (measured on chains of 30 convs,
-     * weights cold: 192 -> 192 at 7x7 is 15% faster on the GEMM path,
-     * 128 -> 128 at 14x14 27% and 512 -> 512 at 14x14 70% faster here). */
+     * decides on small images at batch 1 (docs/perf-notes.md, "Winograd or
+     * GEMM"). */
     double pairs = (double)(cg * mg), tiles = (double)(s->batch * cdiv(s->out_h, TILE) * cdiv(s->out_w, TILE));
     double columns = (double)s->batch * (double)(cdiv(s->out_h * s->out_w, GEMM_PANEL) * GEMM_PANEL);
     double winograd = fmax(FLOPS_PER_WEIGHT_BYTE * NPOS * sizeof(float) * pairs, 2.0 * NPOS * pairs * tiles);

@@ -38,6 +38,10 @@ VALGRIND="valgrind -q --leak-check=full --show-possibly-lost=no --errors-for-lea
 for t in "$BUILD"/tests/test_*; do
     suite "$(basename "$t")" $VALGRIND "$t"
 done
+# the ISA the environment asks for is the one every kernel family starts with
+for isa in scalar avx2 avx512; do
+    suite "isa $isa" env NN_ISA=$isa "$BUILD/tests/test_isa"
+done
 # threads on one real model: valgrind would only serialize them (races: make tsan)
 suite concurrency "$BUILD/tests/concurrency"
 suite cli tests/test_cli.sh
@@ -61,6 +65,8 @@ else
 fi
 suite models tests/check_models.sh
 suite structure tests/check_structure.sh
+# the sources build for a generic x86-64 and for aarch64, where only the portable kernels exist
+suite portable make -s check-portable
 suite cache tests/test_cache.sh
 echo "suites failed:${failed_names:- none}"
 echo "$passed passed, $failed failed"

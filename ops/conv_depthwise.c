@@ -1,0 +1,678 @@
+/* Depthwise 2-D convolutions (conv_kernels.h): one input channel per group,
+ * the MobileNet case, where per-group GEMMs would be tiny.  Several kernels
+ * by plane size and ISA: channel-blocked for small planes, per plane
+ * (rotated rows, a flat plane, stride-2 direct) for the others. */
+#include <limits.h>
+#include <omp.h>
+#include <string.h>
+
+#include "act_x86.h"
+#include "conv_kernels.h"
+#include "isa.h"
+#include "window.h"
+
+#if NN_HAVE_X86
+#include <immintrin.h>
+
+#include "avx2.h"
+#endif
+
+/* y[ow] += sum over kw of w[kw] * x[ow*s + kw*d + off] for ow in [a, b), all
+ * taps inside the row.  Inlined with constant k, s, d for the common kernels
+ * so that the kw loop unrolls and the ow loop vectorizes. */
+static inline __attribute__((always_inline)) void dw_span(float *restrict y, const float *restrict x,
+                                                          const float *restrict w, int64_t k, int64_t s, int64_t d,
+                                                          int64_t a, int64_t b, int64_t off) {
+    for (int64_t ow = a; ow < b; ow++) {
+        float acc = y[ow];
+        for (int64_t kw = 0; kw < k; kw++)
+            acc += w[kw] * x[ow * s + kw * d + off];
+        y[ow] = acc;
+    }
+}
+
+static void dw_row(float *restrict y, const float *restrict x, const float *restrict w, int64_t k, int64_t s, int64_t d,
+                   int64_t a, int64_t b, int64_t off) {
+    if (d == 1 && k == 3 && s == 1)
+        dw_span(y, x, w, 3, 1, 1, a, b, off);
+    else if (d == 1 && k == 3 && s == 2)
+        dw_span(y, x, w, 3, 2, 1, a, b, off);
+    else if (d == 1 && k == 5 && s == 1)
+        dw_span(y, x, w, 5, 1, 1, a, b, off);
+    else if (d == 1 && k == 5 && s == 2)
+        dw_span(y, x, w, 5, 2, 1, a, b, off);
+    else
+        dw_span(y, x, w, k, s, d, a, b, off);
+}
+
+/* dw_span for columns [from, to) whose kernel row crosses the input's edge. */
+static void dw_border(float *y, const float *x, const float *w, const conv_geom *g, int64_t from, int64_t to) {
+    for (int64_t ow = from; ow < to; ow++)
+        for (int64_t kw = 0; kw < g->kernel[1]; kw++) {
+            int64_t iw = ow * g->stride[1] + kw * g->dilation[1] - g->pad[1];
+            if (iw >= 0 && iw < g->in[1]) y[ow] += w[kw] * x[iw];
+        }
+}
+
+/* y[oh][ow] = b + sum over the window of w * x, for a zero-padded plane xp
+ * (row length pw_n) that holds every tap: the whole window per output, so
+ * each output is written once.  Inlined with constant kernel, strides and
+ * dilations for the common shapes so that the taps unroll and the ow loop
+ * vectorizes.  With `split`, xp's rows are stored even columns first, the
+ * odd ones from `half` on (nn_pad_plane_split), for a column stride of 2
+ * and dilation 1: tap kw of output ow is then float ow + kw / 2 of its
+ * parity's half, consecutive along ow, where the plain layout would read
+ * every other float. */
+static inline __attribute__((always_inline)) void dw_window(const bool split, const float *restrict xp, int64_t pw_n,
+                                                            int64_t half, const float *restrict w, float *restrict y,
+                                                            int64_t oh_n, int64_t ow_n, int64_t kh_n, int64_t kw_n,
+                                                            int64_t sh, int64_t sw, int64_t dh, int64_t dw, float b) {
+    for (int64_t oh = 0; oh < oh_n; oh++) {
+        const float *xr = xp + oh * sh * pw_n;
+        float *yr = y + oh * ow_n;
+        for (int64_t ow = 0; ow < ow_n; ow++) {
+            float acc = b;
+            for (int64_t kh = 0; kh < kh_n; kh++)
+                for (int64_t kw = 0; kw < kw_n; kw++) {
+                    int64_t col = split ? (kw & 1) * half + kw / 2 + ow : ow * sw + kw * dw;
+                    acc += w[kh * kw_n + kw] * xr[kh * dh * pw_n + col];
+                }
+            yr[ow] = acc;
+        }
+    }
+}
+
+typedef struct dw_plane {
+    const float *xp, *w;
+    float *y, bias;
+    int64_t pw_n;
+    int64_t half; /* > 0: xp's rows are split by column parity, the odd columns from here */
+} dw_plane;
+
+static inline __attribute__((always_inline)) void dw_plane_body(const conv_geom *g, const dw_plane *p) {
+    int64_t kh = g->kernel[0], kw = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
+    int64_t oh_n = g->out[0], ow_n = g->out[1], dh = g->dilation[0];
+    bool unit = dh == 1 && g->dilation[1] == 1;
+    if (p->half) /* see depthwise_2d: 3x3, stride 2, dilation 1 */
+        dw_window(true, p->xp, p->pw_n, p->half, p->w, p->y, oh_n, ow_n, 3, 3, 2, 2, 1, 1, p->bias);
+    else if (unit && kh == 3 && kw == 3 && sh == 1 && sw == 1)
+        dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, 3, 3, 1, 1, 1, 1, p->bias);
+    else if (unit && kh == 3 && kw == 3 && sh == 2 && sw == 2)
+        dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, 3, 3, 2, 2, 1, 1, p->bias);
+    else if (unit && kh == 5 && kw == 5 && sh == 1 && sw == 1)
+        dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, 5, 5, 1, 1, 1, 1, p->bias);
+    else if (unit && kh == 5 && kw == 5 && sh == 2 && sw == 2)
+        dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, 5, 5, 2, 2, 1, 1, p->bias);
+    else
+        dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, kh, kw, sh, sw, dh, g->dilation[1], p->bias);
+}
+
+/* compiled once per instruction set; the GEMM kernel in use picks one */
+#define DW_PLANE_FOR(SUFFIX, ATTR)                                                                                     \
+    ATTR static void dw_plane_##SUFFIX(const conv_geom *g, const dw_plane *p) { dw_plane_body(g, p); }
+#if NN_HAVE_X86
+DW_PLANE_FOR(avx2, __attribute__((target("avx2,fma"))))
+#endif
+DW_PLANE_FOR(scalar, )
+
+#if NN_HAVE_X86 /* the vector kernels and their predicates; other targets run dw_plane_scalar */
+/* AVX-512, square K x K kernels, stride 1, dilation 1: 16 outputs per
+ * vector, the weights held in registers.  Loads may run up to 16 floats past
+ * a row (into the next row or the buffer's slack); those lanes are never
+ * stored.  (Stride 2 has dw_s2_512, which needs no padded copy.) */
+static inline __attribute__((always_inline)) T512 void dw_vec512(const int K, const conv_geom *g, const dw_plane *p) {
+    __m512 wv[25];
+    for (int i = 0; i < K * K; i++)
+        wv[i] = _mm512_set1_ps(p->w[i]);
+    int64_t oh_n = g->out[0], ow_n = g->out[1];
+    for (int64_t oh = 0; oh < oh_n; oh++) {
+        const float *xr = p->xp + oh * p->pw_n;
+        float *yr = p->y + oh * ow_n;
+        for (int64_t ow = 0; ow < ow_n; ow += 16) {
+            __m512 acc = _mm512_set1_ps(p->bias);
+            for (int kh = 0; kh < K; kh++)
+                for (int kw = 0; kw < K; kw++)
+                    acc = _mm512_fmadd_ps(wv[kh * K + kw], _mm512_loadu_ps(xr + kh * p->pw_n + ow + kw), acc);
+            int64_t left = ow_n - ow;
+            _mm512_mask_storeu_ps(yr + ow, left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1), acc);
+        }
+    }
+}
+
+T512 static void dw_plane_avx512(const conv_geom *g, const dw_plane *p) {
+    bool unit = g->dilation[0] == 1 && g->dilation[1] == 1 && g->stride[0] == 1 && g->stride[1] == 1;
+    int64_t k = g->kernel[0];
+    if (unit && k == g->kernel[1] && k == 3)
+        dw_vec512(3, g, p);
+    else if (unit && k == g->kernel[1] && k == 5)
+        dw_vec512(5, g, p);
+    else
+        dw_plane_body(g, p);
+}
+
+/* AVX-512, K x K (3 or 5) stride 2, dilation 1, read straight from the
+ * unpadded plane: no padded copy.  For a block of 16 outputs of a row, each
+ * input row's 31 + K floats are three loads, masked to the columns inside the
+ * plane (a masked lane neither faults nor counts), split once into even and
+ * odd columns; tap kw is the even or odd vector moved on by kw / 2. */
+static inline __attribute__((always_inline)) T512 void dw_s2_512(const int K, const conv_geom *g, const float *x,
+                                                                 const float *w, float bias, float *y) {
+    __m512 wv[25];
+    for (int i = 0; i < K * K; i++)
+        wv[i] = _mm512_set1_ps(w[i]);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    /* a vector of columns moved on by two: its lanes 1..15, then lane 0, 1
+     * or 2 of the third load (the column that follows the even, odd or
+     * moved-on even run) */
+    const __m512i on1 = _mm512_set_epi32(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+    const __m512i on1_odd = _mm512_set_epi32(17, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+    const __m512i on1_even2 = _mm512_set_epi32(18, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+    int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1], pt = g->pad[0], pl = g->pad[1];
+    for (int64_t ow = 0; ow < ow_n; ow += 16) {
+        int64_t c0 = 2 * ow - pl; /* first input column of the block */
+        __mmask16 m[3];
+        for (int k = 0; k < 3; k++) {
+            int64_t lo = -(c0 + 16 * k), hi = iw_n - (c0 + 16 * k); /* lanes [lo, hi) are inside */
+            lo = lo < 0 ? 0 : lo;
+            hi = hi > 16 ? 16 : hi;
+            m[k] = lo >= hi ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+        }
+        int64_t left = ow_n - ow;
+        __mmask16 out_mask = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+        for (int64_t oh = 0; oh < oh_n; oh++) {
+            __m512 acc = _mm512_set1_ps(bias);
+            for (int kh = 0; kh < K; kh++) {
+                int64_t ih = 2 * oh - pt + kh;
+                if (ih < 0 || ih >= ih_n) continue;
+                const float *src = x + ih * iw_n + c0;
+                __m512 a = _mm512_maskz_loadu_ps(m[0], src), b = _mm512_maskz_loadu_ps(m[1], src + 16);
+                __m512 c = _mm512_maskz_loadu_ps(m[2], src + 32);
+                __m512 e0 = _mm512_permutex2var_ps(a, even, b), o1 = _mm512_permutex2var_ps(a, odd, b);
+                __m512 e2 = _mm512_permutex2var_ps(e0, on1, c);
+                acc = _mm512_fmadd_ps(wv[kh * K], e0, acc);
+                acc = _mm512_fmadd_ps(wv[kh * K + 1], o1, acc);
+                acc = _mm512_fmadd_ps(wv[kh * K + 2], e2, acc);
+                if (K == 5) {
+                    acc = _mm512_fmadd_ps(wv[kh * K + 3], _mm512_permutex2var_ps(o1, on1_odd, c), acc);
+                    acc = _mm512_fmadd_ps(wv[kh * K + 4], _mm512_permutex2var_ps(e2, on1_even2, c), acc);
+                }
+            }
+            _mm512_mask_storeu_ps(y + oh * ow_n + ow, out_mask, acc);
+        }
+    }
+}
+
+T512 static void dw_s2_avx512(const conv_geom *g, const float *x, const float *w, float bias, float *y) {
+    if (g->kernel[0] == 3)
+        dw_s2_512(3, g, x, w, bias, y);
+    else
+        dw_s2_512(5, g, x, w, bias, y);
+}
+
+/* Whether the AVX-512 stride-2 kernel (dw_s2_512) takes g: 3x3, and 5x5
+ * with rows of at least 8 outputs (7-output rows fill under half a vector;
+ * docs/perf-notes.md, "Depthwise stride 2"). */
+static bool dw_s2_direct(const conv_geom *g) {
+    int64_t k = g->kernel[0];
+    return nn_isa_active() == NN_ISA_AVX512 && (k == 3 || (k == 5 && g->out[1] >= 8)) && g->kernel[1] == k &&
+           g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;
+}
+
+/* AVX-512, stride-1 K x K kernels (K <= 5) that keep a small plane's size
+ * (MobileNet's and EfficientNet's 14x14 and 7x7 layers): 16 positions of
+ * the flat plane per vector, each tap a load masked to the lanes whose
+ * neighbour is inside (window.h), so no padded copy and no half-empty
+ * vectors at the ends of short rows. */
+static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, const int NP, const nn_flat_taps *t,
+                                                                  const float *const *x, const float *const *w,
+                                                                  const float *bias, float *const *y) {
+    __m512 wv[2][25];
+    for (int q = 0; q < NP; q++)
+        for (int i = 0; i < K * K; i++)
+            wv[q][i] = _mm512_set1_ps(w[q][i]);
+    for (int64_t v = 0; v < t->vecs; v++) {
+        __m512 acc[2];
+        for (int q = 0; q < NP; q++)
+            acc[q] = _mm512_set1_ps(bias[q]);
+        for (int kh = 0; kh < K; kh++)
+            for (int kw = 0; kw < K; kw++) {
+                int64_t at = v * 16 + (kh - t->pt) * t->w + (kw - t->pl);
+                __mmask16 m = t->row_tap[v][kw] & t->col_tap[v][kh];
+                for (int q = 0; q < NP; q++)
+                    acc[q] = _mm512_fmadd_ps(wv[q][kh * K + kw], _mm512_maskz_loadu_ps(m, x[q] + at), acc[q]);
+            }
+        for (int q = 0; q < NP; q++)
+            _mm512_mask_storeu_ps(y[q] + v * 16, nn_flat_lanes(t->n, v), acc[q]);
+    }
+}
+
+/* Stride-1 3x3 depthwise convs padded by 1 on every side (MobileNetV2's
+ * and EfficientNet-B0's, from 112x112 down to 14x14), on the flat plane
+ * copied into the middle of a zeroed buffer (xp: its first float; a row
+ * and a vector of zeros, DW_ROTATE_MARGIN(w), on either side).  Per row of
+ * taps, the vectors before, at and after the output vector give the left
+ * and right taps by lane rotation (valignd): one new load per row of taps
+ * as the window slides, where dw_flat512 spent 9 masked loads, most split
+ * across cache lines, on 9 multiply-adds, and dw_plane_avx512 9 unaligned
+ * ones on row vectors that rows of 56 or 28 leave partly empty.  Rows above
+ * and below the plane read zeros; the left and right taps are masked at the
+ * row ends.  The three rows accumulate apart, so their chains of
+ * multiply-adds overlap.  On 7x7 (9x9 padded) it ties with
+ * depthwise_blocked, which keeps those (docs/perf-notes.md, "Depthwise
+ * 3x3 by lane rotation"). */
+#define DW_ROTATE_MAX_W     256
+#define DW_ROTATE_MARGIN(w) ((w) + 32)
+
+/* Per 16-float vector of a plane with rows of w_n floats: the lanes whose
+ * left (edges[v][0]) and right (edges[v][1]) neighbours lie in the same row.
+ * Built on every run, so the column is counted along, not divided out. */
+static void dw_rotate_edges(int64_t n, int64_t w_n, uint16_t (*edges)[2]) {
+    int64_t col = 0;
+    for (int64_t v = 0; v * 16 < n; v++) {
+        uint16_t left = 0, right = 0;
+        for (int j = 0; j < 16; j++, col = col + 1 == w_n ? 0 : col + 1) {
+            left |= (uint16_t)((col > 0) << j);
+            right |= (uint16_t)((col < w_n - 1) << j);
+        }
+        edges[v][0] = left;
+        edges[v][1] = right;
+    }
+}
+
+T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges)[2], const float *xp, const float *w,
+                                  float bias, float *y) {
+    __m512 wv[9], win[3][3]; /* per row of taps: the vectors before, at and after */
+    for (int i = 0; i < 9; i++)
+        wv[i] = _mm512_set1_ps(w[i]);
+    const float *row[3];
+    for (int r = 0; r < 3; r++) {
+        row[r] = xp + (r - 1) * w_n;
+        win[r][1] = _mm512_loadu_ps(row[r] - 16);
+        win[r][2] = _mm512_loadu_ps(row[r]);
+    }
+    for (int64_t v = 0; v * 16 < n; v++) {
+        __m512 acc[3];
+        for (int r = 0; r < 3; r++) {
+            win[r][0] = win[r][1];
+            win[r][1] = win[r][2];
+            win[r][2] = _mm512_loadu_ps(row[r] + v * 16 + 16);
+            __m512 left = _mm512_castsi512_ps(
+                _mm512_alignr_epi32(_mm512_castps_si512(win[r][1]), _mm512_castps_si512(win[r][0]), 15));
+            __m512 right = _mm512_castsi512_ps(
+                _mm512_alignr_epi32(_mm512_castps_si512(win[r][2]), _mm512_castps_si512(win[r][1]), 1));
+            acc[r] = _mm512_fmadd_ps(wv[r * 3 + 1], win[r][1], r == 0 ? _mm512_set1_ps(bias) : _mm512_setzero_ps());
+            acc[r] = _mm512_mask3_fmadd_ps(wv[r * 3], left, acc[r], edges[v][0]);
+            acc[r] = _mm512_mask3_fmadd_ps(wv[r * 3 + 2], right, acc[r], edges[v][1]);
+        }
+        _mm512_mask_storeu_ps(y + v * 16, nn_flat_lanes(n, v), _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]));
+    }
+}
+
+/* np (1 or 2) planes at once: 3x3 windows take two, whose chains of
+ * multiply-adds then interleave and share each tap's mask. */
+T512 static void dw_flat_avx512(const nn_flat_taps *t, int np, const float *const *x, const float *const *w,
+                                const float *bias, float *const *y) {
+    if (t->kh == 3 && np == 2)
+        dw_flat512(3, 2, t, x, w, bias, y);
+    else if (t->kh == 3)
+        dw_flat512(3, 1, t, x, w, bias, y);
+    else
+        dw_flat512(5, 1, t, x, w, bias, y);
+}
+
+/* Whether depthwise_2d runs g on the flat plane. */
+static bool dw_flat(const conv_geom *g, nn_flat_taps *t) {
+    int64_t k = g->kernel[0];
+    if (nn_isa_active() != NN_ISA_AVX512 || (k != 3 && k != 5) || g->kernel[1] != k) return false;
+    for (int d = 0; d < 2; d++)
+        if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d]) return false;
+    return nn_flat_taps_init(t, g->in[0], g->in[1], k, k, g->pad[0], g->pad[1]);
+}
+
+#endif
+
+/* Channel-blocked (AVX2 code, which AVX-512 machines run too): on small
+ * planes (MobileNet's and EfficientNet's 28x28 and below) vectors along a
+ * row are short and each output's taps form one dependent chain.  Here 8
+ * channels' planes are transposed into one zero-padded block of 8-float
+ * pixels, where each tap of 4 outputs is 4 independent full-width FMAs with
+ * the 8 channels' weights, and the outputs are transposed back to planes.
+ * Larger planes, whose rows already fill vectors, stay with the per-plane
+ * kernels: the limits below per ISA (docs/perf-notes.md, "Channel-blocked
+ * depthwise"). */
+static int64_t dw_blocked_max_pixels(nn_isa isa, int64_t k, int64_t s) {
+    switch (isa) {
+    case NN_ISA_AVX2: return k == 3 ? 32 * 32 : 64 * 64;
+    case NN_ISA_AVX512: return k == 5 ? 64 * 64 : s == 2 ? 32 * 32 : 9 * 9;
+    default: return 0;
+    }
+}
+
+#define DWB_LANES 8
+
+typedef struct dw_blocked {
+    int64_t pw;               /* padded row, in pixels */
+    int64_t in_n, out_n;      /* positions per input and output plane */
+    const int32_t *in_pixel;  /* per input position: its padded pixel */
+    const int32_t *out_pixel; /* per output position, rounded up to 4: its window's first padded pixel */
+} dw_blocked;
+
+static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
+    int64_t k = g->kernel[0], s = g->stride[0];
+    if (g->out_ch != g->group || (k != 3 && k != 5) || g->kernel[1] != k || (s != 1 && s != 2) || g->stride[1] != s ||
+        g->dilation[0] != 1 || g->dilation[1] != 1)
+        return false;
+#if NN_HAVE_X86
+    if (dw_s2_direct(g)) return false;
+#endif
+    *ph = nn_padded_extent(g->out[0], s, k, 1, g->pad[0], g->in[0]);
+    *pw = nn_padded_extent(g->out[1], s, k, 1, g->pad[1], g->in[1]);
+    return *ph * *pw <= dw_blocked_max_pixels(nn_isa_active(), k, s);
+}
+
+/* floats of one thread's scratch: the padded block, then the outputs */
+static size_t dw_blocked_thread_floats(const conv_geom *g, int64_t ph, int64_t pw) {
+    return (size_t)((ph * pw + nn_round_up(g->out_size, DWB_LANES)) * DWB_LANES);
+}
+
+/* bytes of the position tables ahead of the threads' scratch */
+static size_t dw_blocked_table_bytes(const conv_geom *g) {
+    return (size_t)nn_round_up(g->in_size + nn_round_up(g->out_size, 4), 16) * sizeof(int32_t);
+}
+
+/* workspace bytes for a g that fits, with padded extents ph x pw */
+static size_t dw_blocked_bytes(const conv_geom *g, int64_t ph, int64_t pw, int threads) {
+    return dw_blocked_table_bytes(g) + (size_t)threads * dw_blocked_thread_floats(g, ph, pw) * sizeof(float);
+}
+
+static size_t dw_blocked_workspace(const conv_geom *g, int threads) {
+    int64_t ph, pw;
+    return dw_blocked_fits(g, &ph, &pw) ? dw_blocked_bytes(g, ph, pw, threads) : 0;
+}
+
+#if NN_HAVE_X86
+/* r[0..7] (rows) become their columns. */
+static inline __attribute__((always_inline)) T256 void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    /* u[4h + j], 128-bit half L: column j + 4L of rows 4h..4h+3 */
+    for (int h = 0; h < 8; h += 4) {
+        u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+        u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xee);
+        u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+        u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        r[j + 4] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* nch (<= 8) channels: planes x (in_n apart) into y (out_n apart). */
+static inline __attribute__((always_inline)) T256 void dw_block8(const int K, const dw_blocked *b, int64_t nch,
+                                                                 const float *x, const float *w, const float *bias,
+                                                                 float *pixels, float *outs, float *y) {
+    for (int64_t p = 0; p < b->in_n; p += 8) {
+        int64_t left = b->in_n - p;
+        __m256 r[8];
+        for (int c = 0; c < 8; c++)
+            r[c] = c >= nch    ? _mm256_setzero_ps()
+                   : left >= 8 ? _mm256_loadu_ps(x + c * b->in_n + p)
+                               : nn_load_first8(x + c * b->in_n + p, left);
+        transpose8(r);
+        for (int64_t i = 0; i < 8 && p + i < b->in_n; i++)
+            _mm256_storeu_ps(pixels + (int64_t)b->in_pixel[p + i] * 8, r[i]);
+    }
+    float wt[25][8];
+    for (int t = 0; t < K * K; t++)
+        for (int c = 0; c < 8; c++)
+            wt[t][c] = c < nch ? w[c * K * K + t] : 0.0f;
+    __m256 bv = !bias ? _mm256_setzero_ps() : nch == 8 ? _mm256_loadu_ps(bias) : nn_load_first8(bias, nch);
+    for (int64_t o = 0; o < b->out_n; o += 4) {
+        __m256 acc[4];
+        const float *src[4];
+        for (int j = 0; j < 4; j++) {
+            acc[j] = bv;
+            src[j] = pixels + (int64_t)b->out_pixel[o + j] * 8;
+        }
+        for (int kh = 0; kh < K; kh++)
+            for (int kw = 0; kw < K; kw++) {
+                __m256 wv = _mm256_loadu_ps(wt[kh * K + kw]);
+                for (int j = 0; j < 4; j++)
+                    acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src[j] + (kh * b->pw + kw) * 8), acc[j]);
+            }
+        for (int j = 0; j < 4; j++)
+            _mm256_storeu_ps(outs + (o + j) * 8, acc[j]);
+    }
+    for (int64_t o = 0; o < b->out_n; o += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; i++)
+            r[i] = _mm256_loadu_ps(outs + (o + i) * 8);
+        transpose8(r);
+        int64_t left = b->out_n - o;
+        for (int c = 0; c < nch; c++) {
+            if (left >= 8)
+                _mm256_storeu_ps(y + c * b->out_n + o, r[c]);
+            else
+                nn_store_first8(y + c * b->out_n + o, r[c], left);
+        }
+    }
+}
+
+T256 static void dw_block8_avx2(const dw_blocked *b, int k, int64_t nch, const float *x, const float *w,
+                                const float *bias, float *pixels, float *outs, float *y) {
+    if (k == 3)
+        dw_block8(3, b, nch, x, w, bias, pixels, outs, y);
+    else
+        dw_block8(5, b, nch, x, w, bias, pixels, outs, y);
+}
+
+/* One (image, 8 channels) block per task; g fits (dw_blocked_fits, which
+ * gave ph and pw) and the workspace holds dw_blocked_bytes. */
+static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
+                              const float *bias, float *y, const nn_epilogue *e, const float *res, void *workspace,
+                              int threads) {
+    int64_t s = g->stride[0], ow_n = g->out[1];
+    int32_t *in_pixel = workspace, *out_pixel = in_pixel + g->in_size;
+    for (int64_t i = 0; i < g->in_size; i++)
+        in_pixel[i] = (int32_t)((i / g->in[1] + g->pad[0]) * pw + i % g->in[1] + g->pad[1]);
+    for (int64_t o = 0; o < nn_round_up(g->out_size, 4); o++) { /* those past the plane repeat its last window */
+        int64_t q = o < g->out_size ? o : g->out_size - 1;
+        out_pixel[o] = (int32_t)(q / ow_n * s * pw + q % ow_n * s);
+    }
+    dw_blocked b = {.pw = pw, .in_n = g->in_size, .out_n = g->out_size, .in_pixel = in_pixel, .out_pixel = out_pixel};
+    float *scratch = (float *)((char *)workspace + dw_blocked_table_bytes(g));
+    size_t per_thread = dw_blocked_thread_floats(g, ph, pw);
+    int64_t groups = (g->out_ch + DWB_LANES - 1) / DWB_LANES, tasks = g->batch * groups;
+#pragma omp parallel num_threads(threads) if (tasks > 1 &&                                                             \
+                                              tasks * g->out_size * g->kernel_size * DWB_LANES > NN_PAR_MIN)
+    {
+        float *pixels = scratch + per_thread * (size_t)omp_get_thread_num(), *outs = pixels + ph * pw * DWB_LANES;
+        memset(pixels, 0, sizeof(float) * (size_t)(ph * pw * DWB_LANES)); /* the pads: blocks write the interior */
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < tasks; t++) {
+            int64_t n = t / groups, c0 = t % groups * DWB_LANES;
+            int64_t nch = g->out_ch - c0 < DWB_LANES ? g->out_ch - c0 : DWB_LANES, plane = n * g->out_ch + c0;
+            dw_block8_avx2(&b, (int)g->kernel[0], nch, x + plane * g->in_size, w + c0 * g->kernel_size,
+                           bias ? bias + c0 : NULL, pixels, outs, y + plane * g->out_size);
+            nn_conv_epilogue(e, y + plane * g->out_size, res ? res + plane * g->out_size : NULL, nch * g->out_size);
+        }
+    }
+}
+
+#endif
+
+/* Planes up to this many floats are copied into a zero-padded stack buffer
+ * first, so that every tap is in bounds; larger ones check at the edges. */
+#define DW_PADDED_MAX     16384
+#define DW_SLACK          64 /* vector reads past the last row */
+#define DW_SPLIT_MIN_COLS 32
+
+/* The input plane that output plane p (image-major) of a depthwise conv reads. */
+static const float *dw_input_plane(const conv_geom *g, const float *x, int64_t p) {
+    int64_t n = p / g->out_ch, oc = p % g->out_ch;
+    return x + (n * g->in_ch + oc / (g->out_ch / g->group)) * g->in_size;
+}
+
+#if NN_HAVE_X86
+/* depthwise_2d on flat planes (dw_flat gave t): two planes per task for
+ * 3x3 windows whose input is small enough to be in cache, their chains of
+ * multiply-adds overlapping; out of cache pairs lose (docs/perf-notes.md,
+ * "Depthwise flat planes in pairs"). */
+#define DW_FLAT_PAIR_MAX_BYTES (1 << 20)
+
+static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const float *x, const float *w, const float *bias,
+                           float *y, const nn_epilogue *e, const float *res, int threads) {
+    int64_t planes = g->batch * g->out_ch;
+    bool pairs = t->kh == 3 && (double)planes * (double)g->in_size * sizeof(float) <= DW_FLAT_PAIR_MAX_BYTES;
+    int64_t np = pairs ? 2 : 1, tasks = (planes + np - 1) / np;
+#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
+    for (int64_t task = 0; task < tasks; task++) {
+        int64_t p0 = task * np, here = planes - p0 < np ? planes - p0 : np;
+        const float *xs[2], *ws[2];
+        float bs[2], *ys[2];
+        for (int64_t q = 0; q < here; q++) {
+            int64_t oc = (p0 + q) % g->out_ch;
+            xs[q] = dw_input_plane(g, x, p0 + q);
+            ws[q] = w + oc * g->kernel_size;
+            bs[q] = bias ? bias[oc] : 0.0f;
+            ys[q] = y + (p0 + q) * g->out_size;
+        }
+        dw_flat_avx512(t, (int)here, xs, ws, bs, ys);
+        nn_conv_epilogue(e, ys[0], res ? res + p0 * g->out_size : NULL, here * g->out_size);
+    }
+}
+
+/* Whether dw_rotate_avx512 runs g. */
+static bool dw_rotate(const conv_geom *g) {
+    if (nn_isa_active() != NN_ISA_AVX512 || g->kernel[0] != 3 || g->kernel[1] != 3 || g->in_size > DW_PADDED_MAX ||
+        g->in[1] > DW_ROTATE_MAX_W)
+        return false;
+    for (int d = 0; d < 2; d++)
+        if (g->stride[d] != 1 || g->dilation[d] != 1 || g->pad[d] != 1 || g->out[d] != g->in[d]) return false;
+    return true;
+}
+
+#define DW_ROTATE_BUF_FLOATS (DW_PADDED_MAX + 2 * DW_ROTATE_MARGIN(DW_ROTATE_MAX_W))
+
+/* depthwise_2d by dw_rotate_avx512, one plane per task, each copied into
+ * the middle of the thread's zeroed buffer (only the plane's part is ever
+ * written, so the margins stay zero). */
+static void depthwise_rotate(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                             const nn_epilogue *e, const float *res, int threads) {
+    int64_t planes = g->batch * g->out_ch, margin = DW_ROTATE_MARGIN(g->in[1]);
+    uint16_t edges[DW_PADDED_MAX / 16][2];
+    dw_rotate_edges(g->in_size, g->in[1], edges);
+#pragma omp parallel num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
+    {
+        float buf[DW_ROTATE_BUF_FLOATS];
+        memset(buf, 0, sizeof(float) * (size_t)(g->in_size + 2 * margin));
+#pragma omp for schedule(static)
+        for (int64_t p = 0; p < planes; p++) {
+            int64_t oc = p % g->out_ch;
+            float *yp = y + p * g->out_size;
+            memcpy(buf + margin, dw_input_plane(g, x, p), sizeof(float) * (size_t)g->in_size);
+            dw_rotate_avx512(g->in_size, g->in[1], (const uint16_t(*)[2])edges, buf + margin, w + oc * g->kernel_size,
+                             bias ? bias[oc] : 0.0f, yp);
+            nn_conv_epilogue(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
+        }
+    }
+}
+
+#endif
+
+/* One output plane per task (but see depthwise_flat). */
+static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                         const nn_epilogue *e, const float *res, int threads) {
+#if NN_HAVE_X86
+    if (dw_rotate(g)) {
+        depthwise_rotate(g, x, w, bias, y, e, res, threads);
+        return;
+    }
+    nn_flat_taps flat;
+    if (dw_flat(g, &flat)) {
+        depthwise_flat(g, &flat, x, w, bias, y, e, res, threads);
+        return;
+    }
+#endif
+    int64_t planes = g->batch * g->out_ch;
+    int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1];
+    int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
+    int64_t dh = g->dilation[0], dw = g->dilation[1], pt = g->pad[0], pl = g->pad[1];
+    /* padded extent: everything the windows touch */
+    int64_t ph_n = nn_padded_extent(oh_n, sh, kh_n, dh, pt, ih_n),
+            pw_n = nn_padded_extent(ow_n, sw, kw_n, dw, pl, iw_n);
+    bool padded = ph_n * pw_n <= DW_PADDED_MAX;
+    int64_t a = 0, b = ow_n; /* interior columns */
+    if (!padded) nn_valid_range(-pl, sw, iw_n - (kw_n - 1) * dw, ow_n, &a, &b);
+    nn_isa isa = nn_isa_active();
+    void (*plane_fn)(const conv_geom *, const dw_plane *) = dw_plane_scalar;
+    bool direct_s2 = false;
+#if NN_HAVE_X86
+    if (isa == NN_ISA_AVX512)
+        plane_fn = dw_plane_avx512;
+    else if (isa == NN_ISA_AVX2)
+        plane_fn = dw_plane_avx2;
+    direct_s2 = dw_s2_direct(g);
+#endif
+    /* Stride 2 along rows reads every other float; the padded copy splits
+     * each row by column parity instead (AVX-512 has dw_s2_512), for 3x3
+     * rows of whole vectors (docs/perf-notes.md, "Depthwise stride 2"). */
+    bool split = padded && kh_n == 3 && kw_n == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 &&
+                 ow_n >= DW_SPLIT_MIN_COLS && ow_n % 8 == 0 && isa != NN_ISA_AVX512;
+    int64_t half = split ? (pw_n + 1) / 2 : 0;
+#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
+    for (int64_t p = 0; p < planes; p++) {
+        float buf[DW_PADDED_MAX + DW_SLACK];
+        int64_t oc = p % g->out_ch;
+        const float *xp = dw_input_plane(g, x, p), *wp = w + oc * g->kernel_size;
+        float *yp = y + p * g->out_size, b0 = bias ? bias[oc] : 0.0f;
+        if (direct_s2) {
+#if NN_HAVE_X86
+            dw_s2_avx512(g, xp, wp, b0, yp);
+#endif
+        } else if (padded) {
+            if (half)
+                nn_pad_plane_split(buf, ph_n, pw_n, DW_SLACK, xp, ih_n, iw_n, pt, pl, 0.0f);
+            else
+                nn_pad_plane(buf, ph_n, pw_n, DW_SLACK, xp, ih_n, iw_n, pt, pl, 0.0f);
+            plane_fn(g, &(dw_plane){.xp = buf, .w = wp, .y = yp, .bias = b0, .pw_n = pw_n, .half = half});
+        } else {
+            for (int64_t oh = 0; oh < oh_n; oh++) {
+                float *yrow = yp + oh * ow_n;
+                int64_t kh_lo, kh_hi, ih0 = oh * sh - pt;
+                nn_valid_range(ih0, dh, ih_n, kh_n, &kh_lo, &kh_hi);
+                for (int64_t ow = 0; ow < ow_n; ow++)
+                    yrow[ow] = b0;
+                for (int64_t kh = kh_lo; kh < kh_hi; kh++) {
+                    const float *xrow = xp + (ih0 + kh * dh) * iw_n, *wrow = wp + kh * kw_n;
+                    dw_row(yrow, xrow, wrow, kw_n, sw, dw, a, b, -pl);
+                    dw_border(yrow, xrow, wrow, g, 0, a);
+                    dw_border(yrow, xrow, wrow, g, b, ow_n);
+                }
+            }
+        }
+        nn_conv_epilogue(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
+    }
+}
+
+size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads) { return dw_blocked_workspace(g, threads); }
+
+void nn_conv_depthwise_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                           const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size,
+                           int threads) {
+#if NN_HAVE_X86
+    int64_t ph, pw;
+    if (dw_blocked_fits(g, &ph, &pw) && workspace_size >= dw_blocked_bytes(g, ph, pw, threads)) {
+        depthwise_blocked(g, ph, pw, x, w, bias, y, e, res, workspace, threads);
+        return;
+    }
+#else
+    (void)workspace, (void)workspace_size; /* the blocked kernel is AVX2 code */
+#endif
+    depthwise_2d(g, x, w, bias, y, e, res, threads);
+}

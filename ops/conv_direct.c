@@ -1,0 +1,214 @@
+/* Direct convolution for a few input channels (conv_kernels.h). */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "act_x86.h"
+#include "conv_kernels.h"
+#include "isa.h"
+#include "window.h"
+
+/* Direct, for convs with few input channels: the RGB stems (3 -> 32
+ * 3x3 stride 2 in MobileNetV2 and EfficientNet-B0, 3 -> 64 7x7 stride 2 in
+ * ResNet-50, GoogLeNet and DenseNet-201, 3 -> 64 3x3 in VGG-19).  As a GEMM
+ * their K (channels x taps: 27 to 147) is short, and gathering the im2col
+ * panels costs about as much as the multiply-adds.  Here each image's
+ * channels are copied once into zero-padded planes (rows split by column
+ * parity for stride 2, so a tap's outputs are consecutive floats), and a
+ * block of 4 output channels x 3 vectors of outputs along a row (24 with
+ * AVX2, 48 with AVX-512) accumulates every tap in 12 registers: per tap 3
+ * loads, 4 broadcasts of the weights as they lie, 12 multiply-adds
+ * (docs/perf-notes.md, "Direct stems"). */
+#define DIRECT_MAX_IN_CH 4
+#define DIRECT_OC        4
+#define DIRECT_VECS      3
+#define DIRECT_SLACK     64 /* vector reads past a plane's last row: under 3 x 16 floats */
+#define DIRECT_MAX_KW    11
+
+typedef struct conv_direct {
+    const conv_geom *g;
+    const float *planes; /* in_ch padded planes of one image, `plane` floats apart */
+    int64_t plane, pw;
+    int64_t col[DIRECT_MAX_KW]; /* where tap kw of a row's first output lies in its padded row */
+    const float *w, *bias, *res;
+    float *y;
+    const nn_epilogue *e;
+    /* the stems' ReLU and Clip are applied in registers, min(max(acc, lo),
+     * hi); any other epilogue runs over each finished row */
+    bool clip, row_epilogue;
+    float lo, hi;
+} conv_direct;
+
+bool nn_conv_direct_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
+    int64_t s = g->stride[0];
+    if (nn_isa_active() < NN_ISA_AVX2 || g->nsp != 2 || g->group != 1 || g->in_ch > DIRECT_MAX_IN_CH ||
+        (s != 1 && s != 2) || g->stride[1] != s || g->dilation[0] != 1 || g->dilation[1] != 1 ||
+        g->kernel[1] > DIRECT_MAX_KW)
+        return false;
+    *ph = nn_padded_extent(g->out[0], s, g->kernel[0], 1, g->pad[0], g->in[0]);
+    *pw = nn_padded_extent(g->out[1], s, g->kernel[1], 1, g->pad[1], g->in[1]);
+    return true;
+}
+
+size_t nn_conv_direct_workspace(const conv_geom *g) {
+    int64_t ph, pw;
+    return nn_conv_direct_fits(g, &ph, &pw) ? sizeof(float) * (size_t)(g->in_ch * (ph * pw + DIRECT_SLACK)) : 0;
+}
+
+#if NN_HAVE_X86 /* the kernels are AVX2 and AVX-512 code: nn_conv_direct_fits is false elsewhere */
+#include <immintrin.h>
+
+#include "avx2.h"
+
+/* Output channels [oc0, oc0 + R) of output row oh, NV vectors of LANES
+ * outputs per block (fewer on the row's last block, which computes only the
+ * vectors it stores); KW: the kernel's width when constant (its taps
+ * unroll), 0 for any.  One body for both widths: V(op) names the intrinsic
+ * of the width, STORE_FIRST(p, v, n) stores a vector's first n floats. */
+#define DIRECT_BLOCK_BODY(VEC, V, LANES, STORE_FIRST)                                                                  \
+    const conv_geom *g = d->g;                                                                                         \
+    int64_t kh_n = g->kernel[0], kw_n = KW ? KW : g->kernel[1], s = g->stride[0];                                      \
+    int64_t taps = g->in_ch * kh_n * kw_n, left = g->out[1] - ow0;                                                     \
+    VEC acc[DIRECT_OC][DIRECT_VECS];                                                                                   \
+    for (int r = 0; r < R; r++)                                                                                        \
+        for (int v = 0; v < NV; v++)                                                                                   \
+            acc[r][v] = V(set1_ps)(d->bias ? d->bias[oc0 + r] : 0.0f);                                                 \
+    const float *w = d->w + oc0 * taps;                                                                                \
+    for (int64_t c = 0; c < g->in_ch; c++)                                                                             \
+        for (int64_t kh = 0; kh < kh_n; kh++) {                                                                        \
+            const float *row = d->planes + c * d->plane + (oh * s + kh) * d->pw + ow0;                                 \
+            for (int64_t kw = 0; kw < kw_n; kw++, w++) {                                                               \
+                const float *src = row + d->col[kw];                                                                   \
+                VEC x[DIRECT_VECS];                                                                                    \
+                for (int v = 0; v < NV; v++)                                                                           \
+                    x[v] = V(loadu_ps)(src + LANES * v);                                                               \
+                for (int r = 0; r < R; r++) {                                                                          \
+                    VEC a = V(set1_ps)(w[r * taps]);                                                                   \
+                    for (int v = 0; v < NV; v++)                                                                       \
+                        acc[r][v] = V(fmadd_ps)(a, x[v], acc[r][v]);                                                   \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    if (d->clip)                                                                                                       \
+        for (int r = 0; r < R; r++)                                                                                    \
+            for (int v = 0; v < NV; v++)                                                                               \
+                acc[r][v] = V(min_ps)(V(max_ps)(acc[r][v], V(set1_ps)(d->lo)), V(set1_ps)(d->hi));                     \
+    for (int r = 0; r < R; r++) {                                                                                      \
+        float *y = d->y + (oc0 + r) * g->out_size + oh * g->out[1] + ow0;                                              \
+        for (int v = 0; v < NV; v++) {                                                                                 \
+            if (left >= LANES * (v + 1))                                                                               \
+                V(storeu_ps)(y + LANES * v, acc[r][v]);                                                                \
+            else                                                                                                       \
+                STORE_FIRST(y + LANES * v, acc[r][v], left - LANES * v);                                               \
+        }                                                                                                              \
+    }
+
+static inline __attribute__((always_inline)) T512 void store_first16(float *p, __m512 v, int64_t n) {
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), v);
+}
+static inline __attribute__((always_inline)) T256 void
+direct_block256(const int R, const int NV, const int KW, const conv_direct *d, int64_t oc0, int64_t oh, int64_t ow0) {
+    DIRECT_BLOCK_BODY(__m256, V256, 8, nn_store_first8)
+}
+static inline __attribute__((always_inline)) T512 void
+direct_block512(const int R, const int NV, const int KW, const conv_direct *d, int64_t oc0, int64_t oh, int64_t ow0) {
+    DIRECT_BLOCK_BODY(__m512, V512, 16, store_first16)
+}
+
+/* One block of R (1 to DIRECT_OC) channels, with R a constant. */
+#define DIRECT_BLOCK_ROWS(BLOCK, NV)                                                                                   \
+    (R == 4   ? BLOCK(4, NV, KW, d, oc0, oh, ow0)                                                                      \
+     : R == 3 ? BLOCK(3, NV, KW, d, oc0, oh, ow0)                                                                      \
+     : R == 2 ? BLOCK(2, NV, KW, d, oc0, oh, ow0)                                                                      \
+              : BLOCK(1, NV, KW, d, oc0, oh, ow0))
+/* Output row oh, every channel: blocks of DIRECT_OC channels x DIRECT_VECS
+ * vectors, the row's last block with only the vectors it needs. */
+#define DIRECT_ROW_BODY(BLOCK, LANES)                                                                                  \
+    int64_t oc_n = d->g->out_ch, ow_n = d->g->out[1];                                                                  \
+    for (int64_t oc0 = 0; oc0 < oc_n; oc0 += DIRECT_OC) {                                                              \
+        int R = oc_n - oc0 >= DIRECT_OC ? DIRECT_OC : (int)(oc_n - oc0);                                               \
+        for (int64_t ow0 = 0; ow0 < ow_n; ow0 += LANES * DIRECT_VECS) {                                                \
+            int64_t vecs = (ow_n - ow0 + LANES - 1) / LANES;                                                           \
+            int NV = vecs >= DIRECT_VECS ? DIRECT_VECS : (int)vecs;                                                    \
+            /* constant R and NV: the accumulators stay in registers */                                                \
+            if (NV == 3)                                                                                               \
+                DIRECT_BLOCK_ROWS(BLOCK, 3);                                                                           \
+            else if (NV == 2)                                                                                          \
+                DIRECT_BLOCK_ROWS(BLOCK, 2);                                                                           \
+            else                                                                                                       \
+                DIRECT_BLOCK_ROWS(BLOCK, 1);                                                                           \
+        }                                                                                                              \
+    }                                                                                                                  \
+    for (int64_t oc = 0; oc < oc_n && d->row_epilogue; oc++) { /* the row is still in L1 */                            \
+        float *y = d->y + oc * d->g->out_size + oh * ow_n;                                                             \
+        nn_conv_epilogue(d->e, y, d->res ? d->res + (y - d->y) : NULL, ow_n);                                          \
+    }
+
+/* Bodies built by macros: clang-format would take them for statements and
+ * indent what follows. */
+/* clang-format off */
+static inline __attribute__((always_inline)) T256 void direct_row256(const int KW, const conv_direct *d, int64_t oh) {
+    DIRECT_ROW_BODY(direct_block256, 8)
+}
+static inline __attribute__((always_inline)) T512 void direct_row512(const int KW, const conv_direct *d, int64_t oh) {
+    DIRECT_ROW_BODY(direct_block512, 16)
+}
+
+/* KW unrolled for the stems' 3 and 7 */
+#define DIRECT_ROW_FOR(SUFFIX, TARGET, ROW)                                                                            \
+    TARGET static void direct_row_##SUFFIX(const conv_direct *d, int64_t oh) {                                         \
+        if (d->g->kernel[1] == 3)                                                                                      \
+            ROW(3, d, oh);                                                                                             \
+        else if (d->g->kernel[1] == 7)                                                                                 \
+            ROW(7, d, oh);                                                                                             \
+        else                                                                                                           \
+            ROW(0, d, oh);                                                                                             \
+    }
+DIRECT_ROW_FOR(avx2, T256, direct_row256)
+DIRECT_ROW_FOR(avx512, T512, direct_row512)
+
+/* g fits (nn_conv_direct_fits gave ph and pw); `planes` holds nn_conv_direct_workspace. */
+void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
+                            const float *bias, float *y, const nn_epilogue *e, const float *res, float *planes,
+                            int threads) {
+    /* clang-format on */
+    int64_t plane = ph * pw + DIRECT_SLACK, half = g->stride[0] == 2 ? (pw + 1) / 2 : 0;
+    void (*row)(const conv_direct *, int64_t) = nn_isa_active() == NN_ISA_AVX512 ? direct_row_avx512 : direct_row_avx2;
+    double work = (double)g->batch * (double)g->out_ch * (double)g->out_size * (double)(g->in_ch * g->kernel_size);
+#pragma omp parallel num_threads(threads) if (work > 1e5)
+    for (int64_t n = 0; n < g->batch; n++) {
+        const float *xn = x + n * g->in_ch * g->in_size;
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < g->in_ch; c++) {
+            if (half)
+                nn_pad_plane_split(planes + c * plane, ph, pw, DIRECT_SLACK, xn + c * g->in_size, g->in[0], g->in[1],
+                                   g->pad[0], g->pad[1], 0.0f);
+            else
+                nn_pad_plane(planes + c * plane, ph, pw, DIRECT_SLACK, xn + c * g->in_size, g->in[0], g->in[1],
+                             g->pad[0], g->pad[1], 0.0f);
+        }
+        int64_t first = n * g->out_ch * g->out_size;
+        conv_direct d = {.g = g,
+                         .planes = planes,
+                         .plane = plane,
+                         .pw = pw,
+                         .w = w,
+                         .bias = bias,
+                         .res = res ? res + first : NULL,
+                         .y = y + first,
+                         .e = e};
+        if (e && e->residual < 0 && (e->act == NN_ACT_RELU || e->act == NN_ACT_CLIP)) {
+            d.clip = true;
+            d.lo = e->act == NN_ACT_CLIP ? e->alpha : 0.0f;
+            d.hi = e->act == NN_ACT_CLIP ? e->beta : INFINITY;
+        } else {
+            d.row_epilogue = e && (e->residual >= 0 || e->act != NN_ACT_NONE);
+        }
+        for (int64_t kw = 0; kw < g->kernel[1]; kw++) /* split rows: tap kw reads its parity's half */
+            d.col[kw] = half ? (kw & 1) * half + kw / 2 : kw;
+#pragma omp for schedule(static)
+        for (int64_t oh = 0; oh < g->out[0]; oh++)
+            row(&d, oh);
+    }
+}
+#endif

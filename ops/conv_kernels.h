@@ -1,0 +1,47 @@
+/* The Conv kernels other than the GEMM, one family per file, each run on
+ * what ops/conv.c resolved and chose (conv_choose_path):
+ *   conv_depthwise.c   depthwise 2-D convs (one input channel per group)
+ *   conv_direct.c      convs with a few input channels (the RGB stems)
+ *   conv_transpose.c   ConvTranspose: the GEMM, then col2im
+ * They read plain pointers and the resolved geometry, never the graph. */
+#ifndef NN_CONV_KERNELS_H
+#define NN_CONV_KERNELS_H
+
+#include "gemm.h"
+#include "geom.h"
+#include "isa.h"
+#include "op.h"
+
+typedef nn_conv_geom conv_geom;
+
+/* y += residual, then the activation, over n outputs (the GEMM's vector code). */
+static inline void nn_conv_epilogue(const nn_epilogue *e, float *y, const float *res, int64_t n) {
+    if (!e) return;
+    if (res)
+        for (int64_t i = 0; i < n; i++)
+            y[i] += res[i];
+    nn_gemm_act(y, n, e->act, e->alpha, e->beta);
+}
+
+/* Depthwise 2-D.  Workspace bytes (0 when it needs none); run picks the
+ * channel-blocked kernel when the workspace holds it, a per-plane one
+ * otherwise. */
+size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads);
+void nn_conv_depthwise_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                           const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size, int threads);
+
+/* Direct, for few input channels: whether g fits (its padded plane ph x pw;
+ * never below AVX2), the workspace it needs, and the run (x86 code only). */
+bool nn_conv_direct_fits(const conv_geom *g, int64_t *ph, int64_t *pw);
+size_t nn_conv_direct_workspace(const conv_geom *g);
+#if NN_HAVE_X86
+void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w, const float *bias,
+                        float *y, const nn_epilogue *e, const float *res, float *planes, int threads);
+#endif
+
+/* ConvTranspose: workspace bytes, and the run (false: workspace too small). */
+size_t nn_conv_transpose_workspace(const conv_geom *g, int threads);
+bool nn_conv_transpose_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                           const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size, int threads);
+
+#endif

@@ -1,0 +1,357 @@
+/* The AVX2 and AVX-512 GEMM kernels (gemm_kernel.h), each compiled for its
+ * ISA with a target attribute, so the build needs no -m flags; a non-x86
+ * target compiles none of this. */
+#include "gemm_kernel.h"
+
+#include "act_x86.h"
+
+#if NN_HAVE_X86
+#include <immintrin.h>
+
+/* ---- AVX2 kernel: 6 x 16 */
+#define V8_MR 6
+/* R rows by V vectors of 8 columns: V = 1 serves a tile whose valid columns
+ * fit in the panel's first half (N = 49 ends on a 1-column tile), at half
+ * the multiply-adds of a full one. */
+static inline __attribute__((always_inline)) T256 void tile256_rows(const int R, const int V, const tile_args *t) {
+    __m256 c[2][V8_MR];
+#pragma clang loop unroll(full)
+    for (int i = 0; i < R; i++)
+        c[0][i] = c[1][i] = _mm256_setzero_ps();
+    const float *a = t->a, *b = t->b, *next = t->next_a;
+    for (int64_t p = 0; p < t->kc; p++, a += V8_MR, b += t->ldb, next += V8_MR) {
+        if (p % 2 == 0) _mm_prefetch((const char *)next, _MM_HINT_T1); /* 12 floats a step: a line per two */
+        __m256 b0 = _mm256_load_ps(b), b1 = V > 1 ? _mm256_load_ps(b + 8) : b0;
+#pragma clang loop unroll(full)
+        for (int i = 0; i < R; i++) {
+            __m256 ai = _mm256_broadcast_ss(a + i);
+            c[0][i] = _mm256_fmadd_ps(ai, b0, c[0][i]);
+            if (V > 1) c[1][i] = _mm256_fmadd_ps(ai, b1, c[1][i]);
+        }
+    }
+    if (t->nr < 8 * V || t->trans_c) { /* ragged right edge or a transposed C: through a buffer */
+        float acc[V8_MR * 16];
+#pragma clang loop unroll(full)
+        for (int i = 0; i < R; i++)
+#pragma clang loop unroll(full)
+            for (int v = 0; v < V; v++)
+                _mm256_storeu_ps(acc + i * 16 + 8 * v, c[v][i]);
+        merge_tile(t, acc, 16);
+        return;
+    }
+    /* The epilogue, one step at a time over all of the tile's values: each
+     * test is made once per tile, not once per vector (tested per vector,
+     * the activation's switch spilled the accumulators); ReLU and Clip, the
+     * common ones, are spelled out, the others go through act256.  It works
+     * on a copy: updating c itself here, clang kept c in memory and stored
+     * all of it on every k step (check the k loop's code after changes
+     * here).  Rows past t->mr are neither read nor written. */
+#define EACH_ROW_VEC                                                                                                   \
+    _Pragma("clang loop unroll(full)") for (int i = 0; i < R; i++) if (i < t->mr)                                      \
+        _Pragma("clang loop unroll(full)") for (int v = 0; v < V; v++)
+    __m256 y[2][V8_MR];
+    EACH_ROW_VEC y[v][i] = c[v][i];
+    if (t->load_c) EACH_ROW_VEC y[v][i] = _mm256_add_ps(y[v][i], _mm256_loadu_ps(t->c + i * t->ldc + 8 * v));
+    if (t->last) {
+        if (t->bias_row) EACH_ROW_VEC y[v][i] = _mm256_add_ps(y[v][i], _mm256_broadcast_ss(t->bias_row + i));
+        if (t->bias_col) EACH_ROW_VEC y[v][i] = _mm256_add_ps(y[v][i], _mm256_loadu_ps(t->bias_col + 8 * v));
+        if (t->res) EACH_ROW_VEC y[v][i] = _mm256_add_ps(y[v][i], _mm256_loadu_ps(t->res + i * t->ldr + 8 * v));
+        switch (t->act) {
+        case NN_ACT_NONE: break;
+        case NN_ACT_RELU: EACH_ROW_VEC y[v][i] = _mm256_max_ps(y[v][i], _mm256_setzero_ps()); break;
+        case NN_ACT_CLIP: {
+            __m256 lo = _mm256_set1_ps(t->alpha), hi = _mm256_set1_ps(t->beta);
+            EACH_ROW_VEC y[v][i] = _mm256_min_ps(_mm256_max_ps(y[v][i], lo), hi);
+            break;
+        }
+        default: EACH_ROW_VEC y[v][i] = nn_act256(y[v][i], t->act, t->alpha, t->beta);
+        }
+    }
+    EACH_ROW_VEC _mm256_storeu_ps(t->c + i * t->ldc + 8 * v, y[v][i]);
+#undef EACH_ROW_VEC
+}
+
+static inline __attribute__((always_inline)) T256 void tile256_width(const int V, const tile_args *t) {
+    if (t->mr > 4)
+        tile256_rows(6, V, t);
+    else if (t->mr > 2)
+        tile256_rows(4, V, t);
+    else if (t->mr > 1)
+        tile256_rows(2, V, t);
+    else
+        tile256_rows(1, V, t);
+}
+
+T256 static void tile_avx2(const tile_args *t) {
+    if (t->nr > 8)
+        tile256_width(2, t);
+    else
+        tile256_width(1, t);
+}
+
+/* ---- AVX-512 kernel: 14 x 32; ragged edges through masks */
+#define V16_MR 14
+static inline __attribute__((always_inline)) T512 __m512 epi512(__m512 v, const tile_args *t, int i, int j,
+                                                                __mmask16 m) {
+    const float *c = t->c + i * t->ldc + j;
+    if (t->load_c) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
+    if (!t->last) return v;
+    if (t->bias_row) v = _mm512_add_ps(v, _mm512_set1_ps(t->bias_row[i]));
+    if (t->bias_col) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, t->bias_col + j));
+    if (t->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, t->res + i * t->ldr + j));
+    return nn_act512(v, t->act, t->alpha, t->beta);
+}
+
+/* r[i] lane j -> r[j] lane i, for 16 rows of 16: 32-bit, then 64-bit
+ * interleaves inside 128-bit lanes (after which r[4k + q]'s lane L holds
+ * rows 4k..4k+3 of column 4L + q), then two 128-bit lane shuffles. */
+static inline __attribute__((always_inline)) T512 void transpose16(__m512 r[16]) {
+    __m512 a[16], b[16];
+#pragma clang loop unroll(full)
+    for (int k = 0; k < 8; k++) {
+        a[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        a[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+#pragma clang loop unroll(full)
+    for (int k = 0; k < 4; k++)
+#pragma clang loop unroll(full)
+        for (int h = 0; h < 2; h++) {
+            __m512d x = _mm512_castps_pd(a[4 * k + h]), y = _mm512_castps_pd(a[4 * k + h + 2]);
+            b[4 * k + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
+            b[4 * k + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
+        }
+#pragma clang loop unroll(full)
+    for (int q = 0; q < 4; q++) {
+        __m512 lo01 = _mm512_shuffle_f32x4(b[q], b[4 + q], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512 hi01 = _mm512_shuffle_f32x4(b[q], b[4 + q], _MM_SHUFFLE(3, 2, 3, 2));
+        __m512 lo23 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512 hi23 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], _MM_SHUFFLE(3, 2, 3, 2));
+        r[q] = _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0));
+        r[4 + q] = _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1));
+        r[8 + q] = _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + q] = _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* A transposed C: the R rows of accumulators for columns j0..j0+15 become
+ * one vector per column, its lanes the tile's rows, stored down C's column
+ * (a row of the NCHW output when rows are positions and columns channels). */
+static inline __attribute__((always_inline)) T512 void store512_transposed(const int R, const __m512 *acc,
+                                                                           const tile_args *t, int j0) {
+    __m512 r[16];
+#pragma clang loop unroll(full)
+    for (int i = 0; i < 16; i++)
+        r[i] = i < R ? acc[i] : _mm512_setzero_ps();
+    transpose16(r);
+    __mmask16 rows = (__mmask16)((1u << t->mr) - 1);
+    for (int j = 0; j < 16 && j0 + j < t->nr; j++) {
+        float *c = t->c + (j0 + j) * t->ldc;
+        __m512 v = r[j];
+        if (t->load_c) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rows, c));
+        if (t->last) {
+            if (t->bias_row) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rows, t->bias_row));
+            if (t->bias_col) v = _mm512_add_ps(v, _mm512_set1_ps(t->bias_col[j0 + j]));
+            if (t->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rows, t->res + (j0 + j) * t->ldr));
+            v = nn_act512(v, t->act, t->alpha, t->beta);
+        }
+        _mm512_mask_storeu_ps(c, rows, v);
+    }
+}
+
+/* R rows by V vectors of 16 columns: V = 1 serves a tile whose valid
+ * columns fit in the panel's first half (N = 196, a 14x14 plane, ends on a
+ * 4-column tile) in 0.55 of a full tile's time. */
+static inline __attribute__((always_inline)) T512 void tile512_rows(const int R, const int V, const tile_args *t) {
+    __m512 c0[V16_MR], c1[V16_MR];
+#pragma clang loop unroll(full)
+    for (int i = 0; i < R; i++)
+        c0[i] = c1[i] = _mm512_setzero_ps();
+    __mmask16 m0 = t->nr >= 16 ? 0xffff : (__mmask16)((1u << t->nr) - 1);
+    __mmask16 m1 = t->nr >= 32 ? 0xffff : t->nr <= 16 ? 0 : (__mmask16)((1u << (t->nr - 16)) - 1);
+    const float *a = t->a, *b = t->b, *next = t->next_a, *next_b = t->next_b;
+    for (int64_t p = 0; p < t->kc; p++, a += V16_MR, b += t->ldb, next += V16_MR, next_b += t->ldb) {
+        _mm_prefetch((const char *)next, _MM_HINT_T1);
+        _mm_prefetch((const char *)next_b, _MM_HINT_T1);
+        if (V > 1) _mm_prefetch((const char *)(next_b + 16), _MM_HINT_T1);
+        /* masked: a B read in place ends at its last valid column */
+        __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = V > 1 ? _mm512_maskz_loadu_ps(m1, b + 16) : b0;
+#pragma clang loop unroll(full)
+        for (int i = 0; i < R; i++) {
+            __m512 ai = _mm512_set1_ps(a[i]);
+            c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+            if (V > 1) c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+        }
+    }
+    if (t->trans_c) {
+        store512_transposed(R, c0, t, 0);
+        if (V > 1) store512_transposed(R, c1, t, 16);
+        return;
+    }
+#pragma clang loop unroll(full)
+    for (int i = 0; i < R && i < t->mr; i++) {
+        float *c = t->c + i * t->ldc;
+        _mm512_mask_storeu_ps(c, m0, epi512(c0[i], t, i, 0, m0));
+        if (V > 1) _mm512_mask_storeu_ps(c + 16, m1, epi512(c1[i], t, i, 16, m1));
+    }
+}
+
+static inline __attribute__((always_inline)) T512 void tile512_width(const int V, const tile_args *t) {
+    if (t->mr > 8)
+        tile512_rows(14, V, t);
+    else if (t->mr > 4)
+        tile512_rows(8, V, t);
+    else if (t->mr > 2)
+        tile512_rows(4, V, t);
+    else if (t->mr > 1)
+        tile512_rows(2, V, t);
+    else
+        tile512_rows(1, V, t);
+}
+
+T512 static void tile_avx512(const tile_args *t) {
+    if (t->nr > 16)
+        tile512_width(2, t);
+    else
+        tile512_width(1, t);
+}
+
+/* Any panel width: B's (32) and, for a transposed A, A's (14), whose
+ * panels are stored by masked vectors of up to 16 of their floats. */
+T512 static void pack_plain_avx512(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst,
+                                   const b_prologue *pr) {
+    for (int64_t p = 0; p < kc; p++) {
+        const float *s = src + p * ld;
+        float *row = dst + p * nr;
+        __m512 scale = _mm512_set1_ps(pr ? pr->scale[p] : 1.0f), shift = _mm512_set1_ps(pr ? pr->shift[p] : 0.0f);
+        for (int64_t j0 = 0; j0 < nc; j0 += nr, row += kc * nr)
+            for (int q = 0; q < nr; q += VEC) {
+                int64_t width = min64(VEC, nr - q), left = min64(width, nc - j0 - q);
+                __mmask16 m = left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+                __m512 v = _mm512_maskz_loadu_ps(m, s + j0 + q);
+                if (pr) {
+                    v = _mm512_fmadd_ps(v, scale, shift);
+                    if (pr->relu) v = _mm512_max_ps(v, _mm512_setzero_ps()); /* NaN -> 0: max returns its 2nd operand */
+                    v = _mm512_maskz_mov_ps(m, v);                           /* the padding stays zero */
+                }
+                _mm512_mask_storeu_ps(row + q, (__mmask16)((1u << width) - 1), v);
+            }
+    }
+}
+
+T256 static inline __m256 prologue256(__m256 v, __m256 scale, __m256 shift, bool relu) {
+    v = _mm256_fmadd_ps(v, scale, shift);
+    return relu ? _mm256_max_ps(v, _mm256_setzero_ps()) : v;
+}
+
+/* nr = 16: whole panels as two vector copies a row; the last one, partial,
+ * through a zeroed row (the compiler's version of the loop was a third of
+ * the time of small-M products). */
+T256 static void pack_plain_avx2(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst,
+                                 const b_prologue *pr) {
+    if (nr != 16) {
+        pack_plain_body(src, ld, kc, nc, nr, dst, pr);
+        return;
+    }
+    int64_t whole = nc / 16 * 16;
+    for (int64_t p = 0; p < kc; p++) {
+        const float *s = src + p * ld;
+        float *row = dst + p * nr;
+        __m256 scale = _mm256_set1_ps(pr ? pr->scale[p] : 1.0f), shift = _mm256_set1_ps(pr ? pr->shift[p] : 0.0f);
+        for (int64_t j = 0; j < whole; j += 16, row += kc * nr) {
+            __m256 lo = _mm256_loadu_ps(s + j), hi = _mm256_loadu_ps(s + j + 8);
+            if (pr) {
+                lo = prologue256(lo, scale, shift, pr->relu);
+                hi = prologue256(hi, scale, shift, pr->relu);
+            }
+            _mm256_store_ps(row, lo);
+            _mm256_store_ps(row + 8, hi);
+        }
+        if (whole < nc) {
+            float last[16] = {0};
+            for (int64_t j = 0; j < nc - whole; j++)
+                last[j] = pr ? prologue1(pr, p, s[whole + j]) : s[whole + j];
+            _mm256_store_ps(row, _mm256_loadu_ps(last));
+            _mm256_store_ps(row + 8, _mm256_loadu_ps(last + 8));
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) T512 void pack_vec_avx512(const vec_desc *dv, const int32_t *idx,
+                                                                       const float *plane, float *d) {
+    __m512 val;
+    if (dv->kind == VEC_GATHER) {
+        __m512i vi = _mm512_loadu_si512(idx);
+        __mmask16 ok = _mm512_cmpge_epi32_mask(vi, _mm512_setzero_si512());
+        val = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ok, vi, plane, 4);
+    } else if (dv->kind == VEC_RUNS_STEP2) {
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        val = _mm512_setzero_ps();
+        for (int r = 0; r < 2; r++) {
+            __m512 lo = _mm512_maskz_loadu_ps(dv->wide[r][0], plane + dv->off[r]);
+            __m512 hi = _mm512_maskz_loadu_ps(dv->wide[r][1], plane + dv->off[r] + VEC);
+            val = _mm512_mask_mov_ps(val, dv->mask[r], _mm512_permutex2var_ps(lo, even, hi));
+        }
+    } else { /* zeros and one run are two runs with empty masks: no branch to mispredict */
+        val = _mm512_maskz_loadu_ps(dv->mask[0], plane + dv->off[0]);
+        val = _mm512_mask_loadu_ps(val, dv->mask[1], plane + dv->off[1]);
+    }
+    _mm512_store_ps(d, val);
+}
+
+/* Lanes whose bit is set in `bits` (8 bits), as an AVX2 lane mask. */
+static inline __attribute__((always_inline)) T256 __m256i lane_mask8(unsigned bits) {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), bit), bit);
+}
+
+/* pack_vec_avx512 in two halves of 8 lanes: runs as masked loads (they
+ * never touch masked-out lanes, so a run's vector may start before the
+ * plane), the rest gathered: the compiler's own loop went one float and
+ * one branch at a time (docs/perf-notes.md, "GEMM: AVX2 im2col packing"). */
+static inline __attribute__((always_inline)) T256 void pack_vec_avx2(const vec_desc *dv, const int32_t *idx,
+                                                                     const float *plane, float *d) {
+    for (int h = 0; h < VEC; h += 8) {
+        __m256 val;
+        if (dv->kind != VEC_RUNS) { /* step-2 runs too: no AVX2 permute across 16 floats */
+            __m256i vi = _mm256_loadu_si256((const __m256i *)(idx + h));
+            __m256 ok = _mm256_castsi256_ps(_mm256_cmpgt_epi32(vi, _mm256_set1_epi32(-1)));
+            val = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, vi, ok, 4);
+        } else {
+            __m256i m0 = lane_mask8((dv->mask[0] >> h) & 0xffu), m1 = lane_mask8((dv->mask[1] >> h) & 0xffu);
+            val = _mm256_maskload_ps(plane + dv->off[0] + h, m0);
+            val = _mm256_blendv_ps(val, _mm256_maskload_ps(plane + dv->off[1] + h, m1), _mm256_castsi256_ps(m1));
+        }
+        _mm256_store_ps(d + h, val);
+    }
+}
+
+ELEMENTWISE_FOR(avx512, T512)
+ELEMENTWISE_FOR(avx2, T256)
+PACK_CONV_FOR(avx512, T512)
+PACK_CONV_FOR(avx2, T256)
+
+const gemm_kernel nn_gemm_kernel_avx512 = {.name = "avx512",
+                                           .mr = V16_MR,
+                                           .nr = 32,
+                                           .mc = 14 * 24,
+                                           .nc = 512,
+                                           .b_in_place = true,
+                                           .tile = tile_avx512,
+                                           .act = act_avx512,
+                                           .dot = dot_avx512,
+                                           .axpy = axpy_avx512,
+                                           .pack_conv = pack_conv_avx512,
+                                           .pack_plain = pack_plain_avx512};
+
+const gemm_kernel nn_gemm_kernel_avx2 = {.name = "avx2",
+                                         .mr = V8_MR,
+                                         .nr = 16,
+                                         .mc = 6 * 24,
+                                         .nc = 256,
+                                         .tile = tile_avx2,
+                                         .act = act_avx2,
+                                         .dot = dot_avx2,
+                                         .axpy = axpy_avx2,
+                                         .pack_conv = pack_conv_avx2,
+                                         .pack_plain = pack_plain_avx2};
+#endif

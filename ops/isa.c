@@ -1,0 +1,50 @@
+/* ISA selection (isa.h). */
+#include "isa.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const names[NN_ISA_COUNT] = {
+    [NN_ISA_SCALAR] = "scalar", [NN_ISA_AVX2] = "avx2", [NN_ISA_AVX512] = "avx512"};
+
+static int active = -1; /* accessed atomically: the first callers may race to set it (to the same value) */
+
+const char *nn_isa_name(nn_isa isa) { return (unsigned)isa < NN_ISA_COUNT ? names[isa] : "unknown"; }
+
+bool nn_isa_supported(nn_isa isa) {
+    switch (isa) {
+    case NN_ISA_SCALAR: return true;
+#if NN_HAVE_X86
+    case NN_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case NN_ISA_AVX512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#endif
+    default: return false;
+    }
+}
+
+bool nn_isa_parse(const char *name, nn_isa *isa) {
+    for (int i = 0; name && i < NN_ISA_COUNT; i++)
+        if (!strcmp(name, names[i])) {
+            *isa = (nn_isa)i;
+            return true;
+        }
+    return false;
+}
+
+nn_isa nn_isa_active(void) {
+    int k = __atomic_load_n(&active, __ATOMIC_RELAXED);
+    if (k >= 0) return (nn_isa)k;
+    nn_isa want = NN_ISA_COUNT - 1;
+    const char *env = getenv("NN_ISA");
+    if (env && *env) nn_isa_parse(env, &want); /* an unknown name leaves the best */
+    while (want > NN_ISA_SCALAR && !nn_isa_supported(want))
+        want--;
+    __atomic_store_n(&active, (int)want, __ATOMIC_RELAXED);
+    return want;
+}
+
+bool nn_isa_select(nn_isa isa) {
+    if (!nn_isa_supported(isa)) return false;
+    __atomic_store_n(&active, (int)isa, __ATOMIC_RELAXED);
+    return true;
+}

@@ -1,0 +1,43 @@
+/* Which instruction set the CPU kernels use: chosen once, read everywhere.
+ *
+ * Every kernel family (GEMM tiles, depthwise and direct convs, pooling,
+ * Winograd) asks nn_isa_active() instead of probing the processor itself, so
+ * one switch moves all of them together: the tests run each family that this
+ * CPU can execute, and the plan cache keys packed weights by the name. */
+#ifndef NN_ISA_H
+#define NN_ISA_H
+
+#include <stdbool.h>
+
+/* Ordered: a higher value needs everything a lower one does. */
+typedef enum nn_isa {
+    NN_ISA_SCALAR, /* plain C: any processor, any compiler target */
+    NN_ISA_AVX2,   /* x86-64 with AVX2 and FMA */
+    NN_ISA_AVX512, /* x86-64 with AVX-512 F and DQ */
+    NN_ISA_COUNT
+} nn_isa;
+
+/* The x86 kernels are compiled only for an x86-64 target; elsewhere the
+ * portable ones are the only family. */
+#if defined(__x86_64__) || defined(_M_X64)
+#define NN_HAVE_X86 1
+#else
+#define NN_HAVE_X86 0
+#endif
+
+/* The ISA in use.  The first call picks the best this CPU runs, or the one
+ * the environment variable NN_ISA names (avx512, avx2 or scalar; one this
+ * CPU lacks gives the best it has below it), and every later call returns
+ * the same until nn_isa_select. */
+nn_isa nn_isa_active(void);
+/* "avx512", "avx2", "scalar". */
+const char *nn_isa_name(nn_isa isa);
+/* Whether this build and this CPU can run `isa`'s kernels. */
+bool nn_isa_supported(nn_isa isa);
+/* The ISA a name means; false for an unknown name. */
+bool nn_isa_parse(const char *name, nn_isa *isa);
+/* For tests and benchmarks: switch every kernel family to `isa` (false, and
+ * nothing changes, when unsupported).  Not safe while kernels run. */
+bool nn_isa_select(nn_isa isa);
+
+#endif

@@ -504,10 +504,24 @@ static nn_status check_Shrink(const void *params, char *err, size_t err_size) {
 }
 
 /* Shrink's bias and lambd are floats for every input dtype: integers are
- * compared and shifted in float, then converted back. */
+ * compared and shifted in double, then saturated back into their type. */
+static inline int64_t sat_int(double v, int64_t lo, int64_t hi) {
+    return v != v ? 0 : v <= (double)lo ? lo : v >= (double)hi ? hi : (int64_t)v;
+}
+#define SHRINK_V(x, v)                                                                         \
+    _Generic((x), float: (float)(v), int8_t: sat_int(v, INT8_MIN, INT8_MAX),                   \
+             uint8_t: sat_int(v, 0, UINT8_MAX), int32_t: sat_int(v, INT32_MIN, INT32_MAX),     \
+             default: sat_int(v, INT64_MIN, INT64_MAX))
+#define SHRINK(x)                                                                              \
+    SHRINK_V(x, (double)(x) < -(double)p->alpha  ? (double)(x) + p->beta                       \
+                : (double)(x) > (double)p->alpha ? (double)(x) - p->beta                       \
+                                                 : 0.0)
+#define T_SHRINK(X, e) T_SIGNED(X, e) X(UINT8, uint8_t, e)
+#define T_SHRINK_MASK (T_SIGNED_MASK | DT(UINT8))
+
 UNARY_FNS(Celu, T_FLOAT, fmaxf(x, 0.0f) + fminf(0.0f, p->alpha * expm1f(x / p->alpha)))
 UNARY_FNS(ThresholdedRelu, T_FLOAT, x > p->alpha ? x : 0.0f)
-UNARY_FNS(Shrink, T_SIGNED, (float)x < -p->alpha ? (float)x + p->beta : (float)x > p->alpha ? (float)x - p->beta : 0.0f)
+UNARY_FNS(Shrink, T_SHRINK, SHRINK(x))
 
 #define UNARY_WITH_CHECK(Name)                                                                 \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,  \

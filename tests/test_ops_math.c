@@ -378,6 +378,15 @@ static void test_misc(void) {
         release(&r);
     }
     {
+        /* results outside UINT8 saturate rather than wrap (or hit C's undefined conversion) */
+        const uint8_t x[] = {0, 250, 3}, want[] = {0, 255, 13}; /* 0: x < -lambd first, 0 - 10 */
+        nn_attr at[2] = {attr_float("lambd", -1.0f), attr_float("bias", -10.0f)};
+        nn_tensor in[1] = {tensor(NN_DTYPE_UINT8, 1, 3)};
+        memcpy(in[0].data, x, 3);
+        if (cpu_run(&r, "Shrink", 9, at, 2, NULL, in, 1, 1, NULL)) expect_u8("Shrink uint8 saturates", &r, want, 3);
+        release(&r);
+    }
+    {
         nn_attr zero = attr_float("alpha", 0.0f);
         nn_tensor in[1] = {tensor(NN_DTYPE_FLOAT, 1, 1)};
         expect_refused("Celu alpha 0", "Celu", 12, &zero, 1, in, 1);

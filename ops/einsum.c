@@ -14,10 +14,10 @@
 
 #include "op.h"
 
-#define EINSUM_EQ_MAX 256
-#define EINSUM_MAX_IN 8
-#define EINSUM_LETTERS 52                               /* A-Z, a-z */
-#define EINSUM_LABELS (EINSUM_LETTERS + NN_MAX_DIMS)     /* then the ellipsis dims */
+#define EINSUM_EQ_MAX   256
+#define EINSUM_MAX_IN   8
+#define EINSUM_LETTERS  52                             /* A-Z, a-z */
+#define EINSUM_LABELS   (EINSUM_LETTERS + NN_MAX_DIMS) /* then the ellipsis dims */
 #define EINSUM_ELLIPSIS (-1)
 
 typedef struct einsum_params {
@@ -124,8 +124,8 @@ static nn_status check_Einsum(const void *params, char *err, size_t err_size) {
 
 /* The equation resolved against the input shapes. */
 typedef struct einsum_plan {
-    int n_out, n_sum;                  /* output labels, then summed ones */
-    int64_t out_size[NN_MAX_DIMS];     /* output dims */
+    int n_out, n_sum;              /* output labels, then summed ones */
+    int64_t out_size[NN_MAX_DIMS]; /* output dims */
     int64_t sum_size[EINSUM_LABELS];
     int64_t out_stride[EINSUM_MAX_IN][NN_MAX_DIMS]; /* per input, along each output label */
     int64_t sum_stride[EINSUM_MAX_IN][EINSUM_LABELS];
@@ -149,8 +149,7 @@ static nn_status einsum_resolve(const nn_call *c, einsum_plan *pl) {
         bool ell = memchr(s.in[k].label, EINSUM_ELLIPSIS, (size_t)s.in[k].n) != NULL;
         int letters = s.in[k].n - ell, ell_dims = x->ndim - letters;
         if (ell ? ell_dims < 0 : ell_dims != 0)
-            return nn_call_error(c, NN_ERR_SHAPE, "input %d has rank %d, its term names %d dims", k, x->ndim,
-                                 letters);
+            return nn_call_error(c, NN_ERR_SHAPE, "input %d has rank %d, its term names %d dims", k, x->ndim, letters);
         if (ell_dims > ell_rank) ell_rank = ell_dims;
     }
     for (int k = 0; k < s.n_in; k++) {
@@ -160,19 +159,22 @@ static nn_status einsum_resolve(const nn_call *c, einsum_plan *pl) {
                 lab[k][d++] = s.in[k].label[i];
                 continue;
             }
-            for (int e = 0; e < ell_dims; e++) lab[k][d++] = (int8_t)(EINSUM_LETTERS + ell_rank - ell_dims + e);
+            for (int e = 0; e < ell_dims; e++)
+                lab[k][d++] = (int8_t)(EINSUM_LETTERS + ell_rank - ell_dims + e);
         }
     }
     /* one size per label: letters must agree, ellipsis dims broadcast from 1 */
     int64_t size[EINSUM_LABELS];
     int count[EINSUM_LABELS] = {0};
-    for (int l = 0; l < EINSUM_LABELS; l++) size[l] = -1;
+    for (int l = 0; l < EINSUM_LABELS; l++)
+        size[l] = -1;
     for (int k = 0; k < s.n_in; k++)
         for (int d = 0; d < c->in[k].ndim; d++) {
             int l = lab[k][d];
             int64_t n = c->in[k].dims[d];
             count[l]++;
-            if (size[l] < 0 || (l >= EINSUM_LETTERS && size[l] == 1)) size[l] = n;
+            if (size[l] < 0 || (l >= EINSUM_LETTERS && size[l] == 1))
+                size[l] = n;
             else if (n != size[l] && !(l >= EINSUM_LETTERS && n == 1))
                 return nn_call_error(c, NN_ERR_SHAPE, "input %d dim %d is %lld, its label is %lld elsewhere", k, d,
                                      (long long)n, (long long)size[l]);
@@ -185,7 +187,8 @@ static nn_status einsum_resolve(const nn_call *c, einsum_plan *pl) {
         for (int i = 0; i < s.out.n; i++) {
             int l = s.out.label[i];
             if (l == EINSUM_ELLIPSIS) {
-                for (int e = 0; e < ell_rank; e++) out[n_out++] = (int8_t)(EINSUM_LETTERS + e);
+                for (int e = 0; e < ell_rank; e++)
+                    out[n_out++] = (int8_t)(EINSUM_LETTERS + e);
             } else if (count[l] == 0) {
                 return nn_call_error(c, NN_ERR_INVALID, "output label '%c' is in no input",
                                      l < 26 ? 'A' + l : 'a' + l - 26);
@@ -194,7 +197,8 @@ static nn_status einsum_resolve(const nn_call *c, einsum_plan *pl) {
             }
         }
     } else {
-        for (int e = 0; e < ell_rank; e++) out[n_out++] = (int8_t)(EINSUM_LETTERS + e);
+        for (int e = 0; e < ell_rank; e++)
+            out[n_out++] = (int8_t)(EINSUM_LETTERS + e);
         for (int l = 0; l < EINSUM_LETTERS; l++)
             if (count[l] == 1) out[n_out++] = (int8_t)l;
     }
@@ -213,13 +217,15 @@ static nn_status einsum_resolve(const nn_call *c, einsum_plan *pl) {
             if (c->in[k].dims[d] == size[lab[k][d]]) stride[k][lab[k][d]] += st;
             st *= c->in[k].dims[d];
         }
-        for (int i = 0; i < n_out; i++) pl->out_stride[k][i] = stride[k][out[i]];
+        for (int i = 0; i < n_out; i++)
+            pl->out_stride[k][i] = stride[k][out[i]];
     }
     pl->sum_total = 1;
     for (int l = 0; l < EINSUM_LABELS; l++) {
         if (count[l] == 0 || in_out[l]) continue;
         pl->sum_size[pl->n_sum] = size[l];
-        for (int k = 0; k < s.n_in; k++) pl->sum_stride[k][pl->n_sum] = stride[k][l];
+        for (int k = 0; k < s.n_in; k++)
+            pl->sum_stride[k][pl->n_sum] = stride[k][l];
         pl->sum_total *= size[l];
         pl->n_sum++;
     }
@@ -239,7 +245,8 @@ static nn_status run_Einsum(nn_call *c) {
     if (st != NN_OK) return st;
     int n_in = c->n_in;
     const float *x[EINSUM_MAX_IN];
-    for (int k = 0; k < n_in; k++) x[k] = c->in[k].data;
+    for (int k = 0; k < n_in; k++)
+        x[k] = c->in[k].data;
     float *y = c->out[0].data;
     int64_t total = nn_shape_elements(pl.out_size, pl.n_out);
 #pragma omp parallel for num_threads(c->threads) if (total * pl.sum_total > 16384)
@@ -248,18 +255,22 @@ static nn_status run_Einsum(nn_call *c) {
         for (int i = pl.n_out - 1; i >= 0; i--) {
             int64_t idx = rem % pl.out_size[i];
             rem /= pl.out_size[i];
-            for (int k = 0; k < n_in; k++) off[k] += idx * pl.out_stride[k][i];
+            for (int k = 0; k < n_in; k++)
+                off[k] += idx * pl.out_stride[k][i];
         }
         double acc = 0.0;
         int64_t idx[EINSUM_LABELS] = {0};
         for (int64_t r = 0; r < pl.sum_total; r++) {
             double prod = 1.0;
-            for (int k = 0; k < n_in; k++) prod *= x[k][off[k]];
+            for (int k = 0; k < n_in; k++)
+                prod *= x[k][off[k]];
             acc += prod;
             for (int i = pl.n_sum - 1; i >= 0; i--) { /* odometer over the summed labels */
-                for (int k = 0; k < n_in; k++) off[k] += pl.sum_stride[k][i];
+                for (int k = 0; k < n_in; k++)
+                    off[k] += pl.sum_stride[k][i];
                 if (++idx[i] < pl.sum_size[i]) break;
-                for (int k = 0; k < n_in; k++) off[k] -= pl.sum_stride[k][i] * pl.sum_size[i];
+                for (int k = 0; k < n_in; k++)
+                    off[k] -= pl.sum_stride[k][i] * pl.sum_size[i];
                 idx[i] = 0;
             }
         }
@@ -268,6 +279,12 @@ static nn_status run_Einsum(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Einsum = {.name = "Einsum", .min_inputs = 1, .max_inputs = EINSUM_MAX_IN, .min_outputs = 1,
-                                 .max_outputs = 1, .parse = parse_Einsum, .check = check_Einsum,
-                                 .infer = infer_Einsum, .run = run_Einsum};
+const nn_op_desc nn_op_Einsum = {.name = "Einsum",
+                                 .min_inputs = 1,
+                                 .max_inputs = EINSUM_MAX_IN,
+                                 .min_outputs = 1,
+                                 .max_outputs = 1,
+                                 .parse = parse_Einsum,
+                                 .check = check_Einsum,
+                                 .infer = infer_Einsum,
+                                 .run = run_Einsum};

@@ -61,22 +61,22 @@ static nn_status infer_CumSum(nn_call *c) {
 #define CUMSUM_CHUNK 1024
 
 /* Integer sums wrap (through uint64) instead of overflowing. */
-#define CUMSUM_ADD(a, b) _Generic((a), float: (a) + (b), default: (uint64_t)(a) + (uint64_t)(b))
+#define CUMSUM_ADD(a, b) _Generic((a), float : (a) + (b), default : (uint64_t)(a) + (uint64_t)(b))
 
 /* Columns [j0, j1) of block o of the [outer, n, inner] view.  Each output row
  * is the previous output row plus one input row; the first is x or 0. */
-#define CUMSUM_BODY(T)                                                                         \
-    {                                                                                          \
-        const T *x = (const T *)c->in[0].data + o * n * inner;                                 \
-        T *y = (T *)c->out[0].data + o * n * inner;                                            \
-        for (int64_t s = 0; s < n; s++) {                                                      \
-            int64_t k = p->reverse ? n - 1 - s : s, prev = p->reverse ? k + 1 : k - 1;         \
-            int64_t src = p->exclusive ? prev : k; /* the input row added at this step */      \
-            for (int64_t j = j0; j < j1; j++) {                                                \
-                T add = s == 0 && p->exclusive ? (T)0 : x[src * inner + j];                    \
-                y[k * inner + j] = s == 0 ? add : (T)CUMSUM_ADD(y[prev * inner + j], add);     \
-            }                                                                                  \
-        }                                                                                      \
+#define CUMSUM_BODY(T)                                                                                                 \
+    {                                                                                                                  \
+        const T *x = (const T *)c->in[0].data + o * n * inner;                                                         \
+        T *y = (T *)c->out[0].data + o * n * inner;                                                                    \
+        for (int64_t s = 0; s < n; s++) {                                                                              \
+            int64_t k = p->reverse ? n - 1 - s : s, prev = p->reverse ? k + 1 : k - 1;                                 \
+            int64_t src = p->exclusive ? prev : k; /* the input row added at this step */                              \
+            for (int64_t j = j0; j < j1; j++) {                                                                        \
+                T add = s == 0 && p->exclusive ? (T)0 : x[src * inner + j];                                            \
+                y[k * inner + j] = s == 0 ? add : (T)CUMSUM_ADD(y[prev * inner + j], add);                             \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 static nn_status run_CumSum(nn_call *c) {
@@ -94,16 +94,25 @@ static nn_status run_CumSum(nn_call *c) {
     for (int64_t it = 0; it < items; it++) {
         int64_t o = it / chunks, j0 = (it % chunks) * CUMSUM_CHUNK;
         int64_t j1 = j0 + CUMSUM_CHUNK < inner ? j0 + CUMSUM_CHUNK : inner;
-        if (t == NN_DTYPE_FLOAT) CUMSUM_BODY(float)
-        else if (t == NN_DTYPE_INT32) CUMSUM_BODY(int32_t)
-        else CUMSUM_BODY(int64_t)
+        if (t == NN_DTYPE_FLOAT)
+            CUMSUM_BODY(float)
+        else if (t == NN_DTYPE_INT32)
+            CUMSUM_BODY(int32_t)
+        else
+            CUMSUM_BODY(int64_t)
     }
     return NN_OK;
 }
 
-const nn_op_desc nn_op_CumSum = {.name = "CumSum", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
-                                 .max_outputs = 1, .parse = parse_CumSum, .check = check_CumSum,
-                                 .infer = infer_CumSum, .run = run_CumSum};
+const nn_op_desc nn_op_CumSum = {.name = "CumSum",
+                                 .min_inputs = 2,
+                                 .max_inputs = 2,
+                                 .min_outputs = 1,
+                                 .max_outputs = 1,
+                                 .parse = parse_CumSum,
+                                 .check = check_CumSum,
+                                 .infer = infer_CumSum,
+                                 .run = run_CumSum};
 
 /* ---- Det: determinants of the [*, M, M] matrices, by LU factorization with
  * partial pivoting in double (one matrix at a time in the workspace). */
@@ -141,7 +150,8 @@ static double lu_det(double *a, int64_t m) {
         det *= a[k * m + k];
         for (int64_t i = k + 1; i < m; i++) {
             double f = a[i * m + k] / a[k * m + k];
-            for (int64_t j = k + 1; j < m; j++) a[i * m + j] -= f * a[k * m + j];
+            for (int64_t j = k + 1; j < m; j++)
+                a[i * m + j] -= f * a[k * m + j];
         }
     }
     return det;
@@ -154,11 +164,18 @@ static nn_status run_Det(nn_call *c) {
     const float *src = x->data;
     float *y = c->out[0].data;
     for (int64_t b = 0; b < batch; b++) {
-        for (int64_t i = 0; i < m * m; i++) a[i] = src[b * m * m + i];
+        for (int64_t i = 0; i < m * m; i++)
+            a[i] = src[b * m * m + i];
         y[b] = (float)lu_det(a, m);
     }
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Det = {.name = "Det", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                              .infer = infer_Det, .workspace = workspace_Det, .run = run_Det};
+const nn_op_desc nn_op_Det = {.name = "Det",
+                              .min_inputs = 1,
+                              .max_inputs = 1,
+                              .min_outputs = 1,
+                              .max_outputs = 1,
+                              .infer = infer_Det,
+                              .workspace = workspace_Det,
+                              .run = run_Det};

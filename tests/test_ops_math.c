@@ -56,7 +56,8 @@ static void expect_u8(const char *what, const op_run *r, const uint8_t *want, in
 
 static void expect_shape(const char *what, const op_run *r, int ndim, const int64_t *dims) {
     bool same = r->out[0].ndim == ndim;
-    for (int d = 0; same && d < ndim; d++) same = r->out[0].dims[d] == dims[d];
+    for (int d = 0; same && d < ndim; d++)
+        same = r->out[0].dims[d] == dims[d];
     CHECK(same, "%s: output rank %d (dim 0: %lld), expected rank %d", what, r->out[0].ndim,
           (long long)r->out[0].dims[0], ndim);
 }
@@ -70,16 +71,28 @@ static void expect_refused(const char *what, const char *name, int opset, const 
     nn_status st = NN_OK;
     const void *params = NULL;
     if (d->parse) {
-        nn_parse_ctx ctx = {.attrs = attrs, .n_attrs = n_attrs, .opset = opset, .n_inputs = n_in, .n_outputs = 1,
-                            .arena = &arena, .err = err, .err_size = sizeof err};
+        nn_parse_ctx ctx = {.attrs = attrs,
+                            .n_attrs = n_attrs,
+                            .opset = opset,
+                            .n_inputs = n_in,
+                            .n_outputs = 1,
+                            .arena = &arena,
+                            .err = err,
+                            .err_size = sizeof err};
         st = d->parse(&ctx);
         params = ctx.params;
         if (st == NN_OK && d->check) st = d->check(params, err, sizeof err);
     }
     if (st == NN_OK) {
         nn_tensor out[1] = {{0}};
-        nn_call call = {.params = params, .n_in = n_in, .n_out = 1, .in = in, .out = out, .threads = 1,
-                        .err = err, .err_size = sizeof err};
+        nn_call call = {.params = params,
+                        .n_in = n_in,
+                        .n_out = 1,
+                        .in = in,
+                        .out = out,
+                        .threads = 1,
+                        .err = err,
+                        .err_size = sizeof err};
         st = d->infer(&call);
         if (st == NN_OK) { /* some refusals need the values (CumSum's axis): run it on a scratch output */
             out[0].data = calloc((size_t)nn_tensor_elements(&out[0]) + 1, nn_dtype_size(out[0].dtype));
@@ -88,7 +101,8 @@ static void expect_refused(const char *what, const char *name, int opset, const 
         }
     }
     CHECK(st != NN_OK && err[0], "%s: %s was not refused (status %d)", what, name, (int)st);
-    for (int i = 0; i < n_in; i++) free(in[i].data);
+    for (int i = 0; i < n_in; i++)
+        free(in[i].data);
     nn_arena_free(&arena);
 }
 
@@ -114,7 +128,8 @@ static void test_mod(void) {
         nn_attr at = attr_int("fmod", 1);
         nn_tensor in[2] = {float_values(4, fa), float_values(4, fb)};
         op_run r;
-        if (cpu_run(&r, "Mod", 13, &at, 1, NULL, in, 2, 1, NULL)) expect_close("Mod float fmod=1", r.out[0].data, want, 4, 0, 0);
+        if (cpu_run(&r, "Mod", 13, &at, 1, NULL, in, 2, 1, NULL))
+            expect_close("Mod float fmod=1", r.out[0].data, want, 4, 0, 0);
         release(&r);
     }
     {
@@ -149,7 +164,8 @@ static void test_cumsum(void) {
             if (cpu_run(&r, "CumSum", 14, at, 2, NULL, in, 2, 1, NULL)) expect_i32(what, &r, want[mode][axis], 6);
             release(&r);
             float xf[6], wf[6];
-            for (int i = 0; i < 6; i++) xf[i] = (float)x[i] * 0.5f, wf[i] = (float)want[mode][axis][i] * 0.5f;
+            for (int i = 0; i < 6; i++)
+                xf[i] = (float)x[i] * 0.5f, wf[i] = (float)want[mode][axis][i] * 0.5f;
             nn_tensor inf[2] = {f32_shaped(2, d23, xf), scalar_i64(axis)};
             strcat(what, " float");
             if (cpu_run(&r, "CumSum", 14, at, 2, NULL, inf, 2, 1, NULL)) expect_close(what, r.out[0].data, wf, 6, 0, 0);
@@ -160,7 +176,8 @@ static void test_cumsum(void) {
         const int64_t n = (int64_t)1 << 22, dn[] = {n};
         nn_tensor in[2] = {f32_shaped(1, dn, NULL), scalar_i64(0)};
         float *v = in[0].data;
-        for (int64_t i = 0; i < n; i++) v[i] = 1.0f;
+        for (int64_t i = 0; i < n; i++)
+            v[i] = 1.0f;
         nn_attr at[2] = {attr_int("exclusive", 1), attr_int("reverse", 1)};
         op_run r;
         cpu_threads = 2;
@@ -199,12 +216,14 @@ static void test_reduce(void) {
     } cases[] = {{"ReduceL1", l1}, {"ReduceSumSquare", sq}};
     for (int i = 0; i < 2; i++) {
         nn_tensor t[1] = {f32_shaped(2, d22, y)};
-        if (cpu_run(&r, cases[i].op, 13, at, 2, NULL, t, 1, 1, NULL)) expect_close(cases[i].op, r.out[0].data, cases[i].want, 2, 0, 0);
+        if (cpu_run(&r, cases[i].op, 13, at, 2, NULL, t, 1, 1, NULL))
+            expect_close(cases[i].op, r.out[0].data, cases[i].want, 2, 0, 0);
         release(&r);
     }
     const float ones[] = {0.5f, 0.5f, 0.25f, 0.75f};
     nn_tensor t[1] = {f32_shaped(2, d22, ones)};
-    if (cpu_run(&r, "ReduceLogSum", 13, at, 2, NULL, t, 1, 1, NULL)) expect_close("ReduceLogSum", r.out[0].data, ls, 2, 1e-6, 0);
+    if (cpu_run(&r, "ReduceLogSum", 13, at, 2, NULL, t, 1, 1, NULL))
+        expect_close("ReduceLogSum", r.out[0].data, ls, 2, 1e-6, 0);
     release(&r);
     const int32_t iv[] = {1, 2, 3, 4};
     nn_tensor ti[1] = {i32_values(2, d22, iv)};
@@ -220,18 +239,21 @@ static void test_hardmax(void) {
     nn_attr at = attr_int("axis", 1);
     nn_tensor in[1] = {f32_shaped(3, d, x)};
     op_run r;
-    if (cpu_run(&r, "Hardmax", 11, &at, 1, NULL, in, 1, 1, NULL)) expect_close("Hardmax opset 11 axis 1", r.out[0].data, want11, 4, 0, 0);
+    if (cpu_run(&r, "Hardmax", 11, &at, 1, NULL, in, 1, 1, NULL))
+        expect_close("Hardmax opset 11 axis 1", r.out[0].data, want11, 4, 0, 0);
     release(&r);
     at = attr_int("axis", 2);
     nn_tensor in2[1] = {f32_shaped(3, d, x)};
-    if (cpu_run(&r, "Hardmax", 13, &at, 1, NULL, in2, 1, 1, NULL)) expect_close("Hardmax opset 13 axis 2", r.out[0].data, want13, 4, 0, 0);
+    if (cpu_run(&r, "Hardmax", 13, &at, 1, NULL, in2, 1, 1, NULL))
+        expect_close("Hardmax opset 13 axis 2", r.out[0].data, want13, 4, 0, 0);
     release(&r);
     /* ties: the first; a NaN wins as in numpy's argmax */
     const float t[] = {2, 2, 1, 1, NAN, 5};
     const float want_t[] = {1, 0, 0, 0, 1, 0};
     const int64_t d23[] = {2, 3};
     nn_tensor in3[1] = {f32_shaped(2, d23, t)};
-    if (cpu_run(&r, "Hardmax", 13, NULL, 0, NULL, in3, 1, 1, NULL)) expect_close("Hardmax ties and NaN", r.out[0].data, want_t, 6, 0, 0);
+    if (cpu_run(&r, "Hardmax", 13, NULL, 0, NULL, in3, 1, 1, NULL))
+        expect_close("Hardmax ties and NaN", r.out[0].data, want_t, 6, 0, 0);
     release(&r);
 }
 
@@ -240,7 +262,8 @@ static void test_hardmax(void) {
 static nn_tensor rand_shaped(int ndim, const int64_t *dims) {
     nn_tensor t = f32_shaped(ndim, dims, NULL);
     float *v = t.data;
-    for (int64_t i = 0; i < nn_tensor_elements(&t); i++) v[i] = uniform(-1.0f, 1.0f);
+    for (int64_t i = 0; i < nn_tensor_elements(&t); i++)
+        v[i] = uniform(-1.0f, 1.0f);
     return t;
 }
 
@@ -248,7 +271,8 @@ static nn_tensor rand_shaped(int ndim, const int64_t *dims) {
 static void einsum_case(const char *eq, const nn_tensor *in, int n_in, const float *want, int out_ndim,
                         const int64_t *out_dims) {
     nn_tensor copy[4];
-    for (int k = 0; k < n_in; k++) copy[k] = f32_shaped(in[k].ndim, in[k].dims, in[k].data);
+    for (int k = 0; k < n_in; k++)
+        copy[k] = f32_shaped(in[k].ndim, in[k].dims, in[k].data);
     nn_attr at = attr_string("equation", eq);
     op_run r;
     char what[96];
@@ -266,27 +290,33 @@ static void test_einsum(void) {
     nn_tensor A = rand_shaped(2, dA), B = rand_shaped(2, dB), C = rand_shaped(2, dC), S = rand_shaped(2, dS),
               T = rand_shaped(3, dT), P = rand_shaped(3, dP), Q = rand_shaped(3, dQ), v = rand_shaped(1, dv),
               w = rand_shaped(1, dw);
-    const float *a = A.data, *b = B.data, *c = C.data, *s = S.data, *t = T.data, *p = P.data, *q = Q.data,
-                *vv = v.data, *ww = w.data;
-    float ab[15] = {0}, abc[6] = {0}, trace = 0, diag[4], tdiag[6], pq[18] = {0}, at[12], total = 0, outer[20],
-          dot = 0;
+    const float *a = A.data, *b = B.data, *c = C.data, *s = S.data, *t = T.data, *p = P.data, *q = Q.data, *vv = v.data,
+                *ww = w.data;
+    float ab[15] = {0}, abc[6] = {0}, trace = 0, diag[4], tdiag[6], pq[18] = {0}, at[12], total = 0, outer[20], dot = 0;
     for (int i = 0; i < 3; i++)
         for (int k = 0; k < 5; k++)
-            for (int j = 0; j < 4; j++) ab[i * 5 + k] += a[i * 4 + j] * b[j * 5 + k];
+            for (int j = 0; j < 4; j++)
+                ab[i * 5 + k] += a[i * 4 + j] * b[j * 5 + k];
     for (int i = 0; i < 3; i++)
         for (int l = 0; l < 2; l++)
-            for (int k = 0; k < 5; k++) abc[i * 2 + l] += ab[i * 5 + k] * c[k * 2 + l];
-    for (int i = 0; i < 4; i++) trace += s[i * 5], diag[i] = s[i * 5], dot += vv[i] * vv[i];
+            for (int k = 0; k < 5; k++)
+                abc[i * 2 + l] += ab[i * 5 + k] * c[k * 2 + l];
+    for (int i = 0; i < 4; i++)
+        trace += s[i * 5], diag[i] = s[i * 5], dot += vv[i] * vv[i];
     for (int n = 0; n < 2; n++)
-        for (int i = 0; i < 3; i++) tdiag[n * 3 + i] = t[n * 9 + i * 4];
+        for (int i = 0; i < 3; i++)
+            tdiag[n * 3 + i] = t[n * 9 + i * 4];
     for (int n = 0; n < 3; n++)
         for (int i = 0; i < 2; i++)
             for (int k = 0; k < 3; k++)
-                for (int j = 0; j < 4; j++) pq[(n * 2 + i) * 3 + k] += p[(n * 2 + i) * 4 + j] * q[j * 3 + k];
+                for (int j = 0; j < 4; j++)
+                    pq[(n * 2 + i) * 3 + k] += p[(n * 2 + i) * 4 + j] * q[j * 3 + k];
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 4; j++) at[j * 3 + i] = a[i * 4 + j], total += a[i * 4 + j];
+        for (int j = 0; j < 4; j++)
+            at[j * 3 + i] = a[i * 4 + j], total += a[i * 4 + j];
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 5; j++) outer[i * 5 + j] = vv[i] * ww[j];
+        for (int j = 0; j < 5; j++)
+            outer[i * 5 + j] = vv[i] * ww[j];
 
     const int64_t d35[] = {3, 5}, d32[] = {3, 2}, d4[] = {4}, d23[] = {2, 3}, d323[] = {3, 2, 3}, d43[] = {4, 3},
                   d45[] = {4, 5};
@@ -295,7 +325,7 @@ static void test_einsum(void) {
     einsum_case("ij,jk", ab_in, 2, ab, 2, d35); /* implicit: i, k in order */
     einsum_case("ij, jk -> ik", ab_in, 2, ab, 2, d35);
     einsum_case("ij,jk,kl->il", abc_in, 3, abc, 2, d32);
-    einsum_case("ii", &S, 1, &trace, 0, d4);    /* implicit: a repeated label is summed */
+    einsum_case("ii", &S, 1, &trace, 0, d4); /* implicit: a repeated label is summed */
     einsum_case("ii->i", &S, 1, diag, 1, d4);
     einsum_case("...ii->...i", &T, 1, tdiag, 2, d23);
     einsum_case("...ij,...jk->...ik", pq_in, 2, pq, 3, d323); /* batch 3 against batch 1 */
@@ -316,7 +346,8 @@ static void test_einsum(void) {
         expect_refused(what, "Einsum", 12, &eq, 1, in, n_bad_in[i]);
     }
     nn_tensor all[] = {A, B, C, S, T, P, Q, v, w};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i].data);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i].data);
 }
 
 /* ---- Det, BitShift, IsInf, Round, Shrink */
@@ -325,12 +356,13 @@ static void test_misc(void) {
     op_run r;
     {
         const int64_t d[] = {3, 3, 3};
-        const float m[] = {2, 0, 0, 0, 3, 0, 0, 0, 4,   /* 24 */
-                           0, 1, 0, 1, 0, 0, 0, 0, 1,   /* a row swap: -1 */
-                           1, 2, 3, 2, 4, 6, 0, 1, 1};  /* singular */
+        const float m[] = {2, 0, 0, 0, 3, 0, 0, 0, 4,  /* 24 */
+                           0, 1, 0, 1, 0, 0, 0, 0, 1,  /* a row swap: -1 */
+                           1, 2, 3, 2, 4, 6, 0, 1, 1}; /* singular */
         const float want[] = {24, -1, 0};
         nn_tensor in[1] = {f32_shaped(3, d, m)};
-        if (cpu_run(&r, "Det", 11, NULL, 0, NULL, in, 1, 1, NULL)) expect_close("Det", r.out[0].data, want, 3, 1e-6, 1e-6);
+        if (cpu_run(&r, "Det", 11, NULL, 0, NULL, in, 1, 1, NULL))
+            expect_close("Det", r.out[0].data, want, 3, 1e-6, 1e-6);
         release(&r);
     }
     for (int right = 0; right < 2; right++) {
@@ -340,7 +372,8 @@ static void test_misc(void) {
         memcpy(in[0].data, x, 4);
         memcpy(in[1].data, sh, 4);
         nn_attr at = attr_string("direction", right ? "RIGHT" : "LEFT");
-        if (cpu_run(&r, "BitShift", 11, &at, 1, NULL, in, 2, 1, NULL)) expect_u8(right ? "BitShift RIGHT" : "BitShift LEFT", &r, want[right], 4);
+        if (cpu_run(&r, "BitShift", 11, &at, 1, NULL, in, 2, 1, NULL))
+            expect_u8(right ? "BitShift RIGHT" : "BitShift LEFT", &r, want[right], 4);
         release(&r);
     }
     {

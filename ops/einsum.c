@@ -8,7 +8,8 @@
  * run of dims in every term, numpy-broadcast across inputs.  Without "->"
  * the output is the ellipsis dims, then the letters named once in all, in
  * ASCII order.  Each output element sums, in double, the product of the
- * inputs over every label the output leaves out. */
+ * inputs over every label the output leaves out; two inputs run as a
+ * batched GEMM instead (einsum_gemm). */
 #include <stdio.h>
 #include <string.h>
 
@@ -239,10 +240,113 @@ static nn_status infer_Einsum(nn_call *c) {
     return st;
 }
 
+/* Two inputs: the contraction as a batched GEMM on dense copies, when
+ * those copies stay small.  Output labels both inputs vary along are batch
+ * dims, those only B varies along are N, the rest M; every summed label is
+ * K (one that only A has is summed against B's broadcast copy, which is the
+ * same sum).  A is copied as [batch, M, K], B as [batch, K, N]; C [batch,
+ * M, N] is then copied out in the output's label order. */
+typedef struct einsum_gemm {
+    int na, nb; /* view ranks of A and B */
+    int64_t a_dims[VIEW_MAX_DIMS], a_str[VIEW_MAX_DIMS];
+    int64_t b_dims[VIEW_MAX_DIMS], b_str[VIEW_MAX_DIMS];
+    int64_t c_str[NN_MAX_DIMS]; /* C's stride along each output label */
+    int64_t batch, m, n, k;
+} einsum_gemm;
+
+static int64_t einsum_gemm_floats(const einsum_gemm *g) { return g->batch * (g->m * g->k + g->k * g->n + g->m * g->n); }
+
+static bool einsum_gemm_plan(const nn_call *c, const einsum_plan *pl, einsum_gemm *g) {
+    if (c->n_in != 2) return false;
+    enum { BATCH, M, N };
+    int kind[NN_MAX_DIMS], counts[3] = {0};
+    for (int i = 0; i < pl->n_out; i++) {
+        bool a = pl->out_stride[0][i] != 0, b = pl->out_stride[1][i] != 0;
+        kind[i] = a && b ? BATCH : b ? N : M;
+        counts[kind[i]]++;
+    }
+    if (counts[BATCH] + counts[M] + pl->n_sum > VIEW_MAX_DIMS || counts[BATCH] + counts[N] + pl->n_sum > VIEW_MAX_DIMS)
+        return false;
+    memset(g, 0, sizeof *g);
+    g->batch = g->m = g->n = g->k = 1;
+    int64_t *size_of[3] = {&g->batch, &g->m, &g->n};
+    for (int i = 0; i < pl->n_out; i++)
+        *size_of[kind[i]] *= pl->out_size[i];
+    for (int j = 0; j < pl->n_sum; j++)
+        g->k *= pl->sum_size[j];
+    /* C's strides: within each group, later labels are inner */
+    int64_t inner[3] = {g->m * g->n, g->n, 1};
+    for (int i = pl->n_out - 1; i >= 0; i--) {
+        g->c_str[i] = inner[kind[i]];
+        inner[kind[i]] *= pl->out_size[i];
+    }
+    for (int grp = BATCH; grp <= N; grp++) /* A: batch, M; B: batch, then N after K */
+        for (int i = 0; i < pl->n_out; i++) {
+            if (kind[i] != grp) continue;
+            if (grp != N) {
+                g->a_dims[g->na] = pl->out_size[i];
+                g->a_str[g->na++] = pl->out_stride[0][i];
+            }
+            if (grp == BATCH) {
+                g->b_dims[g->nb] = pl->out_size[i];
+                g->b_str[g->nb++] = pl->out_stride[1][i];
+            }
+        }
+    for (int j = 0; j < pl->n_sum; j++) {
+        g->a_dims[g->na] = g->b_dims[g->nb] = pl->sum_size[j];
+        g->a_str[g->na++] = pl->sum_stride[0][j];
+        g->b_str[g->nb++] = pl->sum_stride[1][j];
+    }
+    for (int i = 0; i < pl->n_out; i++)
+        if (kind[i] == N) {
+            g->b_dims[g->nb] = pl->out_size[i];
+            g->b_str[g->nb++] = pl->out_stride[1][i];
+        }
+    /* worth it only while the copies stay near the size of the data itself */
+    int64_t data =
+        nn_tensor_elements(&c->in[0]) + nn_tensor_elements(&c->in[1]) + nn_shape_elements(pl->out_size, pl->n_out);
+    return einsum_gemm_floats(g) <= 4 * data + 65536;
+}
+
+static size_t workspace_Einsum(const nn_call *c) {
+    einsum_plan pl;
+    einsum_gemm g;
+    if (einsum_resolve(c, &pl) != NN_OK || !einsum_gemm_plan(c, &pl, &g)) return 0;
+    return sizeof(float) * (size_t)einsum_gemm_floats(&g);
+}
+
+static void einsum_run_gemm(nn_call *c, const einsum_plan *pl, const einsum_gemm *g) {
+    float *ap = c->workspace, *bp = ap + g->batch * g->m * g->k, *cp = bp + g->batch * g->k * g->n;
+    nn_copy_strided(ap, c->in[0].data, sizeof(float), g->na, g->a_dims, g->a_str, c->threads);
+    nn_copy_strided(bp, c->in[1].data, sizeof(float), g->nb, g->b_dims, g->b_str, c->threads);
+    int64_t rows = g->batch * g->m, m = g->m, n = g->n, k = g->k;
+#pragma omp parallel for num_threads(c->threads) if (rows * n * k > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *a = ap + r * k, *b = bp + r / m * k * n;
+        float *y = cp + r * n;
+        for (int64_t j = 0; j < n; j++)
+            y[j] = 0.0f;
+        for (int64_t t = 0; t < k; t++) {
+            float av = a[t];
+            const float *br = b + t * n;
+            for (int64_t j = 0; j < n; j++)
+                y[j] += av * br[j];
+        }
+    }
+    nn_copy_strided(c->out[0].data, cp, sizeof(float), pl->n_out, pl->out_size, g->c_str, c->threads);
+}
+
 static nn_status run_Einsum(nn_call *c) {
     einsum_plan pl;
     nn_status st = einsum_resolve(c, &pl);
     if (st != NN_OK) return st;
+    if (nn_shape_elements(pl.out_size, pl.n_out) == 0) return NN_OK;
+    einsum_gemm g;
+    if (c->workspace && einsum_gemm_plan(c, &pl, &g) &&
+        c->workspace_size >= sizeof(float) * (size_t)einsum_gemm_floats(&g)) {
+        einsum_run_gemm(c, &pl, &g);
+        return NN_OK;
+    }
     int n_in = c->n_in;
     const float *x[EINSUM_MAX_IN];
     for (int k = 0; k < n_in; k++)
@@ -287,4 +391,5 @@ const nn_op_desc nn_op_Einsum = {.name = "Einsum",
                                  .parse = parse_Einsum,
                                  .check = check_Einsum,
                                  .infer = infer_Einsum,
+                                 .workspace = workspace_Einsum,
                                  .run = run_Einsum};

@@ -335,6 +335,20 @@ static void test_einsum(void) {
     einsum_case("i,j->ij", vw_in, 2, outer, 2, d45);
     einsum_case("i,i", vv_in, 2, &dot, 0, d4);
 
+    /* summing both inputs whole: the GEMM copies would be 300 x 300, far
+     * above the data, so the generic loop runs it */
+    {
+        const int64_t d300[] = {300};
+        nn_tensor big[2] = {rand_shaped(1, d300), rand_shaped(1, d300)};
+        double sa = 0, sb = 0;
+        for (int i = 0; i < 300; i++)
+            sa += ((float *)big[0].data)[i], sb += ((float *)big[1].data)[i];
+        float prod = (float)(sa * sb);
+        einsum_case("i,j->", big, 2, &prod, 0, d4);
+        free(big[0].data);
+        free(big[1].data);
+    }
+
     const char *bad[] = {"ij->ii", "i.j->ij", "ij->ix", "ijk->i", "ij,jk->ik"};
     const int n_bad_in[] = {1, 1, 1, 1, 2};
     for (int i = 0; i < 5; i++) {

@@ -493,3 +493,110 @@ static nn_status run_Mean(nn_call *c) {
 
 const nn_op_desc nn_op_Mean = {.name = "Mean", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
                                .infer = infer_Mean, .run = run_Mean};
+
+/* ---- Xor: logic like And/Or (legacy broadcast attributes before opset 7) */
+
+ROWS(xor, BOOLEAN, SAME_ROW, x != y)
+BINARY(Xor, xor, true, 0)
+
+/* ---- Mod.  fmod=0: the remainder takes the divisor's sign (integers only,
+ * as ONNX requires); fmod=1: the dividend's, as C's fmod and %.  An integer
+ * remainder by zero is 0 (as numpy gives) rather than a trap, and so is one
+ * by -1, whose C form overflows for the most negative value. */
+
+static inline int64_t imod_trunc(int64_t x, int64_t y) { return y == 0 || y == -1 ? 0 : x % y; }
+
+static inline int64_t imod_floor(int64_t x, int64_t y) {
+    int64_t r = imod_trunc(x, y);
+    return r != 0 && (r < 0) != (y < 0) ? r + y : r;
+}
+
+#define FMODV(x, y) _Generic((x), float: fmodf((float)(x), (float)(y)), default: imod_trunc((x), (y)))
+
+#define INTEGERS(X, ...)                                                                       \
+    X(INT32, int32_t, __VA_ARGS__)                                                             \
+    X(INT64, int64_t, __VA_ARGS__)                                                             \
+    X(UINT8, uint8_t, __VA_ARGS__)                                                             \
+    X(INT8, int8_t, __VA_ARGS__)
+
+ROWS(mod_floor, INTEGERS, SAME_ROW, imod_floor(x, y))
+ROWS(mod_trunc, NUMERIC, SAME_ROW, FMODV(x, y))
+
+/* The broadcast params come first: binary_infer and binary_run read them. */
+typedef struct mod_params {
+    bin_params bin;
+    int64_t fmod;
+} mod_params;
+
+static nn_status parse_Mod(nn_parse_ctx *ctx) {
+    mod_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    return nn_attr_int(ctx, "fmod", 0, &p->fmod);
+}
+
+static nn_status check_Mod(const void *params, char *err, size_t err_size) {
+    const mod_params *p = params;
+    if (p->fmod == 0 || p->fmod == 1) return NN_OK;
+    snprintf(err, err_size, "fmod must be 0 or 1, got %lld", (long long)p->fmod);
+    return NN_ERR_INVALID;
+}
+
+static const row_fn *mod_rows(const nn_call *c) {
+    return ((const mod_params *)c->params)->fmod ? mod_trunc_rows : mod_floor_rows;
+}
+
+static nn_status infer_Mod(nn_call *c) {
+    if (c->in[0].dtype == NN_DTYPE_FLOAT && !((const mod_params *)c->params)->fmod)
+        return nn_call_error(c, NN_ERR_INVALID, "fmod must be 1 for FLOAT inputs");
+    return binary_infer(c, mod_rows(c), false);
+}
+
+static nn_status run_Mod(nn_call *c) { return binary_run(c, mod_rows(c)[c->in[0].dtype]); }
+
+const nn_op_desc nn_op_Mod = {.name = "Mod", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+                              .parse = parse_Mod, .check = check_Mod, .infer = infer_Mod, .run = run_Mod};
+
+/* ---- BitShift on UINT8, the one unsigned dtype the engine has.  A shift by
+ * the width or more gives 0 (C leaves it undefined). */
+
+#define UNSIGNED(X, ...) X(UINT8, uint8_t, __VA_ARGS__)
+
+ROWS(shl, UNSIGNED, SAME_ROW, y >= 8 ? 0 : (uint8_t)(x << y))
+ROWS(shr, UNSIGNED, SAME_ROW, y >= 8 ? 0 : x >> y)
+
+typedef struct bitshift_params {
+    bin_params bin; /* first, as for Mod */
+    int64_t right;
+} bitshift_params;
+
+static nn_status parse_BitShift(nn_parse_ctx *ctx) {
+    bitshift_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    const char *dir;
+    nn_status st = nn_attr_string(ctx, "direction", "", &dir);
+    if (st != NN_OK) return st;
+    if (strcmp(dir, "LEFT") != 0 && strcmp(dir, "RIGHT") != 0)
+        return nn_parse_error(ctx, NN_ERR_INVALID, "direction must be LEFT or RIGHT, got '%s'", dir);
+    p->right = strcmp(dir, "RIGHT") == 0;
+    return NN_OK;
+}
+
+static nn_status check_BitShift(const void *params, char *err, size_t err_size) {
+    const bitshift_params *p = params;
+    if (p->right == 0 || p->right == 1) return NN_OK;
+    snprintf(err, err_size, "direction flag must be 0 or 1, got %lld", (long long)p->right);
+    return NN_ERR_INVALID;
+}
+
+static const row_fn *shift_rows(const nn_call *c) {
+    return ((const bitshift_params *)c->params)->right ? shr_rows : shl_rows;
+}
+
+static nn_status infer_BitShift(nn_call *c) { return binary_infer(c, shift_rows(c), false); }
+static nn_status run_BitShift(nn_call *c) { return binary_run(c, shift_rows(c)[c->in[0].dtype]); }
+
+const nn_op_desc nn_op_BitShift = {.name = "BitShift", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
+                                   .max_outputs = 1, .parse = parse_BitShift, .check = check_BitShift,
+                                   .infer = infer_BitShift, .run = run_BitShift};

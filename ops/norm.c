@@ -1,7 +1,8 @@
 /* Normalizations (fp32): BatchNormalization (inference), InstanceNormalization,
- * LayerNormalization (statistics accumulate in double), and LRN (a window
- * across channels). */
+ * LayerNormalization, MeanVarianceNormalization (statistics accumulate in
+ * double), and LRN (a window across channels). */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "op.h"
@@ -270,3 +271,107 @@ const nn_op_desc nn_op_LRN = {.name = "LRN",
                               .parse = parse_lrn,
                               .infer = infer_lrn,
                               .run = run_lrn};
+
+/* ---- MeanVarianceNormalization: Y = (X - E[X]) / (sqrt(Var[X]) + 1e-9),
+ * the statistics taken over `axes` (default 0, 2, 3) for each index of the
+ * other dims; the 1e-9 is the epsilon of ONNX's function body. */
+
+typedef struct mvn_params {
+    int n_axes;
+    int64_t axes[NN_MAX_DIMS];
+} mvn_params;
+
+static nn_status parse_mvn(nn_parse_ctx *ctx) {
+    mvn_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    nn_status st = nn_attr_ints(ctx, "axes", p->axes, NN_MAX_DIMS, &p->n_axes);
+    if (st == NN_OK && p->n_axes < 0) {
+        p->n_axes = 3;
+        p->axes[0] = 0, p->axes[1] = 2, p->axes[2] = 3;
+    }
+    return st;
+}
+
+static nn_status check_mvn(const void *params, char *err, size_t err_size) {
+    const mvn_params *p = params;
+    if (p->n_axes >= 0 && p->n_axes <= NN_MAX_DIMS) return NN_OK;
+    snprintf(err, err_size, "axes: %d values (0 to %d)", p->n_axes, NN_MAX_DIMS);
+    return NN_ERR_INVALID;
+}
+
+/* Per dim: its stride in the array of statistics (0 for a normalized dim),
+ * and the number of statistics. */
+static nn_status mvn_layout(const nn_call *c, int64_t stat_stride[NN_MAX_DIMS], int64_t *count) {
+    const mvn_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    bool reduced[NN_MAX_DIMS] = {false};
+    for (int i = 0; i < p->n_axes; i++) {
+        int64_t a;
+        if (!nn_axis_normalize(p->axes[i], x->ndim, &a))
+            return nn_call_error(c, NN_ERR_INVALID, "axes: %lld out of range for rank %d", (long long)p->axes[i],
+                                 x->ndim);
+        if (reduced[a]) return nn_call_error(c, NN_ERR_INVALID, "axes: %lld given twice", (long long)p->axes[i]);
+        reduced[a] = true;
+    }
+    int64_t s = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        stat_stride[d] = reduced[d] ? 0 : s;
+        if (!reduced[d]) s *= x->dims[d];
+    }
+    *count = s;
+    return NN_OK;
+}
+
+static nn_status infer_mvn(nn_call *c) {
+    int64_t stride[NN_MAX_DIMS], count;
+    nn_status st = check_float_inputs(c);
+    if (st == NN_OK) st = mvn_layout(c, stride, &count);
+    if (st == NN_OK) nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, c->in[0].ndim, c->in[0].dims);
+    return st;
+}
+
+/* two doubles per statistic: the mean, then the divisor */
+static size_t workspace_mvn(const nn_call *c) {
+    int64_t stride[NN_MAX_DIMS], count;
+    return mvn_layout(c, stride, &count) == NN_OK ? sizeof(double) * 2 * (size_t)count : 0;
+}
+
+/* pass 0: sum into acc; 1: squared deviations from mean into acc; 2: write y */
+static void mvn_pass(const nn_tensor *x, const int64_t *stride, int pass, const double *mean, double *acc,
+                     float *y) {
+    const float *src = x->data;
+    int64_t n = nn_tensor_elements(x), idx[NN_MAX_DIMS] = {0}, k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = src[i];
+        if (pass == 0) acc[k] += v;
+        else if (pass == 1) acc[k] += (v - mean[k]) * (v - mean[k]);
+        else y[i] = (float)((v - mean[k]) / acc[k]);
+        for (int d = x->ndim - 1; d >= 0; d--) { /* odometer over x, k following */
+            k += stride[d];
+            if (++idx[d] < x->dims[d]) break;
+            k -= stride[d] * idx[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static nn_status run_mvn(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    int64_t stride[NN_MAX_DIMS], count;
+    nn_status st = mvn_layout(c, stride, &count);
+    if (st != NN_OK) return st;
+    double *mean = c->workspace, *acc = mean + count;
+    int64_t per = count > 0 ? nn_tensor_elements(x) / count : 0; /* values behind each statistic */
+    memset(mean, 0, sizeof(double) * 2 * (size_t)count);
+    mvn_pass(x, stride, 0, NULL, mean, NULL);
+    for (int64_t k = 0; k < count; k++) mean[k] = per > 0 ? mean[k] / (double)per : 0.0;
+    mvn_pass(x, stride, 1, mean, acc, NULL);
+    for (int64_t k = 0; k < count; k++) acc[k] = sqrt(per > 0 ? acc[k] / (double)per : 0.0) + 1e-9;
+    mvn_pass(x, stride, 2, mean, acc, c->out[0].data);
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_MeanVarianceNormalization = {
+    .name = "MeanVarianceNormalization", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .parse = parse_mvn, .check = check_mvn, .infer = infer_mvn, .workspace = workspace_mvn, .run = run_mvn};

@@ -1,4 +1,5 @@
-/* Reductions: ReduceSum/Mean/Max/Min/Prod/L2 and ArgMax/ArgMin.
+/* Reductions: ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp
+ * and ArgMax/ArgMin.
  *
  * Every Reduce* op shares one kernel body, specialized by a reduction kind
  * (init, accumulate, merge, finalize) and a dtype.  The input is first
@@ -11,7 +12,11 @@
 #include "geom.h"
 #include "op.h"
 
-typedef enum reduce_kind { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L2, R_KIND_COUNT } reduce_kind;
+typedef enum reduce_kind {
+    R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L2, R_L1, R_SUM_SQUARE, R_LOG_SUM,
+    R_LOG_SUM_EXP, /* a max pass into the output first; the sum pass shifts by it (see run_reduce) */
+    R_KIND_COUNT
+} reduce_kind;
 
 typedef struct reduce_params {
     reduce_kind kind;
@@ -73,12 +78,31 @@ static bool reduce_dtype_ok(nn_dtype t) {
     return t == NN_DTYPE_FLOAT || t == NN_DTYPE_INT32 || t == NN_DTYPE_INT64;
 }
 
+/* The logarithmic kinds would truncate every exp/log to an integer
+ * accumulator, so they take floats only. */
+static bool reduce_kind_float_only(reduce_kind k) { return k == R_LOG_SUM || k == R_LOG_SUM_EXP; }
+
+static nn_status check_reduce(const void *params, char *err, size_t err_size) {
+    const reduce_params *p = params;
+    if ((unsigned)p->kind >= R_KIND_COUNT) {
+        snprintf(err, err_size, "reduction kind %d out of range", (int)p->kind);
+        return NN_ERR_INVALID;
+    }
+    if (p->n_axes < -1 || p->n_axes > NN_MAX_DIMS) {
+        snprintf(err, err_size, "axes: %d values (at most %d)", p->n_axes, NN_MAX_DIMS);
+        return NN_ERR_INVALID;
+    }
+    return NN_OK;
+}
+
 static nn_status infer_reduce(nn_call *c) {
     const reduce_params *p = c->params;
     const nn_tensor *x = &c->in[0];
     if (!reduce_dtype_ok(x->dtype))
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT, INT32, INT64)",
                              nn_dtype_name(x->dtype));
+    if (reduce_kind_float_only(p->kind) && x->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT only)", nn_dtype_name(x->dtype));
     bool reduced[NN_MAX_DIMS], noop;
     nn_status st = reduce_mask(c, reduced, &noop);
     if (st != NN_OK) return st;
@@ -156,17 +180,25 @@ static void reduce_plan_make(const nn_tensor *x, const bool reduced[NN_MAX_DIMS]
 
 /* The reduction kinds.  `K` is a compile-time constant at every use, so
  * each expands to a single expression after constant folding. */
+#define R_ADDITIVE(K) ((K) == R_SUM || (K) == R_MEAN || (K) == R_LOG_SUM || (K) == R_LOG_SUM_EXP)
 #define R_ACCUM(K, a, x)                                                                            \
-    ((K) == R_SUM || (K) == R_MEAN ? (a) + (x)                                                      \
-     : (K) == R_L2                 ? (a) + (x) * (x)                                                \
+    (R_ADDITIVE(K)                   ? (a) + (x)                                                    \
+     : (K) == R_L2 || (K) == R_SUM_SQUARE ? (a) + (x) * (x)                                         \
+     : (K) == R_L1                   ? (a) + ((x) < 0 ? -(x) : (x))                                 \
      : (K) == R_PROD               ? (a) * (x)                                                      \
      : (K) == R_MAX                ? (((x) > (a) || isnan((double)(x))) ? (x) : (a))                \
                                    : (((x) < (a) || isnan((double)(x))) ? (x) : (a)))
-/* combining two partial accumulators (differs from R_ACCUM only for L2) */
-#define R_MERGE(K, a, b) ((K) == R_L2 ? (a) + (b) : R_ACCUM(K, a, b))
+/* combining two partial accumulators (differs from R_ACCUM for the norms) */
+#define R_MERGE(K, a, b) ((K) == R_L2 || (K) == R_L1 || (K) == R_SUM_SQUARE ? (a) + (b) : R_ACCUM(K, a, b))
+/* an element as the accumulator sees it; s is the output's shift (LogSumExp only) */
+#define R_LOAD(K, ACC, x, s) ((K) == R_LOG_SUM_EXP ? (ACC)exp((double)(x) - (double)(s)) : (ACC)(x))
 #define R_INIT(K, lo, hi) ((K) == R_PROD ? 1 : (K) == R_MAX ? (lo) : (K) == R_MIN ? (hi) : 0)
-#define R_FINAL(K, T, a, n)                                                                         \
-    ((K) == R_MEAN ? (T)((a) / (n)) : (K) == R_L2 ? (T)sqrt((double)(a)) : (T)(a))
+#define R_FINAL(K, T, a, n, s)                                                                      \
+    ((K) == R_MEAN              ? (T)((a) / (n))                                                    \
+     : (K) == R_L2              ? (T)sqrt((double)(a))                                              \
+     : (K) == R_LOG_SUM         ? (T)log((double)(a))                                               \
+     : (K) == R_LOG_SUM_EXP     ? (T)(log((double)(a)) + (double)(s))                               \
+                                : (T)(a))
 
 typedef void (*reduce_item_fn)(const reduce_plan *p, const void *src, void *dst, int64_t item);
 
@@ -185,19 +217,26 @@ typedef void (*reduce_item_fn)(const reduce_plan *p, const void *src, void *dst,
             rem /= p->k_size[i];                                                                    \
         }                                                                                           \
         ACC acc[REDUCE_CHUNK > REDUCE_LANES ? REDUCE_CHUNK : REDUCE_LANES];                         \
+        /* LogSumExp: y holds each output's max; a non-finite one shifts by 0 */                   \
+        ACC shift[REDUCE_CHUNK];                                                                    \
+        if (K == R_LOG_SUM_EXP)                                                                     \
+            for (int j = 0; j < w; j++) {                                                           \
+                ACC m = (ACC)y[o * p->vec + j0 + j];                                                \
+                shift[j] = isfinite((double)m) ? m : 0;                                             \
+            }                                                                                       \
         int na = p->vec > 1 ? w : REDUCE_LANES;                                                     \
         for (int j = 0; j < na; j++) acc[j] = R_INIT(K, LO, HI);                                    \
         int64_t idx[NN_MAX_DIMS] = {0}, roff = 0;                                                   \
         for (int64_t r = 0; r < p->r_total; r++) {                                                  \
             const T *xr = x + base + roff;                                                          \
             if (p->vec > 1) {                                                                       \
-                for (int j = 0; j < w; j++) acc[j] = R_ACCUM(K, acc[j], (ACC)xr[j]);                \
+                for (int j = 0; j < w; j++) acc[j] = R_ACCUM(K, acc[j], R_LOAD(K, ACC, xr[j], shift[j])); \
             } else {                                                                                \
                 int64_t t = 0;                                                                      \
                 for (; t + REDUCE_LANES <= p->run; t += REDUCE_LANES)                               \
                     for (int l = 0; l < REDUCE_LANES; l++)                                          \
-                        acc[l] = R_ACCUM(K, acc[l], (ACC)xr[t + l]);                                \
-                for (; t < p->run; t++) acc[0] = R_ACCUM(K, acc[0], (ACC)xr[t]);                    \
+                        acc[l] = R_ACCUM(K, acc[l], R_LOAD(K, ACC, xr[t + l], shift[0]));           \
+                for (; t < p->run; t++) acc[0] = R_ACCUM(K, acc[0], R_LOAD(K, ACC, xr[t], shift[0])); \
             }                                                                                       \
             for (int i = p->nr - 1; i >= 0; i--) { /* odometer over the reduced groups */           \
                 roff += p->r_stride[i];                                                             \
@@ -212,7 +251,7 @@ typedef void (*reduce_item_fn)(const reduce_plan *p, const void *src, void *dst,
         }                                                                                           \
         /* an empty mean gives 0 rather than dividing integers by zero */                         \
         ACC n = (ACC)(p->count > 0 ? p->count : 1);                                                 \
-        for (int j = 0; j < w; j++) y[o * p->vec + j0 + j] = R_FINAL(K, T, acc[j], n);              \
+        for (int j = 0; j < w; j++) y[o * p->vec + j0 + j] = R_FINAL(K, T, acc[j], n, shift[j]);    \
     }
 
 #define DEFINE_REDUCE_ITEM(sfx, T, kind, K)                                                         \
@@ -222,7 +261,8 @@ typedef void (*reduce_item_fn)(const reduce_plan *p, const void *src, void *dst,
 
 #define REDUCE_KINDS(X, sfx, T) \
     X(sfx, T, sum, R_SUM) X(sfx, T, mean, R_MEAN) X(sfx, T, max, R_MAX) \
-    X(sfx, T, min, R_MIN) X(sfx, T, prod, R_PROD) X(sfx, T, l2, R_L2)
+    X(sfx, T, min, R_MIN) X(sfx, T, prod, R_PROD) X(sfx, T, l2, R_L2) X(sfx, T, l1, R_L1) \
+    X(sfx, T, sum_square, R_SUM_SQUARE) X(sfx, T, log_sum, R_LOG_SUM) X(sfx, T, log_sum_exp, R_LOG_SUM_EXP)
 
 /* float accumulates in double: sums over whole feature maps stay accurate */
 #define REDUCE_DTYPES(X)                                                         \
@@ -256,6 +296,11 @@ static nn_status run_reduce(nn_call *c) {
     reduce_item_fn fn = reduce_fns[dtype_row(x->dtype)][p->kind];
     int64_t items = plan.outer * ((plan.vec + REDUCE_CHUNK - 1) / REDUCE_CHUNK);
     int64_t total = nn_tensor_elements(x);
+    if (p->kind == R_LOG_SUM_EXP) { /* each output's max first: the sum pass reads it back as its shift */
+        reduce_item_fn max_fn = reduce_fns[dtype_row(x->dtype)][R_MAX];
+#pragma omp parallel for num_threads(c->threads) if (items > 1 && total > NN_PAR_MIN)
+        for (int64_t it = 0; it < items; it++) max_fn(&plan, x->data, c->out[0].data, it);
+    }
 #pragma omp parallel for num_threads(c->threads) if (items > 1 && total > NN_PAR_MIN)
     for (int64_t it = 0; it < items; it++) fn(&plan, x->data, c->out[0].data, it);
     return NN_OK;
@@ -264,8 +309,8 @@ static nn_status run_reduce(nn_call *c) {
 #define DEFINE_REDUCE_OP(Name, K)                                                                   \
     static nn_status parse_##Name(nn_parse_ctx *ctx) { return parse_reduce(ctx, K); }               \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,     \
-                                     .max_outputs = 1, .parse = parse_##Name, .infer = infer_reduce,         \
-                                     .run = run_reduce};
+                                     .max_outputs = 1, .parse = parse_##Name, .check = check_reduce,          \
+                                     .infer = infer_reduce, .run = run_reduce};
 
 DEFINE_REDUCE_OP(ReduceSum, R_SUM)
 DEFINE_REDUCE_OP(ReduceMean, R_MEAN)
@@ -273,6 +318,10 @@ DEFINE_REDUCE_OP(ReduceMax, R_MAX)
 DEFINE_REDUCE_OP(ReduceMin, R_MIN)
 DEFINE_REDUCE_OP(ReduceProd, R_PROD)
 DEFINE_REDUCE_OP(ReduceL2, R_L2)
+DEFINE_REDUCE_OP(ReduceL1, R_L1)
+DEFINE_REDUCE_OP(ReduceSumSquare, R_SUM_SQUARE)
+DEFINE_REDUCE_OP(ReduceLogSum, R_LOG_SUM)
+DEFINE_REDUCE_OP(ReduceLogSumExp, R_LOG_SUM_EXP)
 
 /* ---- ArgMax / ArgMin */
 

@@ -1,4 +1,4 @@
-/* Softmax and LogSoftmax.
+/* Softmax, LogSoftmax and Hardmax.
  *
  * Before opset 13 the input is viewed as a 2-D matrix split at `axis`
  * (default 1) and each row of the flattened trailing block is normalized;
@@ -6,6 +6,8 @@
  * reduce to the same kernel over an [outer, n, inner] view: the old form is
  * the new one with inner = 1. */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "geom.h"
 #include "op.h"
@@ -153,3 +155,50 @@ const nn_op_desc nn_op_Softmax = {.name = "Softmax", .min_inputs = 1, .max_input
 const nn_op_desc nn_op_LogSoftmax = {.name = "LogSoftmax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
                                      .max_outputs = 1, .parse = parse_softmax, .infer = infer_softmax,
                                      .run = run_log_softmax};
+
+/* ---- Hardmax: 1 at the first maximum along the axis, 0 elsewhere; the
+ * same [outer, n, inner] view and opset rule as Softmax (flattened before
+ * 13, one axis since).  A NaN counts as the maximum, as numpy's argmax
+ * (the reference) takes it: the first NaN of a row is marked. */
+
+static nn_status check_Hardmax(const void *params, char *err, size_t err_size) {
+    const softmax_params *p = params;
+    uint8_t flatten;
+    memcpy(&flatten, &p->flatten, 1); /* a bool read back from the cache may hold any byte */
+    if (flatten > 1) {
+        snprintf(err, err_size, "flatten flag must be 0 or 1, got %u", flatten);
+        return NN_ERR_INVALID;
+    }
+    if (p->axis < -NN_MAX_DIMS || p->axis >= NN_MAX_DIMS) {
+        snprintf(err, err_size, "axis %lld out of range", (long long)p->axis);
+        return NN_ERR_INVALID;
+    }
+    return NN_OK;
+}
+
+static nn_status run_hardmax(nn_call *c) {
+    int64_t outer, n, inner;
+    nn_status st = softmax_view(c, &outer, &n, &inner);
+    if (st != NN_OK) return st;
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    int64_t total = outer * n * inner;
+    memset(y, 0, sizeof(float) * (size_t)total);
+    if (n == 0) return NN_OK;
+#pragma omp parallel for num_threads(c->threads) if (total > 16384)
+    for (int64_t it = 0; it < outer * inner; it++) {
+        int64_t o = it / inner, j = it % inner;
+        const float *xr = x + o * n * inner + j;
+        int64_t best = 0;
+        for (int64_t k = 1; k < n; k++) {
+            float b = xr[best * inner], v = xr[k * inner];
+            if (b == b && (v > b || v != v)) best = k;
+        }
+        y[o * n * inner + best * inner + j] = 1.0f;
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Hardmax = {.name = "Hardmax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                  .max_outputs = 1, .parse = parse_softmax, .check = check_Hardmax,
+                                  .infer = infer_softmax, .run = run_hardmax};

@@ -88,8 +88,9 @@ static void copy_data(const nn_call *c) {
     }
 
 /* One generic body per operator: `expr` computes y from x and the params p.
- * `act_fn` is the as_activation hook (NULL when the op cannot be fused). */
-#define UNARY(Name, TYPES, parse_fn, act_fn, expr)                                             \
+ * UNARY_FNS makes infer_<Name> and run_<Name>; UNARY adds the descriptor,
+ * whose `act_fn` is the as_activation hook (NULL when the op cannot be fused). */
+#define UNARY_FNS(Name, TYPES, expr)                                                           \
     static nn_status infer_##Name(nn_call *c) { return infer_same(c, TYPES##_MASK); }         \
     static nn_status run_##Name(nn_call *c) {                                                  \
         const act_params *p = c->params ? c->params : &no_params;                              \
@@ -100,7 +101,9 @@ static void copy_data(const nn_call *c) {
         default: return reject_dtype(c, c->in[0].dtype);                                       \
         }                                                                                      \
         return NN_OK;                                                                          \
-    }                                                                                          \
+    }
+#define UNARY(Name, TYPES, parse_fn, act_fn, expr)                                             \
+    UNARY_FNS(Name, TYPES, expr)                                                               \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,  \
                                      .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .parse = parse_fn,  \
                                      .infer = infer_##Name, .run = run_##Name, .as_activation = act_fn};
@@ -424,3 +427,132 @@ static nn_status run_Cast(nn_call *c) {
 
 const nn_op_desc nn_op_Cast = {.name = "Cast", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                .parse = parse_Cast, .infer = infer_Cast, .run = run_Cast};
+
+/* ---- inverse and hyperbolic trigonometry, Round (halves to even: rintf in
+ * the default rounding mode) */
+
+UNARY(Tan, T_FLOAT, NULL, NULL, tanf(x))
+UNARY(Asin, T_FLOAT, NULL, NULL, asinf(x))
+UNARY(Acos, T_FLOAT, NULL, NULL, acosf(x))
+UNARY(Atan, T_FLOAT, NULL, NULL, atanf(x))
+UNARY(Sinh, T_FLOAT, NULL, NULL, sinhf(x))
+UNARY(Cosh, T_FLOAT, NULL, NULL, coshf(x))
+UNARY(Asinh, T_FLOAT, NULL, NULL, asinhf(x))
+UNARY(Acosh, T_FLOAT, NULL, NULL, acoshf(x))
+UNARY(Atanh, T_FLOAT, NULL, NULL, atanhf(x))
+UNARY(Round, T_FLOAT, NULL, NULL, rintf(x))
+
+/* ---- activations with attributes the generic parse reads under other names */
+
+#define ATTR_AS(name, field, dflt) {name, offsetof(act_params, field), dflt}
+
+ACT_ATTRS(Celu, ATTR(alpha, 1.0f))
+ACT_ATTRS(ThresholdedRelu, ATTR(alpha, 1.0f))
+ACT_ATTRS(Shrink, ATTR_AS("lambd", alpha, 0.5f), ATTR_AS("bias", beta, 0.0f))
+
+/* A NaN threshold would silently zero or pass everything: refused. */
+static nn_status check_no_nan(const act_params *p, const char *a, const char *b, char *err, size_t err_size) {
+    const char *bad = isnan(p->alpha) ? a : b && isnan(p->beta) ? b : NULL;
+    if (!bad) return NN_OK;
+    snprintf(err, err_size, "attribute %s is NaN", bad);
+    return NN_ERR_INVALID;
+}
+
+static nn_status check_Celu(const void *params, char *err, size_t err_size) {
+    const act_params *p = params;
+    if (p->alpha == 0.0f) { /* Celu divides by alpha */
+        snprintf(err, err_size, "attribute alpha must not be 0");
+        return NN_ERR_INVALID;
+    }
+    return check_no_nan(p, "alpha", NULL, err, err_size);
+}
+
+static nn_status check_ThresholdedRelu(const void *params, char *err, size_t err_size) {
+    return check_no_nan(params, "alpha", NULL, err, err_size);
+}
+
+static nn_status check_Shrink(const void *params, char *err, size_t err_size) {
+    return check_no_nan(params, "lambd", "bias", err, err_size);
+}
+
+/* Shrink's bias and lambd are floats for every input dtype: integers are
+ * compared and shifted in double, then saturated back into their type. */
+static inline int64_t sat_int(double v, int64_t lo, int64_t hi) {
+    return v != v ? 0 : v <= (double)lo ? lo : v >= (double)hi ? hi : (int64_t)v;
+}
+#define SHRINK_V(x, v)                                                                         \
+    _Generic((x), float: (float)(v), int8_t: sat_int(v, INT8_MIN, INT8_MAX),                   \
+             uint8_t: sat_int(v, 0, UINT8_MAX), int32_t: sat_int(v, INT32_MIN, INT32_MAX),     \
+             default: sat_int(v, INT64_MIN, INT64_MAX))
+#define SHRINK(x)                                                                              \
+    SHRINK_V(x, (double)(x) < -(double)p->alpha  ? (double)(x) + p->beta                       \
+                : (double)(x) > (double)p->alpha ? (double)(x) - p->beta                       \
+                                                 : 0.0)
+#define T_SHRINK(X, e) T_SIGNED(X, e) X(UINT8, uint8_t, e)
+#define T_SHRINK_MASK (T_SIGNED_MASK | DT(UINT8))
+
+UNARY_FNS(Celu, T_FLOAT, fmaxf(x, 0.0f) + fminf(0.0f, p->alpha * expm1f(x / p->alpha)))
+UNARY_FNS(ThresholdedRelu, T_FLOAT, x > p->alpha ? x : 0.0f)
+UNARY_FNS(Shrink, T_SHRINK, SHRINK(x))
+
+#define UNARY_WITH_CHECK(Name)                                                                 \
+    const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,  \
+                                     .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .parse = parse_##Name, \
+                                     .check = check_##Name, .infer = infer_##Name, .run = run_##Name};
+
+UNARY_WITH_CHECK(Celu)
+UNARY_WITH_CHECK(ThresholdedRelu)
+UNARY_WITH_CHECK(Shrink)
+
+/* ---- IsNaN, IsInf: FLOAT in, BOOL out */
+
+typedef struct isinf_params {
+    int64_t negative, positive; /* detect_negative, detect_positive: 0 or 1 */
+} isinf_params;
+
+static nn_status parse_IsInf(nn_parse_ctx *ctx) {
+    isinf_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    nn_status st = nn_attr_int(ctx, "detect_negative", 1, &p->negative);
+    if (st == NN_OK) st = nn_attr_int(ctx, "detect_positive", 1, &p->positive);
+    p->negative = p->negative != 0;
+    p->positive = p->positive != 0;
+    return st;
+}
+
+static nn_status check_IsInf(const void *params, char *err, size_t err_size) {
+    const isinf_params *p = params;
+    if ((p->negative == 0 || p->negative == 1) && (p->positive == 0 || p->positive == 1)) return NN_OK;
+    snprintf(err, err_size, "detect_negative / detect_positive must be 0 or 1");
+    return NN_ERR_INVALID;
+}
+
+static nn_status infer_to_bool(nn_call *c) {
+    if (c->in[0].dtype != NN_DTYPE_FLOAT) return reject_dtype(c, c->in[0].dtype);
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_BOOL, c->in[0].ndim, c->in[0].dims);
+    return NN_OK;
+}
+
+#define PREDICATE(Name, expr)                                                                  \
+    static nn_status run_##Name(nn_call *c) {                                                  \
+        const isinf_params *p = c->params;                                                     \
+        (void)p;                                                                               \
+        const float *src = c->in[0].data;                                                      \
+        uint8_t *dst = c->out[0].data;                                                         \
+        int64_t n = elements(&c->in[0]);                                                       \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            float x = src[i];                                                                  \
+            dst[i] = (uint8_t)(expr);                                                          \
+        }                                                                                      \
+        return NN_OK;                                                                          \
+    }
+
+PREDICATE(IsNaN, isnan(x))
+PREDICATE(IsInf, isinf(x) && (x > 0 ? p->positive : p->negative))
+
+const nn_op_desc nn_op_IsNaN = {.name = "IsNaN", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                .infer = infer_to_bool, .run = run_IsNaN};
+const nn_op_desc nn_op_IsInf = {.name = "IsInf", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                .parse = parse_IsInf, .check = check_IsInf, .infer = infer_to_bool, .run = run_IsInf};

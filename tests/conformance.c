@@ -156,14 +156,15 @@ static bool compare(const nn_tensor *got, const nn_tensor *want, char *msg, size
     return false;
 }
 
-/* Load input_*.pb or output_*.pb of a data set; returns the count or -1. */
-static int load_set(const char *dir, const char *kind, nn_tensor *ts, int cap) {
+/* Load input_*.pb or output_*.pb of a data set; returns the count, or -1
+ * with the status of the file that failed in *st. */
+static int load_set(const char *dir, const char *kind, nn_tensor *ts, int cap, nn_status *st) {
     int n = 0;
     for (; n < cap; n++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/%s_%d.pb", dir, kind, n);
         if (!file_exists(p)) break;
-        if (nn_tensor_load(p, &ts[n]) != NN_OK) {
+        if ((*st = nn_tensor_load(p, &ts[n])) != NN_OK) {
             for (int i = 0; i < n; i++)
                 nn_tensor_release(&ts[i]);
             return -1;
@@ -303,9 +304,10 @@ static nn_options test_options(int batch) {
     return opt;
 }
 
-/* A data file nn_tensor_load could not read: the model's own refusal when it
- * has one (a graph input of a type nn does not hold), else the file's error. */
-static void refuse_data(const char *model_path, const char *set_dir, result *r) {
+/* A data file nn_tensor_load could not read (status st): the model's own
+ * refusal when it has one (a graph input of a type nn does not hold), else the
+ * file's: a refusal when it is NN_ERR_UNSUPPORTED, a failure otherwise. */
+static void refuse_data(const char *name, const char *model_path, const char *set_dir, nn_status st, result *r) {
     char file_error[REASON_SIZE];
     snprintf(file_error, sizeof file_error, "%s", nn_last_error());
     nn_options opt = test_options(0);
@@ -316,8 +318,13 @@ static void refuse_data(const char *model_path, const char *set_dir, result *r) 
         non_tensor_data(model_path, set_dir, data, sizeof data);
         snprintf(r->reason, sizeof r->reason, "%s%s%s%s", nn_last_error(), data[0] ? " (" : "", data,
                  data[0] ? ")" : "");
-    } else {
+    } else if (st == NN_ERR_UNSUPPORTED) {
         snprintf(r->reason, sizeof r->reason, "%s", file_error);
+    } else {
+        printf("FAIL %s: test data: %s\n", name, file_error);
+        r->failed++;
+        nn_free(m);
+        return;
     }
     nn_free(m);
     r->refused = 1;
@@ -341,10 +348,11 @@ static void run_test(const char *name, const char *dir, bool from_cache, result 
         char set_dir[4400];
         snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[s]);
         nn_tensor in[MAX_IO] = {0}, want[MAX_IO] = {0}, got[MAX_IO] = {0};
-        int n_in = load_set(set_dir, "input", in, MAX_IO);
-        int n_want = n_in < 0 ? -1 : load_set(set_dir, "output", want, MAX_IO);
+        nn_status load_st = NN_OK;
+        int n_in = load_set(set_dir, "input", in, MAX_IO, &load_st);
+        int n_want = n_in < 0 ? -1 : load_set(set_dir, "output", want, MAX_IO, &load_st);
         if (n_in < 0 || n_want < 0) {
-            refuse_data(model_path, set_dir, r);
+            refuse_data(name, model_path, set_dir, load_st, r);
             goto next;
         }
         if (!m) {

@@ -34,7 +34,7 @@
 #include "nn.h"
 #include "onnx.pb-c.h"
 
-#define DATA_ROOT "/usr/share/libonnx-testdata/data"
+#define DATA_ROOT        "/usr/share/libonnx-testdata/data"
 #define DEFAULT_EXPECTED "tests/conformance.expected"
 static const double RTOL = 1e-3, ATOL = 1e-5;
 
@@ -76,9 +76,7 @@ static double half_value(uint16_t h) {
     return h & 0x8000 ? -v : v;
 }
 
-static bool is_float_dtype(nn_dtype t) {
-    return t == NN_DTYPE_FLOAT || t == NN_DTYPE_DOUBLE || t == NN_DTYPE_FLOAT16;
-}
+static bool is_float_dtype(nn_dtype t) { return t == NN_DTYPE_FLOAT || t == NN_DTYPE_DOUBLE || t == NN_DTYPE_FLOAT16; }
 
 static double value_at(const nn_tensor *t, int64_t i) {
     switch (t->dtype) {
@@ -663,7 +661,8 @@ int main(int argc, char **argv) {
                 notes++;
             }
     int total = all.passed + all.refused + all.failed + all.set_aside, inference = total - all.set_aside;
-    if (no_model) printf("conformance: %d test folders hold no model.onnx (a download address only): not run\n", no_model);
+    if (no_model)
+        printf("conformance: %d test folders hold no model.onnx (a download address only): not run\n", no_model);
     printf("conformance: %d tests: %d passed, %d refused, %d failed, %d set aside (training)\n", total, all.passed,
            all.refused, all.failed, all.set_aside);
     bool ok = all.failed == 0 && mismatches == 0;

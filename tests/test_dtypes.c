@@ -13,8 +13,7 @@
 static uint16_t nearest_half(double x) {
     double a = fabs(x);
     uint32_t lo = 0, hi = 0x7bff; /* value(lo) <= a < value(hi), or a is above the largest */
-    if (a >= nn_half_to_float(0x7bff))
-        lo = hi = 0x7bff;
+    if (a >= nn_half_to_float(0x7bff)) lo = hi = 0x7bff;
     while (hi - lo > 1) {
         uint32_t mid = (lo + hi) / 2;
         if (nn_half_to_float((uint16_t)mid) <= a)
@@ -36,20 +35,20 @@ static void test_half_cases(void) {
         {-0.0, 0x8000},
         {1.0, 0x3c00},
         {-2.0, 0xc000},
-        {65504.0, 0x7bff},             /* the largest half */
-        {65519.99, 0x7bff},            /* below the midpoint to 2^16 */
-        {65520.0, 0x7c00},             /* the midpoint: ties to even, which is infinity */
+        {65504.0, 0x7bff},  /* the largest half */
+        {65519.99, 0x7bff}, /* below the midpoint to 2^16 */
+        {65520.0, 0x7c00},  /* the midpoint: ties to even, which is infinity */
         {1e10, 0x7c00},
         {-INFINITY, 0xfc00},
-        {0x1p-24, 0x0001},             /* the smallest subnormal */
-        {0x1p-25, 0x0000},             /* half of it: ties to even (0) */
-        {0x1.8p-24, 0x0002},           /* 1.5 of it: ties to even (2) */
-        {0x1p-14 - 0x1p-25, 0x0400},   /* between the largest subnormal and 2^-14: to even */
-        {0x1p-14, 0x0400},             /* the smallest normal */
-        {1.0 + 0x1p-11, 0x3c00},       /* a tie, to even */
-        {1.0 + 3 * 0x1p-11, 0x3c02},   /* a tie, to even (up) */
+        {0x1p-24, 0x0001},                 /* the smallest subnormal */
+        {0x1p-25, 0x0000},                 /* half of it: ties to even (0) */
+        {0x1.8p-24, 0x0002},               /* 1.5 of it: ties to even (2) */
+        {0x1p-14 - 0x1p-25, 0x0400},       /* between the largest subnormal and 2^-14: to even */
+        {0x1p-14, 0x0400},                 /* the smallest normal */
+        {1.0 + 0x1p-11, 0x3c00},           /* a tie, to even */
+        {1.0 + 3 * 0x1p-11, 0x3c02},       /* a tie, to even (up) */
         {1.0 + 0x1p-11 + 0x1p-40, 0x3c01}, /* just above a tie: rounding through float first would give 0x3c00 */
-        {2047.5, 0x67ff + 1},          /* 2048 after rounding */
+        {2047.5, 0x67ff + 1},              /* 2048 after rounding */
         {0.1, 0x2e66},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -114,8 +113,8 @@ static void test_cast(void) {
     if (cast(values(NN_DTYPE_FLOAT, 5, f), NN_DTYPE_INT32, &r)) {
         const int32_t want[] = {0, INT32_MAX, INT32_MIN, -3, 3};
         for (int i = 0; i < 5; i++)
-            CHECK(((int32_t *)r.out[0].data)[i] == want[i], "Cast FLOAT %g to INT32: got %d, expected %d",
-                  (double)f[i], ((int32_t *)r.out[0].data)[i], want[i]);
+            CHECK(((int32_t *)r.out[0].data)[i] == want[i], "Cast FLOAT %g to INT32: got %d, expected %d", (double)f[i],
+                  ((int32_t *)r.out[0].data)[i], want[i]);
     }
     release(&r);
     const double d[] = {1e20, -1.0, 18446744073709549568.0, 12345.9};
@@ -138,8 +137,9 @@ static void test_cast(void) {
     if (cast(values(NN_DTYPE_DOUBLE, 3, dh), NN_DTYPE_FLOAT16, &r)) {
         const uint16_t want[] = {0x3c01, 0x7c00, 0x8000};
         for (int i = 0; i < 3; i++)
-            CHECK(((uint16_t *)r.out[0].data)[i] == want[i], "Cast DOUBLE %.17g to FLOAT16: got 0x%04x, expected 0x%04x",
-                  dh[i], ((uint16_t *)r.out[0].data)[i], want[i]);
+            CHECK(((uint16_t *)r.out[0].data)[i] == want[i],
+                  "Cast DOUBLE %.17g to FLOAT16: got 0x%04x, expected 0x%04x", dh[i], ((uint16_t *)r.out[0].data)[i],
+                  want[i]);
     }
     release(&r);
     const int64_t i64[] = {-1, 65536 + 7};
@@ -166,7 +166,8 @@ static void test_guard(void) {
     const char *ops[] = {"Relu", "Conv", "Mean", "Reshape"};
     for (size_t o = 0; o < sizeof ops / sizeof *ops; o++)
         for (size_t i = 0; i < sizeof fresh / sizeof *fresh; i++) {
-            nn_tensor in[2] = {{.dtype = fresh[i], .ndim = 1, .dims = {4}}, {.dtype = NN_DTYPE_INT64, .ndim = 1, .dims = {1}}};
+            nn_tensor in[2] = {{.dtype = fresh[i], .ndim = 1, .dims = {4}},
+                               {.dtype = NN_DTYPE_INT64, .ndim = 1, .dims = {1}}};
             char err[256] = "";
             nn_call c = {.n_in = 2, .in = in, .err = err, .err_size = sizeof err};
             nn_status st = nn_op_check_dtypes(nn_op_get(nn_op_lookup(ops[o])), &c);

@@ -215,7 +215,8 @@ static void free_value(nn_lane *lane, int v) {
 /* Infer the node's outputs from the run-time inputs and allocate them. */
 static nn_status prepare_dynamic(nn_lane *lane, const nn_node *n, nn_call *call) {
     const nn_op_desc *d = nn_op_get(n->op);
-    nn_status st = d->infer(call);
+    nn_status st = nn_op_check_dtypes(d, call);
+    if (st == NN_OK) st = d->infer(call);
     if (st == NN_DYNAMIC)
         return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): shape still unknown at run time", n->name, d->name);
     if (st != NN_OK)

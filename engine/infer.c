@@ -144,7 +144,8 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
         memset(out, 0, sizeof *out * (size_t)n->n_out);
         char err[256];
         nn_call call = nn_node_infer_call(n, in, out, m->threads, err, sizeof err);
-        st = d->infer(&call);
+        st = nn_op_check_dtypes(d, &call);
+        if (st == NN_OK) st = d->infer(&call);
         if (st == NN_DYNAMIC) { /* left to run time */
             st = NN_OK;
             continue;

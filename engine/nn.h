@@ -54,9 +54,15 @@ typedef enum nn_dtype {
     NN_DTYPE_FLOAT = 1,
     NN_DTYPE_UINT8 = 2,
     NN_DTYPE_INT8 = 3,
+    NN_DTYPE_UINT16 = 4,
+    NN_DTYPE_INT16 = 5,
     NN_DTYPE_INT32 = 6,
     NN_DTYPE_INT64 = 7,
-    NN_DTYPE_BOOL = 9, /* one byte per element, 0 or 1 */
+    NN_DTYPE_BOOL = 9,    /* one byte per element, 0 or 1 */
+    NN_DTYPE_FLOAT16 = 10, /* IEEE-754 binary16, as uint16_t bits */
+    NN_DTYPE_DOUBLE = 11,
+    NN_DTYPE_UINT32 = 12,
+    NN_DTYPE_UINT64 = 13,
 } nn_dtype;
 
 /* A dense, row-major tensor.  `data` is owned by whoever filled it: the

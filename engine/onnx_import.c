@@ -80,19 +80,73 @@ nn_status nn_read_protobuf(const char *path, void *(*unpack)(size_t, const uint8
     return NN_OK;
 }
 
+/* ONNX's spelling of a type, as in its operator docs: tensor(float),
+ * seq(tensor(int64)), optional(seq(tensor(float))), map(string,tensor(float)). */
+static void type_string(const Onnx__TypeProto *tp, char *buf, size_t size, int depth) {
+    char dt[32], inner[160] = "?";
+    const char *kind = "?";
+    int32_t elem = 0;
+    if (!tp || depth > 8) {
+        snprintf(buf, size, "?");
+        return;
+    }
+    switch (tp->value_case) {
+    case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE:
+    case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE:
+        if (tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+            elem = tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
+        else
+            elem = tp->sparse_tensor_type->has_elem_type ? tp->sparse_tensor_type->elem_type : 0;
+        snprintf(dt, sizeof dt, "%s", nn_onnx_dtype_name(elem));
+        for (char *c = dt; *c; c++)
+            *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+        snprintf(buf, size, "%s(%s)", tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? "tensor" : "sparse_tensor",
+                 dt);
+        return;
+    case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE:
+        kind = "seq";
+        type_string(tp->sequence_type->elem_type, inner, sizeof inner, depth + 1);
+        break;
+    case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE:
+        kind = "optional";
+        type_string(tp->optional_type->elem_type, inner, sizeof inner, depth + 1);
+        break;
+    case ONNX__TYPE_PROTO__VALUE_MAP_TYPE: {
+        char value[140];
+        type_string(tp->map_type->value_type, value, sizeof value, depth + 1);
+        snprintf(dt, sizeof dt, "%s", nn_onnx_dtype_name(tp->map_type->key_type));
+        for (char *c = dt; *c; c++)
+            *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+        snprintf(buf, size, "map(%s,%s)", dt, value);
+        return;
+    }
+    default: snprintf(buf, size, "no type"); return;
+    }
+    snprintf(buf, size, "%s(%s)", kind, inner);
+}
+
 /* Declared type of a graph input/output: dtype and dims, -1 for a symbolic
- * (named or unknown) dimension. */
+ * (named or unknown) dimension.  Only plain tensors of the dtypes nn holds
+ * are accepted, so that no other value reaches a kernel. */
 static nn_status declared_type(const Onnx__ValueInfoProto *vi, nn_value *v, const char *role) {
     const Onnx__TypeProto *tp = vi->type;
-    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
-        return nn_set_error(NN_ERR_UNSUPPORTED,
-                            "graph %s '%s' is not a tensor (sequences, maps and optionals are not supported)", role,
-                            vi->name);
+    char type[200];
+    type_string(tp, type, sizeof type, 0);
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
+        const char *what = !tp                                                       ? "untyped"
+                           : tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? "a sequence"
+                           : tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "an optional"
+                           : tp->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE      ? "a map"
+                           : tp->value_case == ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE ? "a sparse tensor"
+                                                                                          : "untyped";
+        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' is %s (%s): only tensors are supported", role,
+                            vi->name, what, type);
+    }
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     int32_t dt = tt->has_elem_type ? tt->elem_type : 0;
     if (!nn_dtype_supported(dt))
-        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' has dtype %s, which is not supported", role, vi->name,
-                            nn_onnx_dtype_name(dt));
+        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' is a %s: dtype %s is not supported", role, vi->name,
+                            type, nn_onnx_dtype_name(dt));
     v->t.dtype = (nn_dtype)dt;
     if (!tt->shape) { /* unknown rank */
         v->t.ndim = -1;

@@ -20,16 +20,19 @@ const char *nn_onnx_dtype_name(int32_t t) {
 
 NN_API const char *nn_dtype_name(nn_dtype d) { return nn_onnx_dtype_name((int32_t)d); }
 
-int nn_dtype_supported(int32_t t) {
-    return t == NN_DTYPE_FLOAT || t == NN_DTYPE_UINT8 || t == NN_DTYPE_INT8 || t == NN_DTYPE_INT32 ||
-           t == NN_DTYPE_INT64 || t == NN_DTYPE_BOOL;
-}
+int nn_dtype_supported(int32_t t) { return t > 0 && nn_dtype_size((nn_dtype)t) > 0; }
 
 NN_API size_t nn_dtype_size(nn_dtype d) {
     switch (d) {
+    case NN_DTYPE_DOUBLE:
+    case NN_DTYPE_INT64:
+    case NN_DTYPE_UINT64: return 8;
     case NN_DTYPE_FLOAT:
-    case NN_DTYPE_INT32: return 4;
-    case NN_DTYPE_INT64: return 8;
+    case NN_DTYPE_INT32:
+    case NN_DTYPE_UINT32: return 4;
+    case NN_DTYPE_FLOAT16:
+    case NN_DTYPE_INT16:
+    case NN_DTYPE_UINT16: return 2;
     case NN_DTYPE_UINT8:
     case NN_DTYPE_INT8:
     case NN_DTYPE_BOOL: return 1;
@@ -170,8 +173,13 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
         if (len != nbytes)
             st = nn_set_error(NN_ERR_INVALID, "%s: raw_data has %zu bytes, dims need %zu", what, len, nbytes);
     } else {
-        /* INT32 and the 1-byte types are stored widened in int32_data */
-        have = dt == NN_DTYPE_FLOAT ? tp->n_float_data : dt == NN_DTYPE_INT64 ? tp->n_int64_data : tp->n_int32_data;
+        /* The 1- and 2-byte types and INT32 are stored widened in int32_data (FLOAT16 as its
+         * bits), UINT32 and UINT64 in uint64_data. */
+        have = dt == NN_DTYPE_FLOAT    ? tp->n_float_data
+               : dt == NN_DTYPE_INT64  ? tp->n_int64_data
+               : dt == NN_DTYPE_DOUBLE ? tp->n_double_data
+               : dt == NN_DTYPE_UINT32 || dt == NN_DTYPE_UINT64 ? tp->n_uint64_data
+                                                                 : tp->n_int32_data;
         if (have != (size_t)n)
             st = nn_set_error(NN_ERR_INVALID, "%s holds %zu values, dims need %lld", what, have, (long long)n);
     }
@@ -192,11 +200,21 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
         if (nbytes) memcpy(data, tp->float_data, nbytes);
     } else if (dt == NN_DTYPE_INT64) {
         if (nbytes) memcpy(data, tp->int64_data, nbytes);
+    } else if (dt == NN_DTYPE_DOUBLE) {
+        if (nbytes) memcpy(data, tp->double_data, nbytes);
+    } else if (dt == NN_DTYPE_UINT64) {
+        if (nbytes) memcpy(data, tp->uint64_data, nbytes);
+    } else if (dt == NN_DTYPE_UINT32) {
+        for (int64_t i = 0; i < n; i++)
+            ((uint32_t *)data)[i] = (uint32_t)tp->uint64_data[i];
     } else {
         for (int64_t i = 0; i < n; i++) {
             int32_t v = tp->int32_data[i];
             switch (dt) {
             case NN_DTYPE_INT32: ((int32_t *)data)[i] = v; break;
+            case NN_DTYPE_INT16: ((int16_t *)data)[i] = (int16_t)v; break;
+            case NN_DTYPE_UINT16:
+            case NN_DTYPE_FLOAT16: ((uint16_t *)data)[i] = (uint16_t)v; break;
             case NN_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)v; break;
             case NN_DTYPE_BOOL: ((uint8_t *)data)[i] = v != 0; break;
             default: ((uint8_t *)data)[i] = (uint8_t)v; break;

@@ -17,8 +17,9 @@ static bool ends_with(const char *s, const char *suffix) {
 static const struct {
     const char *descr;
     nn_dtype dtype;
-} npy_types[] = {{"<f4", NN_DTYPE_FLOAT}, {"<i8", NN_DTYPE_INT64}, {"<i4", NN_DTYPE_INT32},
-                 {"|b1", NN_DTYPE_BOOL},  {"|u1", NN_DTYPE_UINT8}, {"|i1", NN_DTYPE_INT8}};
+} npy_types[] = {{"<f4", NN_DTYPE_FLOAT}, {"<i8", NN_DTYPE_INT64},   {"<i4", NN_DTYPE_INT32},   {"|b1", NN_DTYPE_BOOL},
+                 {"|u1", NN_DTYPE_UINT8}, {"|i1", NN_DTYPE_INT8},    {"<f2", NN_DTYPE_FLOAT16}, {"<f8", NN_DTYPE_DOUBLE},
+                 {"<i2", NN_DTYPE_INT16}, {"<u2", NN_DTYPE_UINT16}, {"<u4", NN_DTYPE_UINT32},  {"<u8", NN_DTYPE_UINT64}};
 
 /* Parse the python-dict header of a .npy file. */
 static nn_status parse_npy_header(const char *path, const char *h, nn_tensor *t) {
@@ -31,7 +32,7 @@ static nn_status parse_npy_header(const char *path, const char *h, nn_tensor *t)
         if (!strncmp(p + 1, npy_types[i].descr, 3) && p[4] == '\'') t->dtype = npy_types[i].dtype;
     if (t->dtype == NN_DTYPE_UNDEFINED)
         return nn_set_error(NN_ERR_UNSUPPORTED,
-                            "'%s': .npy dtype %.6s is not supported (float32, int64, int32, bool, uint8, int8)", path,
+                            "'%s': .npy dtype %.6s is not supported (float16/32/64, int8/16/32/64, uint8/16/32/64, bool)", path,
                             p);
     if (strstr(h, "'fortran_order': True"))
         return nn_set_error(NN_ERR_UNSUPPORTED, "'%s': Fortran-ordered .npy arrays are not supported", path);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "epilogue.h"
+#include "half.h"
 #include "op.h"
 
 #define TILE 8192     /* elements per parallel work item */
@@ -177,15 +178,32 @@ static inline int64_t ipow(int64_t x, int64_t y) {
     return (int64_t)r;
 }
 
+static inline uint64_t udiv(uint64_t x, uint64_t y) { return y ? x / y : 0; }
+
 static inline float maxf(float x, float y) { return x > y || x != x ? x : y; }
 static inline float minf(float x, float y) { return x < y || x != x ? x : y; }
+static inline double maxd(double x, double y) { return x > y || x != x ? x : y; }
+static inline double mind(double x, double y) { return x < y || x != x ? x : y; }
+/* FLOAT16 Max/Min compare the values in fp32 (exactly) and keep the winner's bits */
+static inline uint16_t maxh(uint16_t x, uint16_t y) {
+    float a = nn_half_to_float(x), b = nn_half_to_float(y);
+    return a > b || a != a ? x : y;
+}
+static inline uint16_t minh(uint16_t x, uint16_t y) {
+    float a = nn_half_to_float(x), b = nn_half_to_float(y);
+    return a < b || a != a ? x : y;
+}
 
-#define ADDV(x, y) _Generic((x), float: (x) + (y), default: (uint64_t)(x) + (uint64_t)(y))
-#define SUBV(x, y) _Generic((x), float: (x) - (y), default: (uint64_t)(x) - (uint64_t)(y))
-#define MULV(x, y) _Generic((x), float: (x) * (y), default: (uint64_t)(x) * (uint64_t)(y))
-#define DIVV(x, y) _Generic((x), float: (x) / (y), default: idiv((x), (y)))
-#define MAXV(x, y) _Generic((x), float: maxf((float)(x), (float)(y)), default: ((x) > (y) ? (x) : (y)))
-#define MINV(x, y) _Generic((x), float: minf((float)(x), (float)(y)), default: ((x) < (y) ? (x) : (y)))
+#define ADDV(x, y) _Generic((x), float: (x) + (y), double: (x) + (y), default: (uint64_t)(x) + (uint64_t)(y))
+#define SUBV(x, y) _Generic((x), float: (x) - (y), double: (x) - (y), default: (uint64_t)(x) - (uint64_t)(y))
+#define MULV(x, y) _Generic((x), float: (x) * (y), double: (x) * (y), default: (uint64_t)(x) * (uint64_t)(y))
+#define DIVV(x, y) _Generic((x), float: (x) / (y), double: (x) / (y), uint64_t: udiv((x), (y)), default: idiv((x), (y)))
+#define MAXV(x, y)                                                                             \
+    _Generic((x), float: maxf((float)(x), (float)(y)), double: maxd((double)(x), (double)(y)), \
+             default: ((x) > (y) ? (x) : (y)))
+#define MINV(x, y)                                                                             \
+    _Generic((x), float: minf((float)(x), (float)(y)), double: mind((double)(x), (double)(y)), \
+             default: ((x) < (y) ? (x) : (y)))
 
 /* Dtype lists: X(code, C type, ...) */
 #define NUMERIC(X, ...)                                                                        \
@@ -198,10 +216,19 @@ static inline float minf(float x, float y) { return x < y || x != x ? x : y; }
     X(FLOAT, float, __VA_ARGS__)                                                               \
     X(INT32, int32_t, __VA_ARGS__)                                                             \
     X(INT64, int64_t, __VA_ARGS__)
+/* arithmetic and Max/Min also take the wider dtypes */
+#define ARITH(X, ...)                                                                          \
+    NUMERIC(X, __VA_ARGS__)                                                                    \
+    X(DOUBLE, double, __VA_ARGS__)                                                             \
+    X(INT16, int16_t, __VA_ARGS__)                                                             \
+    X(UINT16, uint16_t, __VA_ARGS__)                                                           \
+    X(UINT32, uint32_t, __VA_ARGS__)                                                           \
+    X(UINT64, uint64_t, __VA_ARGS__)
 #define BOOLEAN(X, ...) X(BOOL, uint8_t, __VA_ARGS__)
 
 /* kernels keyed by the inputs' dtype */
-typedef row_fn row_table[NN_DTYPE_BOOL + 1];
+#define MAX_DTYPE NN_DTYPE_UINT64
+typedef row_fn row_table[MAX_DTYPE + 1];
 
 #define SAME_ROW(code, T, op, expr) BIN_ROW(op##_##code, T, T, T, expr)
 #define BOOL_ROW(code, T, op, expr) BIN_ROW(op##_##code, T, T, uint8_t, expr)
@@ -212,12 +239,16 @@ typedef row_fn row_table[NN_DTYPE_BOOL + 1];
     TYPES(KIND, op, expr)                                                                      \
     static const row_table op##_rows = {TYPES(ROW_ENTRY, op)};
 
-ROWS(add, NUMERIC, SAME_ROW, ADDV(x, y))
-ROWS(sub, NUMERIC, SAME_ROW, SUBV(x, y))
-ROWS(mul, NUMERIC, SAME_ROW, MULV(x, y))
-ROWS(div, NUMERIC, SAME_ROW, DIVV(x, y))
-ROWS(max, NUMERIC, SAME_ROW, MAXV(x, y))
-ROWS(min, NUMERIC, SAME_ROW, MINV(x, y))
+ROWS(add, ARITH, SAME_ROW, ADDV(x, y))
+ROWS(sub, ARITH, SAME_ROW, SUBV(x, y))
+ROWS(mul, ARITH, SAME_ROW, MULV(x, y))
+ROWS(div, ARITH, SAME_ROW, DIVV(x, y))
+ARITH(SAME_ROW, max, MAXV(x, y))
+BIN_ROW(max_FLOAT16, uint16_t, uint16_t, uint16_t, maxh(x, y))
+static const row_table max_rows = {ARITH(ROW_ENTRY, max)[NN_DTYPE_FLOAT16] = max_FLOAT16};
+ARITH(SAME_ROW, min, MINV(x, y))
+BIN_ROW(min_FLOAT16, uint16_t, uint16_t, uint16_t, minh(x, y))
+static const row_table min_rows = {ARITH(ROW_ENTRY, min)[NN_DTYPE_FLOAT16] = min_FLOAT16};
 ROWS(prelu, SIGNED_WIDE, SAME_ROW, x < 0 ? MULV(x, y) : x)
 ROWS(and, BOOLEAN, SAME_ROW, x && y)
 ROWS(or, BOOLEAN, SAME_ROW, x || y)
@@ -276,7 +307,7 @@ static nn_status view_b(nn_call *c, nn_tensor *b) {
     return NN_OK;
 }
 
-static bool supported(const row_table t, nn_dtype d) { return d > 0 && d <= NN_DTYPE_BOOL && t[d]; }
+static bool supported(const row_table t, nn_dtype d) { return d > 0 && d <= MAX_DTYPE && t[d]; }
 
 static nn_status reject_dtype(nn_call *c, nn_dtype t) {
     return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(t));
@@ -310,12 +341,14 @@ static nn_status binary_run(nn_call *c, row_fn row) {
     return NN_OK;
 }
 
-/* flags: NN_OPF_EPILOGUE for arithmetic (a residual or activation folds in) */
+/* flags: NN_OPF_EPILOGUE for arithmetic (a residual or activation folds in); binary_infer
+ * checks the dtype against the op's row table, hence NN_OPF_ANY_DTYPE */
 #define BINARY(Name, op, to_bool, op_flags)                                                    \
     static nn_status infer_##Name(nn_call *c) { return binary_infer(c, op##_rows, to_bool); }   \
     static nn_status run_##Name(nn_call *c) { return binary_run(c, op##_rows[c->in[0].dtype]); } \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,   \
-                                     .max_outputs = 1, .flags = op_flags, .parse = parse_binary,      \
+                                     .max_outputs = 1, .flags = (op_flags) | NN_OPF_ANY_DTYPE,         \
+                                     .parse = parse_binary,                                            \
                                      .infer = infer_##Name, .run = run_##Name};
 
 BINARY(Add, add, false, NN_OPF_EPILOGUE)
@@ -356,6 +389,8 @@ const nn_op_desc nn_op_PRelu = {.name = "PRelu", .min_inputs = 2, .max_inputs = 
 BIN_ROW(pow_ff, float, float, float, POW_FF(x, y))
 BIN_ROW(pow_fi32, float, int32_t, float, POW_MIX(x, y))
 BIN_ROW(pow_fi64, float, int64_t, float, POW_MIX(x, y))
+BIN_ROW(pow_fu32, float, uint32_t, float, POW_MIX(x, y))
+BIN_ROW(pow_fu64, float, uint64_t, float, POW_MIX(x, y))
 BIN_ROW(pow_i32f, int32_t, float, int32_t, POW_MIX(x, y))
 BIN_ROW(pow_i64f, int64_t, float, int64_t, POW_MIX(x, y))
 BIN_ROW(pow_i32i32, int32_t, int32_t, int32_t, POW_II(x, y))
@@ -365,11 +400,12 @@ BIN_ROW(pow_i64i64, int64_t, int64_t, int64_t, POW_II(x, y))
 
 static row_fn pow_row(nn_dtype base, nn_dtype exp) {
     static const row_table rows[NN_DTYPE_BOOL + 1] = {
-        [NN_DTYPE_FLOAT] = {[NN_DTYPE_FLOAT] = pow_ff, [NN_DTYPE_INT32] = pow_fi32, [NN_DTYPE_INT64] = pow_fi64},
+        [NN_DTYPE_FLOAT] = {[NN_DTYPE_FLOAT] = pow_ff, [NN_DTYPE_INT32] = pow_fi32, [NN_DTYPE_INT64] = pow_fi64,
+                            [NN_DTYPE_UINT32] = pow_fu32, [NN_DTYPE_UINT64] = pow_fu64},
         [NN_DTYPE_INT32] = {[NN_DTYPE_FLOAT] = pow_i32f, [NN_DTYPE_INT32] = pow_i32i32, [NN_DTYPE_INT64] = pow_i32i64},
         [NN_DTYPE_INT64] = {[NN_DTYPE_FLOAT] = pow_i64f, [NN_DTYPE_INT32] = pow_i64i32, [NN_DTYPE_INT64] = pow_i64i64},
     };
-    return base > 0 && base <= NN_DTYPE_BOOL && exp > 0 && exp <= NN_DTYPE_BOOL ? rows[base][exp] : NULL;
+    return base > 0 && base <= NN_DTYPE_BOOL && exp > 0 && exp <= MAX_DTYPE ? rows[base][exp] : NULL;
 }
 
 static nn_status infer_Pow(nn_call *c) {
@@ -387,7 +423,7 @@ static nn_status infer_Pow(nn_call *c) {
 static nn_status run_Pow(nn_call *c) { return binary_run(c, pow_row(c->in[0].dtype, c->in[1].dtype)); }
 
 const nn_op_desc nn_op_Pow = {.name = "Pow", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-                              .parse = parse_binary, .infer = infer_Pow, .run = run_Pow};
+                              .flags = NN_OPF_ANY_DTYPE, .parse = parse_binary, .infer = infer_Pow, .run = run_Pow};
 
 /* ---- Where(cond, x, y): selection only moves bytes, so one kernel per element size. */
 
@@ -470,7 +506,8 @@ static void variadic_run(nn_call *c, row_fn row) {
         return NN_OK;                                                                          \
     }                                                                                          \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,  \
-                                     .max_outputs = 1, .infer = infer_##Name, .run = run_##Name};
+                                     .max_outputs = 1, .flags = NN_OPF_ANY_DTYPE, .infer = infer_##Name, \
+                                     .run = run_##Name};
 
 VARIADIC(Max, max)
 VARIADIC(Min, min)

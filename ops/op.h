@@ -131,6 +131,11 @@ enum nn_op_flags {
     NN_OPF_ELEMENTWISE = 1u << 2,
     /* run applies call->prologue (see nn_prologue for which shapes) */
     NN_OPF_PROLOGUE = 1u << 3,
+    /* infer checks every input dtype itself, FLOAT16, DOUBLE, INT16, UINT16,
+     * UINT32 and UINT64 included; other ops are refused inputs of those dtypes
+     * before infer (nn_op_check_dtypes), so no kernel written for the older
+     * dtypes ever sees them */
+    NN_OPF_ANY_DTYPE = 1u << 4,
 };
 
 typedef struct nn_op_desc {

@@ -38,3 +38,18 @@ int nn_op_table_check(void) {
     }
     return 0;
 }
+
+/* The dtypes every op's infer has always checked for itself. */
+static bool common_dtype(nn_dtype t) {
+    return t == NN_DTYPE_FLOAT || t == NN_DTYPE_UINT8 || t == NN_DTYPE_INT8 || t == NN_DTYPE_INT32 ||
+           t == NN_DTYPE_INT64 || t == NN_DTYPE_BOOL;
+}
+
+nn_status nn_op_check_dtypes(const nn_op_desc *d, nn_call *c) {
+    if (d->flags & NN_OPF_ANY_DTYPE) return NN_OK;
+    for (int k = 0; k < c->n_in; k++)
+        if (nn_present(c, k) && !common_dtype(c->in[k].dtype))
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d has dtype %s, which %s does not support", k,
+                                 nn_dtype_name(c->in[k].dtype), d->name);
+    return NN_OK;
+}

@@ -15,6 +15,9 @@ typedef enum nn_op_id {
 const nn_op_desc *nn_op_get(int id);
 /* op id for an ONNX op type, -1 if the engine does not implement it */
 int nn_op_lookup(const char *name);
+/* NN_ERR_UNSUPPORTED (described in c->err) when an input has a dtype the op
+ * has not declared it handles (NN_OPF_ANY_DTYPE); called before every infer */
+nn_status nn_op_check_dtypes(const nn_op_desc *d, nn_call *c);
 /* 0 when the table is sorted and every descriptor's name matches its line */
 int nn_op_table_check(void);
 

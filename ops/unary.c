@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "act.h"
+#include "half.h"
 #include "op.h"
 
 #define DT(code) (1u << NN_DTYPE_##code)
@@ -264,7 +265,7 @@ static nn_status run_Identity(nn_call *c) {
 }
 
 const nn_op_desc nn_op_Identity = {.name = "Identity", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                   .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .infer = infer_Identity,
+                                   .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE | NN_OPF_ANY_DTYPE, .infer = infer_Identity,
                                    .run = run_Identity};
 
 /* ---- Dropout: inference only, so the output is the input and the mask all ones.
@@ -333,8 +334,9 @@ static const struct {
     const char *name;
     nn_dtype dtype;
 } cast_names[] = {
-    {"FLOAT", NN_DTYPE_FLOAT}, {"INT32", NN_DTYPE_INT32}, {"INT64", NN_DTYPE_INT64},
-    {"BOOL", NN_DTYPE_BOOL},   {"UINT8", NN_DTYPE_UINT8}, {"INT8", NN_DTYPE_INT8},
+    {"FLOAT", NN_DTYPE_FLOAT},     {"INT32", NN_DTYPE_INT32},   {"INT64", NN_DTYPE_INT64},   {"BOOL", NN_DTYPE_BOOL},
+    {"UINT8", NN_DTYPE_UINT8},     {"INT8", NN_DTYPE_INT8},     {"FLOAT16", NN_DTYPE_FLOAT16}, {"DOUBLE", NN_DTYPE_DOUBLE},
+    {"INT16", NN_DTYPE_INT16},     {"UINT16", NN_DTYPE_UINT16}, {"UINT32", NN_DTYPE_UINT32}, {"UINT64", NN_DTYPE_UINT64},
 };
 
 static nn_status parse_Cast(nn_parse_ctx *ctx) {
@@ -352,66 +354,93 @@ static nn_status parse_Cast(nn_parse_ctx *ctx) {
     return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "cast to %s not supported", a->s);
 }
 
-#define CAST_MASK (DT(FLOAT) | DT(INT32) | DT(INT64) | DT(BOOL) | DT(UINT8) | DT(INT8))
+/* Cast and CastLike convert between every dtype nn holds. */
+#define CAST_MASK                                                                              \
+    (DT(FLOAT) | DT(INT32) | DT(INT64) | DT(BOOL) | DT(UINT8) | DT(INT8) | DT(FLOAT16) | DT(DOUBLE) | \
+     DT(INT16) | DT(UINT16) | DT(UINT32) | DT(UINT64))
 
-static nn_status infer_Cast(nn_call *c) {
-    const cast_params *p = c->params;
+static nn_status infer_cast_to(nn_call *c, int64_t to) {
     nn_dtype from = c->in[0].dtype;
     if (!dtype_in(from, CAST_MASK)) return reject_dtype(c, from);
-    if (p->to < 0 || p->to >= 32 || !dtype_in((nn_dtype)p->to, CAST_MASK))
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "cast to dtype %lld not supported", (long long)p->to);
-    nn_tensor_set_shape(&c->out[0], (nn_dtype)p->to, c->in[0].ndim, c->in[0].dims);
+    if (to < 0 || to >= 32 || !dtype_in((nn_dtype)to, CAST_MASK))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "cast to dtype %s not supported", nn_dtype_name((nn_dtype)to));
+    nn_tensor_set_shape(&c->out[0], (nn_dtype)to, c->in[0].ndim, c->in[0].dims);
     return NN_OK;
 }
 
-static inline int64_t float_to_int(float x, int64_t lo, int64_t hi) {
-    if (x != x) return 0;
-    if (x <= (float)lo) return lo;
-    if (x >= (float)hi) return hi;
-    return (int64_t)x;
-}
+static nn_status infer_Cast(nn_call *c) { return infer_cast_to(c, ((const cast_params *)c->params)->to); }
+
+/* A floating-point value to an integer type: NaN to 0, out-of-range values
+ * saturated (ONNX leaves them undefined).  The bounds compare in double, where
+ * (double)INT64_MAX is 2^63, so (TD)x only ever sees values in range. */
+#define SATURATE(TD, x, lo, hi)                                                                \
+    ((x) != (x)               ? (TD)0                                                          \
+     : (x) <= (double)(lo)    ? (TD)(lo)                                                       \
+     : (x) >= (double)(hi)    ? (TD)(hi)                                                       \
+                              : (TD)(x))
 
 /* The dtypes Cast handles, listed twice because a macro cannot expand inside itself:
- * X(code, C type, lowest, highest, ...) for targets, X(code, C type, ...) for sources. */
+ * X(code, C type, lowest, highest, ...) for targets, X(code, C type, value type, load, ...)
+ * for sources (FLOAT16 is read as the float it holds, exactly). */
 #define CAST_TARGETS(X, ...)                                                                   \
     X(FLOAT, float, 0, 0, __VA_ARGS__)                                                         \
+    X(DOUBLE, double, 0, 0, __VA_ARGS__)                                                       \
+    X(FLOAT16, uint16_t, 0, 0, __VA_ARGS__)                                                    \
     X(INT32, int32_t, INT32_MIN, INT32_MAX, __VA_ARGS__)                                       \
     X(INT64, int64_t, INT64_MIN, INT64_MAX, __VA_ARGS__)                                       \
     X(BOOL, uint8_t, 0, 1, __VA_ARGS__)                                                        \
     X(UINT8, uint8_t, 0, UINT8_MAX, __VA_ARGS__)                                               \
-    X(INT8, int8_t, INT8_MIN, INT8_MAX, __VA_ARGS__)
+    X(INT8, int8_t, INT8_MIN, INT8_MAX, __VA_ARGS__)                                           \
+    X(INT16, int16_t, INT16_MIN, INT16_MAX, __VA_ARGS__)                                       \
+    X(UINT16, uint16_t, 0, UINT16_MAX, __VA_ARGS__)                                            \
+    X(UINT32, uint32_t, 0, UINT32_MAX, __VA_ARGS__)                                            \
+    X(UINT64, uint64_t, 0, UINT64_MAX, __VA_ARGS__)
+#define LOAD_PLAIN(v) (v)
+#define LOAD_HALF(v) nn_half_to_float(v)
 #define CAST_SOURCES(X, ...)                                                                   \
-    X(FLOAT, float, __VA_ARGS__)                                                               \
-    X(INT32, int32_t, __VA_ARGS__)                                                             \
-    X(INT64, int64_t, __VA_ARGS__)                                                             \
-    X(BOOL, uint8_t, __VA_ARGS__)                                                              \
-    X(UINT8, uint8_t, __VA_ARGS__)                                                             \
-    X(INT8, int8_t, __VA_ARGS__)
+    X(FLOAT, float, float, LOAD_PLAIN, __VA_ARGS__)                                            \
+    X(DOUBLE, double, double, LOAD_PLAIN, __VA_ARGS__)                                         \
+    X(FLOAT16, uint16_t, float, LOAD_HALF, __VA_ARGS__)                                        \
+    X(INT32, int32_t, int32_t, LOAD_PLAIN, __VA_ARGS__)                                        \
+    X(INT64, int64_t, int64_t, LOAD_PLAIN, __VA_ARGS__)                                        \
+    X(BOOL, uint8_t, uint8_t, LOAD_PLAIN, __VA_ARGS__)                                         \
+    X(UINT8, uint8_t, uint8_t, LOAD_PLAIN, __VA_ARGS__)                                        \
+    X(INT8, int8_t, int8_t, LOAD_PLAIN, __VA_ARGS__)                                           \
+    X(INT16, int16_t, int16_t, LOAD_PLAIN, __VA_ARGS__)                                        \
+    X(UINT16, uint16_t, uint16_t, LOAD_PLAIN, __VA_ARGS__)                                     \
+    X(UINT32, uint32_t, uint32_t, LOAD_PLAIN, __VA_ARGS__)                                     \
+    X(UINT64, uint64_t, uint64_t, LOAD_PLAIN, __VA_ARGS__)
 
-/* one element of a source type to the target type DCODE / TD */
+/* one value x (of a source's value type) to the target type DCODE / TD:
+ * integers wrap between integer types, as C converts them */
 #define CONVERT(DCODE, TD, lo, hi, x)                                                          \
-    (NN_DTYPE_##DCODE == NN_DTYPE_BOOL    ? (TD)((x) != 0)                                     \
-     : NN_DTYPE_##DCODE == NN_DTYPE_FLOAT ? (TD)(x)                                            \
-                                          : _Generic((x), float: (TD)float_to_int((float)(x), lo, hi),   \
-                                                     default: (TD)(x)))
+    (NN_DTYPE_##DCODE == NN_DTYPE_BOOL      ? (TD)((x) != 0)                                   \
+     : NN_DTYPE_##DCODE == NN_DTYPE_FLOAT16 ? (TD)nn_half_from_double((double)(x))             \
+     : NN_DTYPE_##DCODE == NN_DTYPE_FLOAT || NN_DTYPE_##DCODE == NN_DTYPE_DOUBLE ? (TD)(x)     \
+     : _Generic((x), float: SATURATE(TD, (double)(x), lo, hi), double: SATURATE(TD, (double)(x), lo, hi), \
+                default: (TD)(x)))
 
-#define CAST_FROM(SCODE, TS, DCODE, TD, lo, hi)                                                \
+#define CAST_FROM(SCODE, TS, TV, load, DCODE, TD, lo, hi)                                     \
     case NN_DTYPE_##SCODE: {                                                                   \
         const TS *src = c->in[0].data;                                                         \
         TD *dst = c->out[0].data;                                                              \
         _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
-        for (int64_t i = 0; i < n; i++) dst[i] = CONVERT(DCODE, TD, lo, hi, src[i]);          \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            TV x = load(src[i]);                                                               \
+            dst[i] = CONVERT(DCODE, TD, lo, hi, x);                                            \
+        }                                                                                      \
         break;                                                                                 \
     }
 
 #define CAST_TO(DCODE, TD, lo, hi, unused)                                                     \
     case NN_DTYPE_##DCODE:                                                                     \
         switch (c->in[0].dtype) {                                                              \
-            CAST_SOURCES(CAST_FROM, DCODE, TD, lo, hi)                                           \
+            CAST_SOURCES(CAST_FROM, DCODE, TD, lo, hi)                                         \
         default: return reject_dtype(c, c->in[0].dtype);                                       \
         }                                                                                      \
         break;
 
+/* Converts to the output's dtype: Cast and CastLike alike. */
 static nn_status run_Cast(nn_call *c) {
     int64_t n = elements(&c->in[0]);
     if (c->in[0].dtype == c->out[0].dtype) {
@@ -426,7 +455,14 @@ static nn_status run_Cast(nn_call *c) {
 }
 
 const nn_op_desc nn_op_Cast = {.name = "Cast", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                               .parse = parse_Cast, .infer = infer_Cast, .run = run_Cast};
+                               .flags = NN_OPF_ANY_DTYPE, .parse = parse_Cast, .infer = infer_Cast, .run = run_Cast};
+
+/* CastLike: Cast to the dtype of a second input, whose values are not read. */
+static nn_status infer_CastLike(nn_call *c) { return infer_cast_to(c, c->in[1].dtype); }
+
+const nn_op_desc nn_op_CastLike = {.name = "CastLike", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
+                                   .max_outputs = 1, .flags = NN_OPF_ANY_DTYPE, .infer = infer_CastLike,
+                                   .run = run_Cast};
 
 /* ---- inverse and hyperbolic trigonometry, Round (halves to even: rintf in
  * the default rounding mode) */
@@ -541,7 +577,7 @@ static nn_status infer_to_bool(nn_call *c) {
         const float *src = c->in[0].data;                                                      \
         uint8_t *dst = c->out[0].data;                                                         \
         int64_t n = elements(&c->in[0]);                                                       \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > PAR_MIN)")                   \
+        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
         for (int64_t i = 0; i < n; i++) {                                                      \
             float x = src[i];                                                                  \
             dst[i] = (uint8_t)(expr);                                                          \

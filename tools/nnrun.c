@@ -246,7 +246,14 @@ static int fill_random(nn_tensor *t) {
         case NN_DTYPE_FLOAT: ((float *)t->data)[i] = (float)(2 * u - 1); break;
         case NN_DTYPE_INT64: ((int64_t *)t->data)[i] = (int64_t)(u * 10); break;
         case NN_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)(u * 10); break;
-        default: ((uint8_t *)t->data)[i] = u < 0.5; break;
+        case NN_DTYPE_DOUBLE: ((double *)t->data)[i] = 2 * u - 1; break;
+        case NN_DTYPE_FLOAT16: ((uint16_t *)t->data)[i] = u < 0.5 ? 0xbc00 : 0x3c00; break; /* -1 or 1 */
+        default: { /* the other integers and bools: 0 or 1, little-endian */
+            size_t esz = nn_dtype_size(t->dtype);
+            memset((char *)t->data + (size_t)i * esz, 0, esz);
+            ((uint8_t *)t->data)[(size_t)i * esz] = u < 0.5;
+            break;
+        }
         }
     }
     return 0;

@@ -139,6 +139,9 @@ typedef struct nn_op_desc {
     int min_outputs, max_outputs; /* max_outputs -1: variadic */
     unsigned flags;
     nn_status (*parse)(nn_parse_ctx *ctx); /* NULL: the op has no attributes */
+    /* Validates params (fresh from parse, or read back from the plan cache and so untrusted): every
+     * field in the range parse would produce.  Required when parse is set. */
+    nn_status (*check)(const void *params, char *err, size_t err_size);
     nn_status (*infer)(nn_call *call);
     size_t (*workspace)(const nn_call *call); /* NULL: needs none */
     nn_status (*run)(nn_call *call);
@@ -164,6 +167,12 @@ typedef struct nn_op_desc {
      * activation (call->in holds the node's inputs, constants with data)
      * so that fusion can fold it into its producer.  false: it cannot be. */
     bool (*as_activation)(const nn_call *call, nn_epilogue *e);
+    /* Optional, for ops whose output shape is only known once they ran
+     * (NonMaxSuppression, Unique): at run time, when infer still says
+     * NN_DYNAMIC, output shapes no smaller than the result; the engine
+     * allocates those, and run shrinks call->out[k].dims to the result
+     * (the elements written densely for the shrunk shape). */
+    nn_status (*bound)(nn_call *call);
 } nn_op_desc;
 
 /* ---- attribute helpers: return NN_OK (value or default stored), or

@@ -1,0 +1,331 @@
+/* Object-detection heads: NonMaxSuppression and RoiAlign.
+ *
+ * NonMaxSuppression keeps a number of boxes known only once it ran: its
+ * infer says NN_DYNAMIC, `bound` sizes the output for every candidate, and
+ * run shrinks it to the boxes kept. */
+#include <math.h>
+#include <string.h>
+
+#include "op.h"
+
+/* ---- NonMaxSuppression (opsets 10, 11), with onnxruntime's choices where
+ *      the spec leaves room: candidates strictly above score_threshold, in
+ *      descending score with the lower box index first on ties; a box is
+ *      suppressed when its IoU with a kept one is strictly above
+ *      iou_threshold. */
+
+typedef struct nms_params {
+    int32_t center_point_box;
+} nms_params;
+
+static nn_status parse_nms(nn_parse_ctx *ctx) {
+    nms_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    int64_t v;
+    nn_status st = nn_attr_int(ctx, "center_point_box", 0, &v);
+    if (st != NN_OK) return st;
+    if (v != 0 && v != 1)
+        return nn_parse_error(ctx, NN_ERR_INVALID, "center_point_box must be 0 or 1, got %lld", (long long)v);
+    p->center_point_box = (int32_t)v;
+    return NN_OK;
+}
+
+static nn_status check_nms(const void *params, char *err, size_t err_size) {
+    const nms_params *p = params;
+    if (p->center_point_box != 0 && p->center_point_box != 1) {
+        snprintf(err, err_size, "center_point_box %d not 0 or 1", (int)p->center_point_box);
+        return NN_ERR_INVALID;
+    }
+    return NN_OK;
+}
+
+typedef struct nms_args {
+    int64_t batches, classes, boxes, max_per_class;
+    float iou, score;
+    bool has_score;
+} nms_args;
+
+static nn_status scalar_float(nn_call *c, int i, const char *what, float *out) {
+    const nn_tensor *t = &c->in[i];
+    if (t->dtype != NN_DTYPE_FLOAT) return nn_call_error(c, NN_ERR_INVALID, "%s must be float", what);
+    if (nn_tensor_elements(t) != 1) return nn_call_error(c, NN_ERR_SHAPE, "%s must hold one value", what);
+    if (!t->data) return NN_DYNAMIC;
+    *out = *(const float *)t->data;
+    return NN_OK;
+}
+
+/* Shapes and scalar inputs; NN_DYNAMIC while a scalar is not known. */
+static nn_status nms_read(nn_call *c, nms_args *a) {
+    const nn_tensor *boxes = &c->in[0], *scores = &c->in[1];
+    if (boxes->dtype != NN_DTYPE_FLOAT || scores->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "boxes and scores must be float");
+    if (boxes->ndim != 3 || boxes->dims[2] != 4 || scores->ndim != 3 || scores->dims[0] != boxes->dims[0] ||
+        scores->dims[2] != boxes->dims[1])
+        return nn_call_error(c, NN_ERR_SHAPE, "boxes must be [batches, boxes, 4] and scores [batches, classes, boxes]");
+    *a = (nms_args){.batches = boxes->dims[0], .classes = scores->dims[1], .boxes = boxes->dims[1]};
+    nn_status st = NN_OK;
+    if (nn_present(c, 2)) {
+        int n;
+        st = nn_input_ints(c, 2, "max_output_boxes_per_class", &a->max_per_class, 1, &n);
+        if (st == NN_OK && n != 1) return nn_call_error(c, NN_ERR_SHAPE, "max_output_boxes_per_class must hold one value");
+        if (st == NN_OK && a->max_per_class < 0) a->max_per_class = 0;
+    }
+    if (st == NN_OK && nn_present(c, 3)) st = scalar_float(c, 3, "iou_threshold", &a->iou);
+    if (st == NN_OK && !(a->iou >= 0.0f && a->iou <= 1.0f))
+        return nn_call_error(c, NN_ERR_INVALID, "iou_threshold %g outside [0, 1]", (double)a->iou);
+    a->has_score = nn_present(c, 4);
+    if (st == NN_OK && a->has_score) st = scalar_float(c, 4, "score_threshold", &a->score);
+    return st;
+}
+
+static nn_status infer_nms(nn_call *c) {
+    nms_args a;
+    nn_status st = nms_read(c, &a);
+    return st != NN_OK ? st : NN_DYNAMIC; /* how many are kept is only known once it ran */
+}
+
+static int64_t nms_bound_rows(const nms_args *a) {
+    int64_t per = a->max_per_class < a->boxes ? a->max_per_class : a->boxes;
+    return a->batches * a->classes * per;
+}
+
+static nn_status bound_nms(nn_call *c) {
+    nms_args a;
+    nn_status st = nms_read(c, &a);
+    if (st != NN_OK) return st;
+    int64_t dims[2] = {nms_bound_rows(&a), 3};
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_INT64, 2, dims);
+    return NN_OK;
+}
+
+/* one candidate per box: its order, then the kept ones' indices */
+static size_t workspace_nms(const nn_call *c) { return (size_t)c->in[0].dims[1] * 2 * sizeof(int64_t); }
+
+/* Box b as (ymin, xmin, ymax, xmax), whichever corners or centre it came as. */
+static void box_corners(const float *b, bool center, float *out) {
+    if (center) {
+        out[0] = b[1] - b[3] / 2, out[1] = b[0] - b[2] / 2;
+        out[2] = b[1] + b[3] / 2, out[3] = b[0] + b[2] / 2;
+    } else {
+        out[0] = fminf(b[0], b[2]), out[1] = fminf(b[1], b[3]);
+        out[2] = fmaxf(b[0], b[2]), out[3] = fmaxf(b[1], b[3]);
+    }
+}
+
+static bool suppresses(const float *a, const float *b, bool center, float threshold) {
+    float p[4], q[4];
+    box_corners(a, center, p);
+    box_corners(b, center, q);
+    float ih = fminf(p[2], q[2]) - fmaxf(p[0], q[0]), iw = fminf(p[3], q[3]) - fmaxf(p[1], q[1]);
+    if (ih <= 0 || iw <= 0) return false;
+    float inter = ih * iw, area_p = (p[2] - p[0]) * (p[3] - p[1]), area_q = (q[2] - q[0]) * (q[3] - q[1]);
+    float uni = area_p + area_q - inter;
+    if (area_p <= 0 || area_q <= 0 || uni <= 0) return false;
+    return inter / uni > threshold;
+}
+
+/* Sort idx[0..n) by descending score, lower index first on ties (a
+ * stable merge sort over the index order, using tmp). */
+static void sort_by_score(int64_t *idx, int64_t *tmp, int64_t n, const float *score) {
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) tmp[o++] = score[idx[j]] > score[idx[i]] ? idx[j++] : idx[i++];
+            while (i < mid) tmp[o++] = idx[i++];
+            while (j < hi) tmp[o++] = idx[j++];
+        }
+        memcpy(idx, tmp, sizeof *idx * (size_t)n);
+    }
+}
+
+static nn_status run_nms(nn_call *c) {
+    const nms_params *p = c->params;
+    nms_args a;
+    nn_status st = nms_read(c, &a);
+    if (st != NN_OK) return st;
+    if (nms_bound_rows(&a) > c->out[0].dims[0])
+        return nn_call_error(c, NN_ERR_INTERNAL, "output sized for %lld boxes, fewer than the bound",
+                             (long long)c->out[0].dims[0]);
+    int64_t *order = c->workspace, *kept = order + a.boxes, *y = c->out[0].data, rows = 0;
+    const float *boxes = c->in[0].data, *scores = c->in[1].data;
+    for (int64_t b = 0; b < a.batches; b++)
+        for (int64_t cl = 0; cl < a.classes && a.max_per_class > 0; cl++) {
+            const float *sc = scores + (b * a.classes + cl) * a.boxes, *bx = boxes + b * a.boxes * 4;
+            int64_t n = 0, n_kept = 0;
+            for (int64_t i = 0; i < a.boxes; i++)
+                if (!a.has_score || sc[i] > a.score) order[n++] = i;
+            sort_by_score(order, kept, n, sc); /* kept is free scratch until now */
+            for (int64_t i = 0; i < n && n_kept < a.max_per_class; i++) {
+                bool drop = false;
+                for (int64_t j = 0; j < n_kept && !drop; j++)
+                    drop = suppresses(bx + order[i] * 4, bx + kept[j] * 4, p->center_point_box, a.iou);
+                if (drop) continue;
+                /* kept[] only ever holds entries order[] has passed */
+                kept[n_kept++] = order[i];
+                y[rows * 3] = b, y[rows * 3 + 1] = cl, y[rows * 3 + 2] = order[i];
+                rows++;
+            }
+        }
+    c->out[0].dims[0] = rows;
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_NonMaxSuppression = {.name = "NonMaxSuppression", .min_inputs = 2, .max_inputs = 5,
+                                            .min_outputs = 1, .max_outputs = 1, .parse = parse_nms,
+                                            .check = check_nms, .infer = infer_nms, .workspace = workspace_nms,
+                                            .run = run_nms, .bound = bound_nms};
+
+/* ---- RoiAlign (opsets 10, 16): bilinear samples averaged (or the
+ *      largest weighted corner taken, as onnxruntime's max mode does) over
+ *      each bin of each region */
+
+enum { ROI_AVG, ROI_MAX };
+
+typedef struct roi_params {
+    int64_t out_h, out_w, sampling_ratio;
+    float spatial_scale;
+    int32_t mode, half_pixel; /* half_pixel: shift by -0.5 (opset 16's default) */
+} roi_params;
+
+static nn_status parse_roi_align(nn_parse_ctx *ctx) {
+    roi_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    const char *mode, *ctm;
+    nn_status st = nn_attr_int(ctx, "output_height", 1, &p->out_h);
+    if (st == NN_OK) st = nn_attr_int(ctx, "output_width", 1, &p->out_w);
+    if (st == NN_OK) st = nn_attr_int(ctx, "sampling_ratio", 0, &p->sampling_ratio);
+    if (st == NN_OK) st = nn_attr_float(ctx, "spatial_scale", 1.0f, &p->spatial_scale);
+    if (st == NN_OK) st = nn_attr_string(ctx, "mode", "avg", &mode);
+    /* opset 10 had no attribute and behaved as output_half_pixel */
+    if (st == NN_OK)
+        st = nn_attr_string(ctx, "coordinate_transformation_mode", ctx->opset >= 16 ? "half_pixel" : "output_half_pixel",
+                            &ctm);
+    if (st != NN_OK) return st;
+    if (!strcmp(mode, "avg") || !strcmp(mode, "max"))
+        p->mode = !strcmp(mode, "max") ? ROI_MAX : ROI_AVG;
+    else
+        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "mode '%s' not supported (avg, max)", mode);
+    if (!strcmp(ctm, "half_pixel") || !strcmp(ctm, "output_half_pixel"))
+        p->half_pixel = !strcmp(ctm, "half_pixel");
+    else
+        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED,
+                              "coordinate_transformation_mode '%s' not supported (half_pixel, output_half_pixel)", ctm);
+    if (p->out_h < 1 || p->out_w < 1 || p->out_h > INT32_MAX || p->out_w > INT32_MAX || p->sampling_ratio < 0 ||
+        p->sampling_ratio > INT32_MAX || !isfinite(p->spatial_scale))
+        return nn_parse_error(ctx, NN_ERR_INVALID, "output_height %lld, output_width %lld or sampling_ratio %lld out of range",
+                              (long long)p->out_h, (long long)p->out_w, (long long)p->sampling_ratio);
+    return NN_OK;
+}
+
+static nn_status check_roi_align(const void *params, char *err, size_t err_size) {
+    const roi_params *p = params;
+    if (p->out_h < 1 || p->out_w < 1 || p->out_h > INT32_MAX || p->out_w > INT32_MAX || p->sampling_ratio < 0 ||
+        p->sampling_ratio > INT32_MAX || !isfinite(p->spatial_scale) || (p->mode != ROI_AVG && p->mode != ROI_MAX) ||
+        (p->half_pixel & ~1)) {
+        snprintf(err, err_size, "output size, sampling_ratio, spatial_scale, mode or coordinate mode out of range");
+        return NN_ERR_INVALID;
+    }
+    return NN_OK;
+}
+
+static nn_status infer_roi_align(nn_call *c) {
+    const roi_params *p = c->params;
+    const nn_tensor *x = &c->in[0], *rois = &c->in[1], *bi = &c->in[2];
+    if (x->dtype != NN_DTYPE_FLOAT || rois->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "X and rois must be float");
+    if (bi->dtype != NN_DTYPE_INT64 && bi->dtype != NN_DTYPE_INT32)
+        return nn_call_error(c, NN_ERR_INVALID, "batch_indices must be int64");
+    if (x->ndim != 4 || rois->ndim != 2 || rois->dims[1] != 4 || bi->ndim != 1 || bi->dims[0] != rois->dims[0])
+        return nn_call_error(c, NN_ERR_SHAPE, "X must be [N, C, H, W], rois [R, 4], batch_indices [R]");
+    int64_t dims[4] = {rois->dims[0], x->dims[1], p->out_h, p->out_w};
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, 4, dims);
+    return NN_OK;
+}
+
+/* One bilinear sample of plane (h x w) at (y, x): its four corners'
+ * offsets and weights (all zero outside the plane by more than a pixel). */
+static void roi_sample(int64_t h, int64_t w, float y, float x, int64_t *pos, float *wt) {
+    memset(pos, 0, 4 * sizeof *pos);
+    memset(wt, 0, 4 * sizeof *wt);
+    /* (written to fail for NaN too) */
+    if (h <= 0 || w <= 0 || !(y >= -1.0f && y <= (float)h && x >= -1.0f && x <= (float)w)) return;
+    if (y <= 0) y = 0;
+    if (x <= 0) x = 0;
+    int64_t y0 = (int64_t)y, x0 = (int64_t)x, y1, x1;
+    if (y0 >= h - 1) y0 = y1 = h - 1, y = (float)y0;
+    else y1 = y0 + 1;
+    if (x0 >= w - 1) x0 = x1 = w - 1, x = (float)x0;
+    else x1 = x0 + 1;
+    float ly = y - (float)y0, lx = x - (float)x0, hy = 1.0f - ly, hx = 1.0f - lx;
+    pos[0] = y0 * w + x0, pos[1] = y0 * w + x1, pos[2] = y1 * w + x0, pos[3] = y1 * w + x1;
+    wt[0] = hy * hx, wt[1] = hy * lx, wt[2] = ly * hx, wt[3] = ly * lx;
+}
+
+/* Samples per bin side when sampling_ratio is 0: ceil(bin), 0 for a
+ * region that is empty, inverted or not a number. */
+static int64_t grid_size(float bin) {
+    if (!(bin > 0.0f)) return 0;
+    return bin < (float)INT32_MAX ? (int64_t)ceilf(bin) : INT32_MAX;
+}
+
+static nn_status run_roi_align(nn_call *c) {
+    const roi_params *p = c->params;
+    const nn_tensor *x = &c->in[0], *bi = &c->in[2];
+    int64_t n_rois = c->in[1].dims[0], channels = x->dims[1], h = x->dims[2], w = x->dims[3];
+    for (int64_t r = 0; r < n_rois; r++) {
+        int64_t b = nn_tensor_get_int(bi, r);
+        if (b < 0 || b >= x->dims[0])
+            return nn_call_error(c, NN_ERR_INVALID, "batch index %lld of roi %lld out of range for %lld images",
+                                 (long long)b, (long long)r, (long long)x->dims[0]);
+    }
+    const float *rois = c->in[1].data, *src = x->data;
+    float *dst = c->out[0].data, offset = p->half_pixel ? 0.5f : 0.0f;
+    int64_t oh = p->out_h, ow = p->out_w;
+#pragma omp parallel for num_threads(c->threads) if (n_rois * channels > 1)
+    for (int64_t rc = 0; rc < n_rois * channels; rc++) {
+        int64_t r = rc / channels, ch = rc % channels;
+        const float *roi = rois + r * 4, *plane = src + (nn_tensor_get_int(bi, r) * channels + ch) * h * w;
+        float x0 = roi[0] * p->spatial_scale - offset, y0 = roi[1] * p->spatial_scale - offset;
+        float rw = roi[2] * p->spatial_scale - offset - x0, rh = roi[3] * p->spatial_scale - offset - y0;
+        if (!p->half_pixel) { /* the legacy mode forces regions of at least one pixel */
+            rw = fmaxf(rw, 1.0f);
+            rh = fmaxf(rh, 1.0f);
+        }
+        float bin_h = rh / (float)oh, bin_w = rw / (float)ow;
+        int64_t gh = p->sampling_ratio > 0 ? p->sampling_ratio : grid_size(rh / (float)oh);
+        int64_t gw = p->sampling_ratio > 0 ? p->sampling_ratio : grid_size(rw / (float)ow);
+        float count = (float)(gh * gw > 1 ? gh * gw : 1);
+        float *out = dst + rc * oh * ow;
+        for (int64_t py = 0; py < oh; py++)
+            for (int64_t px = 0; px < ow; px++) {
+                float acc = 0.0f;
+                bool first = true;
+                for (int64_t iy = 0; iy < gh; iy++) {
+                    float yy = y0 + (float)py * bin_h + ((float)iy + 0.5f) * bin_h / (float)gh;
+                    for (int64_t ix = 0; ix < gw; ix++) {
+                        float xx = x0 + (float)px * bin_w + ((float)ix + 0.5f) * bin_w / (float)gw;
+                        int64_t pos[4];
+                        float wt[4];
+                        roi_sample(h, w, yy, xx, pos, wt);
+                        if (p->mode == ROI_AVG) {
+                            acc += wt[0] * plane[pos[0]] + wt[1] * plane[pos[1]] + wt[2] * plane[pos[2]] +
+                                   wt[3] * plane[pos[3]];
+                        } else {
+                            float v = fmaxf(fmaxf(wt[0] * plane[pos[0]], wt[1] * plane[pos[1]]),
+                                            fmaxf(wt[2] * plane[pos[2]], wt[3] * plane[pos[3]]));
+                            acc = first ? v : fmaxf(acc, v);
+                            first = false;
+                        }
+                    }
+                }
+                out[py * ow + px] = p->mode == ROI_AVG ? acc / count : acc;
+            }
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_RoiAlign = {.name = "RoiAlign", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
+                                   .max_outputs = 1, .parse = parse_roi_align, .check = check_roi_align,
+                                   .infer = infer_roi_align, .run = run_roi_align};

@@ -1,9 +1,11 @@
 /* Ops that compute positions or select by them: NonZero, Compress, TopK,
- * Trilu, OneHot, EyeLike, ReverseSequence.
+ * Unique, Trilu, OneHot, EyeLike, ReverseSequence.
  *
  * NonZero's and Compress's output sizes depend on their input's values:
  * infer counts them when the values are known (at run time, or for
- * constants) and says NN_DYNAMIC otherwise. */
+ * constants) and says NN_DYNAMIC otherwise.  Unique's count needs the
+ * whole sort, so its `bound` sizes the outputs for all-distinct input and
+ * run shrinks them. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -397,3 +399,379 @@ static nn_status run_trilu(nn_call *c) {
 
 const nn_op_desc nn_op_Trilu = {.name = "Trilu", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                 .parse = parse_trilu, .check = check_trilu, .infer = infer_trilu, .run = run_trilu};
+
+/* ---- OneHot: depth inserted at axis; `on` where the index points, `off`
+ *      elsewhere (an index outside [-depth, depth) leaves its row all off) */
+
+typedef struct onehot_params {
+    int64_t axis;
+} onehot_params;
+
+static nn_status parse_onehot(nn_parse_ctx *ctx) {
+    onehot_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    return nn_attr_int(ctx, "axis", -1, &p->axis);
+}
+
+static nn_status check_onehot(const void *params, char *err, size_t err_size) {
+    const int64_t *axis = &((const onehot_params *)params)->axis;
+    if (*axis < -NN_MAX_DIMS - 1 || *axis > NN_MAX_DIMS) {
+        snprintf(err, err_size, "axis %lld out of range", (long long)*axis);
+        return NN_ERR_INVALID;
+    }
+    return NN_OK;
+}
+
+static bool numeric_index_dtype(nn_dtype dt) {
+    return dt == NN_DTYPE_FLOAT || dt == NN_DTYPE_INT64 || dt == NN_DTYPE_INT32;
+}
+
+/* Element i of an index tensor (float ones truncate, as a cast would). */
+static int64_t index_value(const nn_tensor *t, int64_t i) {
+    if (t->dtype != NN_DTYPE_FLOAT) return nn_tensor_get_int(t, i);
+    double v = nn_tensor_get_double(t, i);
+    return v >= -9e18 && v <= 9e18 ? (int64_t)v : INT64_MIN; /* NaN and huge: out of every range */
+}
+
+static nn_status onehot_geometry(nn_call *c, int64_t *axis, int64_t *depth) {
+    const onehot_params *p = c->params;
+    const nn_tensor *ind = &c->in[0], *dep = &c->in[1], *val = &c->in[2];
+    if (!numeric_index_dtype(ind->dtype) || !numeric_index_dtype(dep->dtype))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "indices and depth must be float, int32 or int64");
+    nn_status st = check_dtype(c, val);
+    if (st != NN_OK) return st;
+    if (nn_tensor_elements(val) != 2) return nn_call_error(c, NN_ERR_SHAPE, "values must hold [off, on]");
+    if (nn_tensor_elements(dep) != 1) return nn_call_error(c, NN_ERR_SHAPE, "depth must hold one value");
+    if (ind->ndim + 1 > NN_MAX_DIMS) return nn_call_error(c, NN_ERR_UNSUPPORTED, "output rank exceeds %d", NN_MAX_DIMS);
+    if (!nn_axis_normalize(p->axis, ind->ndim + 1, axis))
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis, ind->ndim + 1);
+    if (!dep->data) return NN_DYNAMIC;
+    *depth = index_value(dep, 0);
+    if (*depth < 0 || *depth > INT32_MAX)
+        return nn_call_error(c, NN_ERR_INVALID, "depth %lld out of range", (long long)*depth);
+    return NN_OK;
+}
+
+static nn_status infer_onehot(nn_call *c) {
+    const nn_tensor *ind = &c->in[0];
+    int64_t axis, depth;
+    nn_status st = onehot_geometry(c, &axis, &depth);
+    if (st != NN_OK) return st;
+    nn_tensor *y = &c->out[0];
+    y->dtype = c->in[2].dtype;
+    y->ndim = ind->ndim + 1;
+    for (int k = 0, d = 0; k < y->ndim; k++) y->dims[k] = k == axis ? depth : ind->dims[d++];
+    return NN_OK;
+}
+
+static nn_status run_onehot(nn_call *c) {
+    const nn_tensor *ind = &c->in[0];
+    int64_t axis, depth;
+    nn_status st = onehot_geometry(c, &axis, &depth);
+    if (st != NN_OK) return st;
+    size_t esz = nn_dtype_size(c->in[2].dtype);
+    const char *off = c->in[2].data, *on = off + esz;
+    char *dst = c->out[0].data;
+    int64_t n = nn_tensor_elements(&c->out[0]), inner = nn_shape_elements(ind->dims + axis, ind->ndim - (int)axis);
+    for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * esz, off, esz);
+    for (int64_t t = 0; t < nn_tensor_elements(ind); t++) {
+        int64_t v = index_value(ind, t);
+        if (v < -depth || v >= depth) continue;
+        if (v < 0) v += depth;
+        memcpy(dst + (size_t)((t / inner * depth + v) * inner + t % inner) * esz, on, esz);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_OneHot = {.name = "OneHot", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
+                                 .max_outputs = 1, .parse = parse_onehot, .check = check_onehot,
+                                 .infer = infer_onehot, .run = run_onehot};
+
+/* ---- EyeLike: ones on diagonal k of a 2-D shape, in `dtype` or the input's */
+
+typedef struct eyelike_params {
+    int64_t k;
+    int32_t dtype; /* 0: the input's */
+} eyelike_params;
+
+static nn_status parse_eyelike(nn_parse_ctx *ctx) {
+    eyelike_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    int64_t dt;
+    nn_status st = nn_attr_int(ctx, "k", 0, &p->k);
+    if (st == NN_OK) st = nn_attr_int(ctx, "dtype", 0, &dt);
+    if (st != NN_OK) return st;
+    if (dt != 0 && (dt < 0 || dt > 64 || !nn_dtype_size((nn_dtype)dt)))
+        return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "dtype %lld not supported", (long long)dt);
+    p->dtype = (int32_t)dt;
+    return NN_OK;
+}
+
+static nn_status check_eyelike(const void *params, char *err, size_t err_size) {
+    const eyelike_params *p = params;
+    if (p->dtype != 0 && (p->dtype < 0 || p->dtype > 64 || !nn_dtype_size((nn_dtype)p->dtype))) {
+        snprintf(err, err_size, "dtype %d not supported", (int)p->dtype);
+        return NN_ERR_INVALID;
+    }
+    return NN_OK;
+}
+
+static nn_status infer_eyelike(nn_call *c) {
+    const eyelike_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    nn_status st = check_dtype(c, x);
+    if (st != NN_OK) return st;
+    if (x->ndim != 2) return nn_call_error(c, NN_ERR_SHAPE, "input must be 2-D, got rank %d", x->ndim);
+    nn_tensor_set_shape(&c->out[0], p->dtype ? (nn_dtype)p->dtype : x->dtype, 2, x->dims);
+    return NN_OK;
+}
+
+/* Store 1 into one element of dtype dt. */
+static void store_one(void *dst, nn_dtype dt) {
+    switch (dt) {
+    case NN_DTYPE_FLOAT: *(float *)dst = 1.0f; break;
+    case NN_DTYPE_INT64: *(int64_t *)dst = 1; break;
+    case NN_DTYPE_INT32: *(int32_t *)dst = 1; break;
+    default: *(uint8_t *)dst = 1; break; /* the one-byte dtypes */
+    }
+}
+
+static nn_status run_eyelike(nn_call *c) {
+    const eyelike_params *p = c->params;
+    nn_tensor *y = &c->out[0];
+    int64_t rows = y->dims[0], cols = y->dims[1];
+    size_t esz = nn_dtype_size(y->dtype);
+    memset(y->data, 0, (size_t)(rows * cols) * esz);
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t j = i + p->k;
+        if (j >= 0 && j < cols) store_one((char *)y->data + (size_t)(i * cols + j) * esz, y->dtype);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_EyeLike = {.name = "EyeLike", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                  .max_outputs = 1, .parse = parse_eyelike, .check = check_eyelike,
+                                  .infer = infer_eyelike, .run = run_eyelike};
+
+/* ---- ReverseSequence: along time_axis, the first sequence_lens[b]
+ *      elements of each batch entry b reversed, the rest copied */
+
+typedef struct revseq_params {
+    int64_t batch_axis, time_axis;
+} revseq_params;
+
+static nn_status parse_revseq(nn_parse_ctx *ctx) {
+    revseq_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    nn_status st = nn_attr_int(ctx, "batch_axis", 1, &p->batch_axis);
+    if (st == NN_OK) st = nn_attr_int(ctx, "time_axis", 0, &p->time_axis);
+    if (st == NN_OK && !((p->batch_axis == 0 && p->time_axis == 1) || (p->batch_axis == 1 && p->time_axis == 0)))
+        return nn_parse_error(ctx, NN_ERR_INVALID, "batch_axis %lld and time_axis %lld must be 0 and 1",
+                              (long long)p->batch_axis, (long long)p->time_axis);
+    return st;
+}
+
+static nn_status check_revseq(const void *params, char *err, size_t err_size) {
+    const revseq_params *p = params;
+    if (!((p->batch_axis == 0 && p->time_axis == 1) || (p->batch_axis == 1 && p->time_axis == 0))) {
+        snprintf(err, err_size, "batch_axis %lld and time_axis %lld must be 0 and 1", (long long)p->batch_axis,
+                 (long long)p->time_axis);
+        return NN_ERR_INVALID;
+    }
+    return NN_OK;
+}
+
+static nn_status infer_revseq(nn_call *c) {
+    const revseq_params *p = c->params;
+    const nn_tensor *x = &c->in[0], *lens = &c->in[1];
+    nn_status st = check_dtype(c, x);
+    if (st != NN_OK) return st;
+    if (x->ndim < 2) return nn_call_error(c, NN_ERR_SHAPE, "input must have rank >= 2, got %d", x->ndim);
+    if ((lens->dtype != NN_DTYPE_INT64 && lens->dtype != NN_DTYPE_INT32) || lens->ndim != 1 ||
+        lens->dims[0] != x->dims[p->batch_axis])
+        return nn_call_error(c, NN_ERR_SHAPE, "sequence_lens must be int64 [%lld]", (long long)x->dims[p->batch_axis]);
+    nn_tensor_set_shape(&c->out[0], x->dtype, x->ndim, x->dims);
+    return NN_OK;
+}
+
+static nn_status run_revseq(nn_call *c) {
+    const revseq_params *p = c->params;
+    const nn_tensor *x = &c->in[0], *lens = &c->in[1];
+    int64_t steps = x->dims[p->time_axis], batch = x->dims[p->batch_axis];
+    for (int64_t b = 0; b < batch; b++) {
+        int64_t len = nn_tensor_get_int(lens, b);
+        if (len < 0 || len > steps)
+            return nn_call_error(c, NN_ERR_INVALID, "sequence_lens[%lld] = %lld out of range [0, %lld]", (long long)b,
+                                 (long long)len, (long long)steps);
+    }
+    size_t row = (size_t)nn_shape_elements(x->dims + 2, x->ndim - 2) * nn_dtype_size(x->dtype);
+    /* element strides (in rows) of the time and batch axes */
+    int64_t ts = p->time_axis == 0 ? batch : 1, bs = p->time_axis == 0 ? 1 : steps;
+    for (int64_t b = 0; b < batch; b++) {
+        int64_t len = nn_tensor_get_int(lens, b);
+        for (int64_t t = 0; t < steps; t++) {
+            int64_t from = t < len ? len - 1 - t : t;
+            memcpy((char *)c->out[0].data + (size_t)(t * ts + b * bs) * row,
+                   (const char *)x->data + (size_t)(from * ts + b * bs) * row, row);
+        }
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_ReverseSequence = {.name = "ReverseSequence", .min_inputs = 2, .max_inputs = 2,
+                                          .min_outputs = 1, .max_outputs = 1, .parse = parse_revseq,
+                                          .check = check_revseq, .infer = infer_revseq, .run = run_revseq};
+
+/* ---- Unique (opset 11): the distinct elements (or slices along axis),
+ *      sorted or in order of first appearance, with the first index of
+ *      each, every input's position among them, and their counts */
+
+typedef struct unique_params {
+    int64_t axis;
+    int32_t has_axis, sorted;
+} unique_params;
+
+static nn_status parse_unique(nn_parse_ctx *ctx) {
+    unique_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    int64_t sorted = 1;
+    p->has_axis = nn_attr_find(ctx, "axis") != NULL;
+    nn_status st = nn_attr_int(ctx, "axis", 0, &p->axis);
+    if (st == NN_OK) st = nn_attr_int(ctx, "sorted", 1, &sorted);
+    p->sorted = sorted != 0;
+    return st;
+}
+
+static nn_status check_unique(const void *params, char *err, size_t err_size) {
+    const unique_params *p = params;
+    if (p->axis < -NN_MAX_DIMS || p->axis >= NN_MAX_DIMS || (p->has_axis & ~1) || (p->sorted & ~1)) {
+        snprintf(err, err_size, "axis %lld, has_axis %d or sorted %d out of range", (long long)p->axis,
+                 (int)p->has_axis, (int)p->sorted);
+        return NN_ERR_INVALID;
+    }
+    return NN_OK;
+}
+
+/* The input as outer x len x inner: the len slices compared, each of
+ * outer x inner elements (the flattened input: 1 x n x 1). */
+typedef struct unique_geom {
+    int64_t axis, outer, len, inner;
+} unique_geom;
+
+static nn_status unique_geometry(nn_call *c, unique_geom *g) {
+    const unique_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    if (x->dtype != NN_DTYPE_FLOAT && x->dtype != NN_DTYPE_INT64 && x->dtype != NN_DTYPE_INT32 &&
+        x->dtype != NN_DTYPE_INT8 && x->dtype != NN_DTYPE_UINT8)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported", nn_dtype_name(x->dtype));
+    if (!p->has_axis) {
+        *g = (unique_geom){.axis = -1, .outer = 1, .len = nn_tensor_elements(x), .inner = 1};
+        return NN_OK;
+    }
+    if (!nn_axis_normalize(p->axis, x->ndim, &g->axis))
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis, x->ndim);
+    g->outer = nn_shape_elements(x->dims, (int)g->axis);
+    g->len = x->dims[g->axis];
+    g->inner = nn_shape_elements(x->dims + g->axis + 1, x->ndim - (int)g->axis - 1);
+    return NN_OK;
+}
+
+static nn_status infer_unique(nn_call *c) {
+    unique_geom g;
+    nn_status st = unique_geometry(c, &g);
+    return st != NN_OK ? st : NN_DYNAMIC; /* how many are distinct is only known once it ran */
+}
+
+/* Outputs sized for u distinct slices. */
+static void unique_shapes(nn_call *c, const unique_geom *g, int64_t u) {
+    const nn_tensor *x = &c->in[0];
+    if (g->axis < 0) {
+        nn_tensor_set_shape(&c->out[0], x->dtype, 1, &u);
+    } else {
+        nn_tensor_set_shape(&c->out[0], x->dtype, x->ndim, x->dims);
+        c->out[0].dims[g->axis] = u;
+    }
+    int64_t dims[3] = {u, g->len, u};
+    for (int k = 1; k < c->n_out && k < 4; k++) nn_tensor_set_shape(&c->out[k], NN_DTYPE_INT64, 1, &dims[k - 1]);
+}
+
+static nn_status bound_unique(nn_call *c) {
+    unique_geom g;
+    nn_status st = unique_geometry(c, &g);
+    if (st == NN_OK) unique_shapes(c, &g, g.len);
+    return st;
+}
+
+/* order, merge scratch, group of each slice, output position of each group */
+static size_t workspace_unique(const nn_call *c) {
+    unique_geom g;
+    return unique_geometry((nn_call *)c, &g) == NN_OK ? 4 * (size_t)g.len * sizeof(int64_t) : 0;
+}
+
+/* -1, 0, 1 as slice a ranks below, equal to or above slice b (row-major
+ * lexicographic, elements by elem_cmp). */
+static int slice_cmp(const nn_tensor *x, const unique_geom *g, int64_t a, int64_t b) {
+    for (int64_t o = 0; o < g->outer; o++)
+        for (int64_t i = 0; i < g->inner; i++) {
+            int cmp = elem_cmp(x, (o * g->len + a) * g->inner + i, (o * g->len + b) * g->inner + i);
+            if (cmp) return cmp;
+        }
+    return 0;
+}
+
+static nn_status run_unique(nn_call *c) {
+    const unique_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    unique_geom g;
+    nn_status st = unique_geometry(c, &g);
+    if (st != NN_OK) return st;
+    if (c->out[0].ndim < 1 || c->out[0].dims[g.axis < 0 ? 0 : g.axis] < g.len)
+        return nn_call_error(c, NN_ERR_INTERNAL, "outputs sized for fewer than every slice");
+    int64_t n = g.len, *order = c->workspace, *tmp = order + n, *group = tmp + n, *pos = group + n;
+    /* stable merge sort of the slice order: equal slices keep index order */
+    for (int64_t i = 0; i < n; i++) order[i] = i;
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) tmp[o++] = slice_cmp(x, &g, order[j], order[i]) < 0 ? order[j++] : order[i++];
+            while (i < mid) tmp[o++] = order[i++];
+            while (j < hi) tmp[o++] = order[j++];
+        }
+        memcpy(order, tmp, sizeof *order * (size_t)n);
+    }
+    /* groups of equal slices, numbered in sorted order */
+    int64_t u = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i == 0 || slice_cmp(x, &g, order[i - 1], order[i]) != 0) u++;
+        group[order[i]] = u - 1;
+    }
+    /* output position of each group: its sorted rank, or its first appearance */
+    for (int64_t k = 0; k < u; k++) pos[k] = -1;
+    for (int64_t i = 0, next = 0; i < n; i++) {
+        int64_t k = group[p->sorted ? order[i] : i];
+        if (pos[k] < 0) pos[k] = next++;
+    }
+    unique_shapes(c, &g, u);
+    int64_t *first = c->n_out > 1 ? c->out[1].data : NULL, *inverse = c->n_out > 2 ? c->out[2].data : NULL;
+    int64_t *counts = c->n_out > 3 ? c->out[3].data : NULL;
+    if (counts) memset(counts, 0, sizeof *counts * (size_t)u);
+    size_t esz = nn_dtype_size(x->dtype), row = (size_t)g.inner * esz;
+    for (int64_t i = n - 1; i >= 0; i--) { /* backwards: the first appearance is written last */
+        int64_t at = pos[group[i]];
+        if (first) first[at] = i;
+        if (inverse) inverse[i] = at;
+        if (counts) counts[at]++;
+        for (int64_t o = 0; o < g.outer; o++)
+            memcpy((char *)c->out[0].data + (size_t)(o * u + at) * row,
+                   (const char *)x->data + (size_t)(o * g.len + i) * row, row);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_Unique = {.name = "Unique", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                 .max_outputs = 4, .parse = parse_unique, .check = check_unique, .infer = infer_unique,
+                                 .workspace = workspace_unique, .run = run_unique, .bound = bound_unique};

@@ -1,5 +1,6 @@
 /* Indexed reads and writes: GatherElements, GatherND, ScatterElements,
- * Scatter (its deprecated name) and ScatterND.
+ * Scatter (its deprecated name), ScatterND and MaxUnpool (a scatter into
+ * zeros by flat index).
  *
  * Indices come from data, so every one is checked against its axis before
  * anything is read or written (negative ones count from the end, as the
@@ -401,3 +402,120 @@ static nn_status run_scatter_nd(nn_call *c) {
 const nn_op_desc nn_op_ScatterND = {.name = "ScatterND", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
                                     .max_outputs = 1, .parse = parse_reduction_only, .check = check_index_params,
                                     .infer = infer_scatter_nd, .run = run_scatter_nd};
+
+/* ---- MaxUnpool (opset 11): zeros of the unpooled shape, X written where
+ *      I points (indices flat over the whole output, as MaxPool gives them) */
+
+typedef struct unpool_params {
+    int32_t n; /* spatial dims */
+    int64_t kernel[NN_MAX_DIMS], stride[NN_MAX_DIMS], pads[2 * NN_MAX_DIMS];
+} unpool_params;
+
+static nn_status check_unpool(const void *params, char *err, size_t err_size) {
+    const unpool_params *p = params;
+    if (p->n < 1 || p->n > NN_MAX_DIMS - 2) {
+        snprintf(err, err_size, "%d kernel dims, 1 to %d supported", (int)p->n, NN_MAX_DIMS - 2);
+        return NN_ERR_INVALID;
+    }
+    for (int k = 0; k < p->n; k++)
+        if (p->kernel[k] < 1 || p->kernel[k] > INT32_MAX || p->stride[k] < 1 || p->stride[k] > INT32_MAX ||
+            p->pads[k] < 0 || p->pads[k] > INT32_MAX || p->pads[p->n + k] < 0 || p->pads[p->n + k] > INT32_MAX) {
+            snprintf(err, err_size, "kernel_shape, strides or pads of dim %d out of range", k);
+            return NN_ERR_INVALID;
+        }
+    return NN_OK;
+}
+
+static nn_status parse_unpool(nn_parse_ctx *ctx) {
+    unpool_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    int nk, ns, np;
+    nn_status st = nn_attr_ints(ctx, "kernel_shape", p->kernel, NN_MAX_DIMS, &nk);
+    if (st == NN_OK) st = nn_attr_ints(ctx, "strides", p->stride, NN_MAX_DIMS, &ns);
+    if (st == NN_OK) st = nn_attr_ints(ctx, "pads", p->pads, 2 * NN_MAX_DIMS, &np);
+    if (st != NN_OK) return st;
+    if (nk < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'kernel_shape' is required");
+    if ((ns >= 0 && ns != nk) || (np >= 0 && np != 2 * nk))
+        return nn_parse_error(ctx, NN_ERR_INVALID, "strides and pads must have one (two) values per kernel dim");
+    p->n = nk;
+    for (int k = 0; k < nk; k++) {
+        if (ns < 0) p->stride[k] = 1;
+        if (np < 0) p->pads[k] = p->pads[nk + k] = 0;
+    }
+    return check_unpool(p, ctx->err, ctx->err_size);
+}
+
+/* The unpooled shape the attributes give: (in - 1) * stride + kernel - pads. */
+static nn_status unpool_inferred(nn_call *c, int64_t *dims) {
+    const unpool_params *p = c->params;
+    const nn_tensor *x = &c->in[0], *idx = &c->in[1];
+    if (x->dtype != NN_DTYPE_FLOAT) return nn_call_error(c, NN_ERR_UNSUPPORTED, "X must be float");
+    nn_status st = check_indices_dtype(c, idx);
+    if (st != NN_OK) return st;
+    if (x->ndim != p->n + 2 || idx->ndim != x->ndim || memcmp(idx->dims, x->dims, sizeof(int64_t) * (size_t)x->ndim))
+        return nn_call_error(c, NN_ERR_SHAPE, "X and I must both be [N, C] + %d spatial dims", (int)p->n);
+    dims[0] = x->dims[0], dims[1] = x->dims[1];
+    for (int k = 0; k < p->n; k++) {
+        /* in 64 bits from values below 2^31 */
+        int64_t d = (x->dims[k + 2] - 1) * p->stride[k] + p->kernel[k] - p->pads[k] - p->pads[p->n + k];
+        if (x->dims[k + 2] > INT32_MAX || d < 0)
+            return nn_call_error(c, NN_ERR_SHAPE, "unpooled dim %d would be %lld", k, (long long)d);
+        dims[k + 2] = d;
+    }
+    return NN_OK;
+}
+
+/* output_shape, when given, may only add room after the unpooled shape
+ * (the result sits at its start, as in ONNX's reference). */
+static nn_status infer_unpool(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    int64_t inferred[NN_MAX_DIMS];
+    nn_status st = unpool_inferred(c, inferred);
+    if (st != NN_OK) return st;
+    nn_tensor *y = &c->out[0];
+    nn_tensor_set_shape(y, x->dtype, x->ndim, inferred);
+    if (!nn_present(c, 2)) return NN_OK;
+    int n;
+    if ((st = nn_input_ints(c, 2, "output_shape", y->dims, NN_MAX_DIMS, &n)) != NN_OK) return st;
+    if (n != x->ndim || y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1])
+        return nn_call_error(c, NN_ERR_SHAPE, "output_shape must be [N, C, ...] of rank %d", x->ndim);
+    for (int k = 2; k < n; k++)
+        if (y->dims[k] < inferred[k])
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "output_shape dim %d is %lld, smaller than the unpooled %lld",
+                                 k, (long long)y->dims[k], (long long)inferred[k]);
+    return NN_OK;
+}
+
+static nn_status run_unpool(nn_call *c) {
+    const nn_tensor *x = &c->in[0], *idx = &c->in[1];
+    nn_tensor *y = &c->out[0];
+    int64_t inferred[NN_MAX_DIMS];
+    nn_status st = unpool_inferred(c, inferred);
+    if (st != NN_OK) return st;
+    int64_t n = nn_tensor_elements(x), total = nn_shape_elements(inferred, x->ndim);
+    for (int64_t t = 0; t < n; t++) {
+        int64_t i = nn_tensor_get_int(idx, t);
+        if (i < 0 || i >= total)
+            return nn_call_error(c, NN_ERR_INVALID, "index %lld at element %lld out of range for %lld unpooled values",
+                                 (long long)i, (long long)t, (long long)total);
+    }
+    float *dst = y->data;
+    const float *src = x->data;
+    memset(dst, 0, sizeof *dst * (size_t)nn_tensor_elements(y));
+    for (int64_t t = 0; t < n; t++) {
+        /* flat index in the unpooled shape -> the same coordinates in y */
+        int64_t i = nn_tensor_get_int(idx, t), off = 0, scale = 1;
+        for (int k = x->ndim - 1; k >= 0; k--) {
+            off += i % inferred[k] * scale;
+            i /= inferred[k];
+            scale *= y->dims[k];
+        }
+        dst[off] = src[t];
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_MaxUnpool = {.name = "MaxUnpool", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
+                                    .max_outputs = 1, .parse = parse_unpool, .check = check_unpool,
+                                    .infer = infer_unpool, .run = run_unpool};

@@ -1,4 +1,5 @@
-/* Object-detection heads: NonMaxSuppression and RoiAlign.
+/* Object-detection heads and spatial samplers: NonMaxSuppression,
+ * RoiAlign and GridSample.
  *
  * NonMaxSuppression keeps a number of boxes known only once it ran: its
  * infer says NN_DYNAMIC, `bound` sizes the output for every candidate, and
@@ -329,3 +330,133 @@ static nn_status run_roi_align(nn_call *c) {
 const nn_op_desc nn_op_RoiAlign = {.name = "RoiAlign", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
                                    .max_outputs = 1, .parse = parse_roi_align, .check = check_roi_align,
                                    .infer = infer_roi_align, .run = run_roi_align};
+
+/* ---- GridSample (opset 16): X [N, C, H, W] sampled at grid [N, Ho, Wo, 2]
+ *      (x, y in [-1, 1]), with PyTorch's grid_sample conventions */
+
+enum { GS_BILINEAR, GS_NEAREST, GS_BICUBIC };
+enum { GS_ZEROS, GS_BORDER, GS_REFLECTION };
+
+typedef struct grid_params {
+    int32_t mode, padding, align_corners;
+} grid_params;
+
+static nn_status parse_grid_sample(nn_parse_ctx *ctx) {
+    static const char *const modes[] = {"bilinear", "nearest", "bicubic"}, *const pads[] = {"zeros", "border",
+                                                                                           "reflection"};
+    grid_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    const char *mode, *pad;
+    int64_t align;
+    nn_status st = nn_attr_string(ctx, "mode", "bilinear", &mode);
+    if (st == NN_OK) st = nn_attr_string(ctx, "padding_mode", "zeros", &pad);
+    if (st == NN_OK) st = nn_attr_int(ctx, "align_corners", 0, &align);
+    if (st != NN_OK) return st;
+    p->mode = p->padding = -1;
+    for (int k = 0; k < 3; k++) {
+        if (!strcmp(mode, modes[k])) p->mode = k;
+        if (!strcmp(pad, pads[k])) p->padding = k;
+    }
+    if (p->mode < 0) return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "mode '%s' not supported", mode);
+    if (p->padding < 0) return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "padding_mode '%s' not supported", pad);
+    p->align_corners = align != 0;
+    return NN_OK;
+}
+
+static nn_status check_grid_sample(const void *params, char *err, size_t err_size) {
+    const grid_params *p = params;
+    if (p->mode < 0 || p->mode > GS_BICUBIC || p->padding < 0 || p->padding > GS_REFLECTION ||
+        (p->align_corners & ~1)) {
+        snprintf(err, err_size, "mode %d, padding_mode %d or align_corners %d out of range", (int)p->mode,
+                 (int)p->padding, (int)p->align_corners);
+        return NN_ERR_INVALID;
+    }
+    return NN_OK;
+}
+
+static nn_status infer_grid_sample(nn_call *c) {
+    const nn_tensor *x = &c->in[0], *g = &c->in[1];
+    if (x->dtype != NN_DTYPE_FLOAT || g->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "X and grid must be float");
+    if (x->ndim != 4 || g->ndim != 4 || g->dims[0] != x->dims[0] || g->dims[3] != 2)
+        return nn_call_error(c, NN_ERR_SHAPE, "X must be [N, C, H, W] and grid [N, Ho, Wo, 2] (4-D only)");
+    int64_t dims[4] = {x->dims[0], x->dims[1], g->dims[1], g->dims[2]};
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, 4, dims);
+    return NN_OK;
+}
+
+/* Reflect v into [lo2 / 2, hi2 / 2] (bounds given doubled). */
+static float reflect(float v, float lo2, float hi2) {
+    if (lo2 == hi2) return 0.0f;
+    float lo = lo2 / 2, span = (hi2 - lo2) / 2;
+    v = fabsf(v - lo);
+    float extra = fmodf(v, span);
+    int64_t flips = (int64_t)floorf(v / span);
+    return flips % 2 == 0 ? extra + lo : span - extra + lo;
+}
+
+/* A pixel coordinate after the padding mode (zeros leaves it as it is). */
+static float pad_coord(const grid_params *p, float v, int64_t size) {
+    if (p->padding == GS_ZEROS) return v;
+    if (p->padding == GS_REFLECTION)
+        v = p->align_corners ? reflect(v, 0.0f, 2.0f * (float)(size - 1)) : reflect(v, -1.0f, 2.0f * (float)size - 1);
+    return fminf(fmaxf(v, 0.0f), (float)(size - 1));
+}
+
+/* plane[y][x], 0 outside (and for coordinates that are not numbers) */
+static float pixel(const float *plane, int64_t h, int64_t w, float y, float x) {
+    if (!(y >= 0 && y < (float)h && x >= 0 && x < (float)w)) return 0.0f;
+    return plane[(int64_t)y * w + (int64_t)x];
+}
+
+static void cubic_weights(float t, float *wt) {
+    const float a = -0.75f;
+    float t1 = t + 1, t2 = 1 - t, t3 = 2 - t;
+    wt[0] = ((a * t1 - 5 * a) * t1 + 8 * a) * t1 - 4 * a;
+    wt[1] = ((a + 2) * t - (a + 3)) * t * t + 1;
+    wt[2] = ((a + 2) * t2 - (a + 3)) * t2 * t2 + 1;
+    wt[3] = ((a * t3 - 5 * a) * t3 + 8 * a) * t3 - 4 * a;
+}
+
+static float grid_sample_at(const grid_params *p, const float *plane, int64_t h, int64_t w, float gx, float gy) {
+    /* [-1, 1] to pixels: the corner pixels' centres, or their outer edges */
+    float x = p->align_corners ? (gx + 1) / 2 * (float)(w - 1) : ((gx + 1) * (float)w - 1) / 2;
+    float y = p->align_corners ? (gy + 1) / 2 * (float)(h - 1) : ((gy + 1) * (float)h - 1) / 2;
+    if (p->mode == GS_BICUBIC) { /* padding applies to each of the 16 taps */
+        float x0 = floorf(x), y0 = floorf(y), wx[4], wy[4], acc = 0.0f;
+        cubic_weights(x - x0, wx);
+        cubic_weights(y - y0, wy);
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                acc += wy[i] * wx[j] *
+                       pixel(plane, h, w, pad_coord(p, y0 - 1 + (float)i, h), pad_coord(p, x0 - 1 + (float)j, w));
+        return acc;
+    }
+    x = pad_coord(p, x, w);
+    y = pad_coord(p, y, h);
+    if (p->mode == GS_NEAREST) return pixel(plane, h, w, nearbyintf(y), nearbyintf(x));
+    float x0 = floorf(x), y0 = floorf(y), lx = x - x0, ly = y - y0;
+    return (1 - ly) * ((1 - lx) * pixel(plane, h, w, y0, x0) + lx * pixel(plane, h, w, y0, x0 + 1)) +
+           ly * ((1 - lx) * pixel(plane, h, w, y0 + 1, x0) + lx * pixel(plane, h, w, y0 + 1, x0 + 1));
+}
+
+static nn_status run_grid_sample(nn_call *c) {
+    const grid_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t n = x->dims[0], ch = x->dims[1], h = x->dims[2], w = x->dims[3];
+    int64_t oh = c->in[1].dims[1], ow = c->in[1].dims[2];
+    const float *src = x->data, *grid = c->in[1].data;
+    float *dst = c->out[0].data;
+#pragma omp parallel for num_threads(c->threads) if (n * ch > 1 && n * ch * oh * ow > 4096)
+    for (int64_t nc = 0; nc < n * ch; nc++) {
+        const float *plane = src + nc * h * w, *g = grid + nc / ch * oh * ow * 2;
+        for (int64_t i = 0; i < oh * ow; i++)
+            dst[nc * oh * ow + i] = grid_sample_at(p, plane, h, w, g[2 * i], g[2 * i + 1]);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_GridSample = {.name = "GridSample", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
+                                     .max_outputs = 1, .parse = parse_grid_sample, .check = check_grid_sample,
+                                     .infer = infer_grid_sample, .run = run_grid_sample};

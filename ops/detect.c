@@ -100,10 +100,14 @@ static nn_status bound_nms(nn_call *c) {
     return NN_OK;
 }
 
-/* one candidate per box: its order, then the kept ones' indices */
-static size_t workspace_nms(const nn_call *c) { return (size_t)c->in[0].dims[1] * 2 * sizeof(int64_t); }
+/* Per box: its place in the score order and merge scratch (int64 each),
+ * then for the boxes kept so far their corners and area (5 floats). */
+static size_t workspace_nms(const nn_call *c) {
+    return (size_t)c->in[0].dims[1] * (2 * sizeof(int64_t) + 5 * sizeof(float));
+}
 
-/* Box b as (ymin, xmin, ymax, xmax), whichever corners or centre it came as. */
+/* Box b as (ymin, xmin, ymax, xmax, area), whichever corners or centre it
+ * came as. */
 static void box_corners(const float *b, bool center, float *out) {
     if (center) {
         out[0] = b[1] - b[3] / 2, out[1] = b[0] - b[2] / 2;
@@ -112,18 +116,27 @@ static void box_corners(const float *b, bool center, float *out) {
         out[0] = fminf(b[0], b[2]), out[1] = fminf(b[1], b[3]);
         out[2] = fmaxf(b[0], b[2]), out[3] = fmaxf(b[1], b[3]);
     }
+    out[4] = (out[2] - out[0]) * (out[3] - out[1]);
 }
 
-static bool suppresses(const float *a, const float *b, bool center, float threshold) {
-    float p[4], q[4];
-    box_corners(a, center, p);
-    box_corners(b, center, q);
-    float ih = fminf(p[2], q[2]) - fmaxf(p[0], q[0]), iw = fminf(p[3], q[3]) - fmaxf(p[1], q[1]);
-    if (ih <= 0 || iw <= 0) return false;
-    float inter = ih * iw, area_p = (p[2] - p[0]) * (p[3] - p[1]), area_q = (q[2] - q[0]) * (q[3] - q[1]);
-    float uni = area_p + area_q - inter;
-    if (area_p <= 0 || area_q <= 0 || uni <= 0) return false;
-    return inter / uni > threshold;
+/* Whether box p (corners and area) overlaps one of the n kept boxes (k:
+ * their ymin, xmin, ymax, xmax and area columns) by an IoU above
+ * threshold.  Boxes of no area suppress nothing.  The test runs
+ * branch-free over blocks of kept boxes, which the compiler vectorizes:
+ * detection heads offer tens of thousands of candidates. */
+static bool suppressed(const float *p, float *const k[5], int64_t n, float threshold) {
+    if (!(p[4] > 0)) return false;
+    for (int64_t j0 = 0; j0 < n; j0 += 64) {
+        int64_t end = j0 + 64 < n ? j0 + 64 : n;
+        int hit = 0;
+        for (int64_t j = j0; j < end; j++) {
+            float ih = fminf(p[2], k[2][j]) - fmaxf(p[0], k[0][j]), iw = fminf(p[3], k[3][j]) - fmaxf(p[1], k[1][j]);
+            float inter = ih * iw, uni = p[4] + k[4][j] - inter;
+            hit |= (ih > 0) & (iw > 0) & (k[4][j] > 0) & (uni > 0) & (inter / uni > threshold);
+        }
+        if (hit) return true;
+    }
+    return false;
 }
 
 /* Sort idx[0..n) by descending score, lower index first on ties (a
@@ -148,7 +161,9 @@ static nn_status run_nms(nn_call *c) {
     if (nms_bound_rows(&a) > c->out[0].dims[0])
         return nn_call_error(c, NN_ERR_INTERNAL, "output sized for %lld boxes, fewer than the bound",
                              (long long)c->out[0].dims[0]);
-    int64_t *order = c->workspace, *kept = order + a.boxes, *y = c->out[0].data, rows = 0;
+    int64_t *order = c->workspace, *tmp = order + a.boxes, *y = c->out[0].data, rows = 0;
+    float *kept[5]; /* columns of the kept boxes' corners and areas */
+    for (int k = 0; k < 5; k++) kept[k] = (float *)(tmp + a.boxes) + k * a.boxes;
     const float *boxes = c->in[0].data, *scores = c->in[1].data;
     for (int64_t b = 0; b < a.batches; b++)
         for (int64_t cl = 0; cl < a.classes && a.max_per_class > 0; cl++) {
@@ -156,14 +171,13 @@ static nn_status run_nms(nn_call *c) {
             int64_t n = 0, n_kept = 0;
             for (int64_t i = 0; i < a.boxes; i++)
                 if (!a.has_score || sc[i] > a.score) order[n++] = i;
-            sort_by_score(order, kept, n, sc); /* kept is free scratch until now */
+            sort_by_score(order, tmp, n, sc);
             for (int64_t i = 0; i < n && n_kept < a.max_per_class; i++) {
-                bool drop = false;
-                for (int64_t j = 0; j < n_kept && !drop; j++)
-                    drop = suppresses(bx + order[i] * 4, bx + kept[j] * 4, p->center_point_box, a.iou);
-                if (drop) continue;
-                /* kept[] only ever holds entries order[] has passed */
-                kept[n_kept++] = order[i];
+                float q[5];
+                box_corners(bx + order[i] * 4, p->center_point_box, q);
+                if (suppressed(q, kept, n_kept, a.iou)) continue;
+                for (int k = 0; k < 5; k++) kept[k][n_kept] = q[k];
+                n_kept++;
                 y[rows * 3] = b, y[rows * 3 + 1] = cl, y[rows * 3 + 2] = order[i];
                 rows++;
             }

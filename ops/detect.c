@@ -406,8 +406,8 @@ static float reflect(float v, float lo2, float hi2) {
     float lo = lo2 / 2, span = (hi2 - lo2) / 2;
     v = fabsf(v - lo);
     float extra = fmodf(v, span);
-    int64_t flips = (int64_t)floorf(v / span);
-    return flips % 2 == 0 ? extra + lo : span - extra + lo;
+    /* the parity of the flips, without a cast that NaN or a huge v would overflow */
+    return fmodf(floorf(v / span), 2.0f) == 0.0f ? extra + lo : span - extra + lo;
 }
 
 /* A pixel coordinate after the padding mode (zeros leaves it as it is). */

@@ -69,7 +69,8 @@ static nn_status nms_read(nn_call *c, nms_args *a) {
     if (nn_present(c, 2)) {
         int n;
         st = nn_input_ints(c, 2, "max_output_boxes_per_class", &a->max_per_class, 1, &n);
-        if (st == NN_OK && n != 1) return nn_call_error(c, NN_ERR_SHAPE, "max_output_boxes_per_class must hold one value");
+        if (st == NN_OK && n != 1)
+            return nn_call_error(c, NN_ERR_SHAPE, "max_output_boxes_per_class must hold one value");
         if (st == NN_OK && a->max_per_class < 0) a->max_per_class = 0;
     }
     if (st == NN_OK && nn_present(c, 3)) st = scalar_float(c, 3, "iou_threshold", &a->iou);
@@ -145,9 +146,12 @@ static void sort_by_score(int64_t *idx, int64_t *tmp, int64_t n, const float *sc
     for (int64_t w = 1; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, o = lo;
-            while (i < mid && j < hi) tmp[o++] = score[idx[j]] > score[idx[i]] ? idx[j++] : idx[i++];
-            while (i < mid) tmp[o++] = idx[i++];
-            while (j < hi) tmp[o++] = idx[j++];
+            while (i < mid && j < hi)
+                tmp[o++] = score[idx[j]] > score[idx[i]] ? idx[j++] : idx[i++];
+            while (i < mid)
+                tmp[o++] = idx[i++];
+            while (j < hi)
+                tmp[o++] = idx[j++];
         }
         memcpy(idx, tmp, sizeof *idx * (size_t)n);
     }
@@ -163,7 +167,8 @@ static nn_status run_nms(nn_call *c) {
                              (long long)c->out[0].dims[0]);
     int64_t *order = c->workspace, *tmp = order + a.boxes, *y = c->out[0].data, rows = 0;
     float *kept[5]; /* columns of the kept boxes' corners and areas */
-    for (int k = 0; k < 5; k++) kept[k] = (float *)(tmp + a.boxes) + k * a.boxes;
+    for (int k = 0; k < 5; k++)
+        kept[k] = (float *)(tmp + a.boxes) + k * a.boxes;
     const float *boxes = c->in[0].data, *scores = c->in[1].data;
     for (int64_t b = 0; b < a.batches; b++)
         for (int64_t cl = 0; cl < a.classes && a.max_per_class > 0; cl++) {
@@ -176,7 +181,8 @@ static nn_status run_nms(nn_call *c) {
                 float q[5];
                 box_corners(bx + order[i] * 4, p->center_point_box, q);
                 if (suppressed(q, kept, n_kept, a.iou)) continue;
-                for (int k = 0; k < 5; k++) kept[k][n_kept] = q[k];
+                for (int k = 0; k < 5; k++)
+                    kept[k][n_kept] = q[k];
                 n_kept++;
                 y[rows * 3] = b, y[rows * 3 + 1] = cl, y[rows * 3 + 2] = order[i];
                 rows++;
@@ -186,10 +192,17 @@ static nn_status run_nms(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_NonMaxSuppression = {.name = "NonMaxSuppression", .min_inputs = 2, .max_inputs = 5,
-                                            .min_outputs = 1, .max_outputs = 1, .parse = parse_nms,
-                                            .check = check_nms, .infer = infer_nms, .workspace = workspace_nms,
-                                            .run = run_nms, .bound = bound_nms};
+const nn_op_desc nn_op_NonMaxSuppression = {.name = "NonMaxSuppression",
+                                            .min_inputs = 2,
+                                            .max_inputs = 5,
+                                            .min_outputs = 1,
+                                            .max_outputs = 1,
+                                            .parse = parse_nms,
+                                            .check = check_nms,
+                                            .infer = infer_nms,
+                                            .workspace = workspace_nms,
+                                            .run = run_nms,
+                                            .bound = bound_nms};
 
 /* ---- RoiAlign (opsets 10, 16): bilinear samples averaged (or the
  *      largest weighted corner taken, as onnxruntime's max mode does) over
@@ -215,8 +228,8 @@ static nn_status parse_roi_align(nn_parse_ctx *ctx) {
     if (st == NN_OK) st = nn_attr_string(ctx, "mode", "avg", &mode);
     /* opset 10 had no attribute and behaved as output_half_pixel */
     if (st == NN_OK)
-        st = nn_attr_string(ctx, "coordinate_transformation_mode", ctx->opset >= 16 ? "half_pixel" : "output_half_pixel",
-                            &ctm);
+        st = nn_attr_string(ctx, "coordinate_transformation_mode",
+                            ctx->opset >= 16 ? "half_pixel" : "output_half_pixel", &ctm);
     if (st != NN_OK) return st;
     if (!strcmp(mode, "avg") || !strcmp(mode, "max"))
         p->mode = !strcmp(mode, "max") ? ROI_MAX : ROI_AVG;
@@ -229,7 +242,8 @@ static nn_status parse_roi_align(nn_parse_ctx *ctx) {
                               "coordinate_transformation_mode '%s' not supported (half_pixel, output_half_pixel)", ctm);
     if (p->out_h < 1 || p->out_w < 1 || p->out_h > INT32_MAX || p->out_w > INT32_MAX || p->sampling_ratio < 0 ||
         p->sampling_ratio > INT32_MAX || !isfinite(p->spatial_scale))
-        return nn_parse_error(ctx, NN_ERR_INVALID, "output_height %lld, output_width %lld or sampling_ratio %lld out of range",
+        return nn_parse_error(ctx, NN_ERR_INVALID,
+                              "output_height %lld, output_width %lld or sampling_ratio %lld out of range",
                               (long long)p->out_h, (long long)p->out_w, (long long)p->sampling_ratio);
     return NN_OK;
 }
@@ -269,10 +283,14 @@ static void roi_sample(int64_t h, int64_t w, float y, float x, int64_t *pos, flo
     if (y <= 0) y = 0;
     if (x <= 0) x = 0;
     int64_t y0 = (int64_t)y, x0 = (int64_t)x, y1, x1;
-    if (y0 >= h - 1) y0 = y1 = h - 1, y = (float)y0;
-    else y1 = y0 + 1;
-    if (x0 >= w - 1) x0 = x1 = w - 1, x = (float)x0;
-    else x1 = x0 + 1;
+    if (y0 >= h - 1)
+        y0 = y1 = h - 1, y = (float)y0;
+    else
+        y1 = y0 + 1;
+    if (x0 >= w - 1)
+        x0 = x1 = w - 1, x = (float)x0;
+    else
+        x1 = x0 + 1;
     float ly = y - (float)y0, lx = x - (float)x0, hy = 1.0f - ly, hx = 1.0f - lx;
     pos[0] = y0 * w + x0, pos[1] = y0 * w + x1, pos[2] = y1 * w + x0, pos[3] = y1 * w + x1;
     wt[0] = hy * hx, wt[1] = hy * lx, wt[2] = ly * hx, wt[3] = ly * lx;
@@ -341,9 +359,15 @@ static nn_status run_roi_align(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_RoiAlign = {.name = "RoiAlign", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
-                                   .max_outputs = 1, .parse = parse_roi_align, .check = check_roi_align,
-                                   .infer = infer_roi_align, .run = run_roi_align};
+const nn_op_desc nn_op_RoiAlign = {.name = "RoiAlign",
+                                   .min_inputs = 3,
+                                   .max_inputs = 3,
+                                   .min_outputs = 1,
+                                   .max_outputs = 1,
+                                   .parse = parse_roi_align,
+                                   .check = check_roi_align,
+                                   .infer = infer_roi_align,
+                                   .run = run_roi_align};
 
 /* ---- GridSample (opset 16): X [N, C, H, W] sampled at grid [N, Ho, Wo, 2]
  *      (x, y in [-1, 1]), with PyTorch's grid_sample conventions */
@@ -357,7 +381,7 @@ typedef struct grid_params {
 
 static nn_status parse_grid_sample(nn_parse_ctx *ctx) {
     static const char *const modes[] = {"bilinear", "nearest", "bicubic"}, *const pads[] = {"zeros", "border",
-                                                                                           "reflection"};
+                                                                                            "reflection"};
     grid_params *p = nn_params_alloc(ctx, sizeof *p);
     if (!p) return NN_ERR_NOMEM;
     ctx->params = p;
@@ -471,6 +495,12 @@ static nn_status run_grid_sample(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_GridSample = {.name = "GridSample", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
-                                     .max_outputs = 1, .parse = parse_grid_sample, .check = check_grid_sample,
-                                     .infer = infer_grid_sample, .run = run_grid_sample};
+const nn_op_desc nn_op_GridSample = {.name = "GridSample",
+                                     .min_inputs = 2,
+                                     .max_inputs = 2,
+                                     .min_outputs = 1,
+                                     .max_outputs = 1,
+                                     .parse = parse_grid_sample,
+                                     .check = check_grid_sample,
+                                     .infer = infer_grid_sample,
+                                     .run = run_grid_sample};

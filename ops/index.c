@@ -36,7 +36,8 @@ static nn_status infer_nonzero(nn_call *c) {
     if (st != NN_OK) return st;
     int64_t n = nn_tensor_elements(x), count = 0;
     if (n > 0 && !x->data) return NN_DYNAMIC;
-    for (int64_t i = 0; i < n; i++) count += nonzero_at(x, i);
+    for (int64_t i = 0; i < n; i++)
+        count += nonzero_at(x, i);
     /* a scalar reads as one element of a 1-D tensor (numpy's nonzero) */
     int64_t dims[2] = {x->ndim ? x->ndim : 1, count};
     nn_tensor_set_shape(&c->out[0], NN_DTYPE_INT64, 2, dims);
@@ -62,8 +63,13 @@ static nn_status run_nonzero(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_NonZero = {.name = "NonZero", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                  .max_outputs = 1, .infer = infer_nonzero, .run = run_nonzero};
+const nn_op_desc nn_op_NonZero = {.name = "NonZero",
+                                  .min_inputs = 1,
+                                  .max_inputs = 1,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .infer = infer_nonzero,
+                                  .run = run_nonzero};
 
 /* ---- Compress: the slices along axis (or the flattened elements) whose
  *      condition is true; a condition shorter than the axis leaves the rest
@@ -122,7 +128,8 @@ static nn_status infer_compress(nn_call *c) {
     nn_status st = compress_geometry(c, &axis, &outer, &len, &inner);
     if (st != NN_OK) return st;
     if (cond->dims[0] > 0 && !cond->data) return NN_DYNAMIC;
-    for (int64_t i = 0; i < cond->dims[0]; i++) kept += ((const uint8_t *)cond->data)[i] != 0;
+    for (int64_t i = 0; i < cond->dims[0]; i++)
+        kept += ((const uint8_t *)cond->data)[i] != 0;
     nn_tensor *y = &c->out[0];
     if (axis < 0) {
         nn_tensor_set_shape(y, x->dtype, 1, &kept);
@@ -150,9 +157,15 @@ static nn_status run_compress(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Compress = {.name = "Compress", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
-                                   .max_outputs = 1, .parse = parse_compress, .check = check_compress,
-                                   .infer = infer_compress, .run = run_compress};
+const nn_op_desc nn_op_Compress = {.name = "Compress",
+                                   .min_inputs = 2,
+                                   .max_inputs = 2,
+                                   .min_outputs = 1,
+                                   .max_outputs = 1,
+                                   .parse = parse_compress,
+                                   .check = check_compress,
+                                   .infer = infer_compress,
+                                   .run = run_compress};
 
 /* ---- TopK: the k largest (or smallest) along axis, with their indices;
  *      equal values keep the lower index first, as onnxruntime does */
@@ -172,7 +185,8 @@ static nn_status parse_topk(nn_parse_ctx *ctx) {
     if (st == NN_OK) st = nn_attr_int(ctx, "largest", 1, &largest);
     if (st == NN_OK) st = nn_attr_int(ctx, "sorted", 1, &sorted);
     if (st != NN_OK) return st;
-    if (ctx->opset < 10 && p->k < 0) return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'k' is required (opset < 10)");
+    if (ctx->opset < 10 && p->k < 0)
+        return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'k' is required (opset < 10)");
     if (ctx->opset >= 10) p->k = -1;
     p->largest = largest != 0;
     p->sorted = sorted != 0; /* unsorted may come in any order: sorted is one */
@@ -313,17 +327,24 @@ static nn_status run_topk(nn_call *c) {
             }
             if (n) heap[at] = last;
             int64_t dst = o * k * inner + r * inner + i;
-            memcpy((char *)c->out[0].data + dst * (int64_t)esz, (const char *)x->data + (base + top * inner) * (int64_t)esz,
-                   esz);
+            memcpy((char *)c->out[0].data + dst * (int64_t)esz,
+                   (const char *)x->data + (base + top * inner) * (int64_t)esz, esz);
             ((int64_t *)c->out[1].data)[dst] = top;
         }
     }
     return NN_OK;
 }
 
-const nn_op_desc nn_op_TopK = {.name = "TopK", .min_inputs = 1, .max_inputs = 2, .min_outputs = 2, .max_outputs = 2,
-                               .parse = parse_topk, .check = check_topk, .infer = infer_topk,
-                               .workspace = workspace_topk, .run = run_topk};
+const nn_op_desc nn_op_TopK = {.name = "TopK",
+                               .min_inputs = 1,
+                               .max_inputs = 2,
+                               .min_outputs = 2,
+                               .max_outputs = 2,
+                               .parse = parse_topk,
+                               .check = check_topk,
+                               .infer = infer_topk,
+                               .workspace = workspace_topk,
+                               .run = run_topk};
 
 /* ---- Trilu: keep the upper (j - i >= k) or lower (j - i <= k) triangle of
  *      the last two dims, zero the rest */
@@ -397,8 +418,15 @@ static nn_status run_trilu(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Trilu = {.name = "Trilu", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-                                .parse = parse_trilu, .check = check_trilu, .infer = infer_trilu, .run = run_trilu};
+const nn_op_desc nn_op_Trilu = {.name = "Trilu",
+                                .min_inputs = 1,
+                                .max_inputs = 2,
+                                .min_outputs = 1,
+                                .max_outputs = 1,
+                                .parse = parse_trilu,
+                                .check = check_trilu,
+                                .infer = infer_trilu,
+                                .run = run_trilu};
 
 /* ---- OneHot: depth inserted at axis; `on` where the index points, `off`
  *      elsewhere (an index outside [-depth, depth) leaves its row all off) */
@@ -445,7 +473,8 @@ static nn_status onehot_geometry(nn_call *c, int64_t *axis, int64_t *depth) {
     if (nn_tensor_elements(dep) != 1) return nn_call_error(c, NN_ERR_SHAPE, "depth must hold one value");
     if (ind->ndim + 1 > NN_MAX_DIMS) return nn_call_error(c, NN_ERR_UNSUPPORTED, "output rank exceeds %d", NN_MAX_DIMS);
     if (!nn_axis_normalize(p->axis, ind->ndim + 1, axis))
-        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis, ind->ndim + 1);
+        return nn_call_error(c, NN_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis,
+                             ind->ndim + 1);
     if (!dep->data) return NN_DYNAMIC;
     *depth = index_value(dep, 0);
     if (*depth < 0 || *depth > INT32_MAX)
@@ -461,7 +490,8 @@ static nn_status infer_onehot(nn_call *c) {
     nn_tensor *y = &c->out[0];
     y->dtype = c->in[2].dtype;
     y->ndim = ind->ndim + 1;
-    for (int k = 0, d = 0; k < y->ndim; k++) y->dims[k] = k == axis ? depth : ind->dims[d++];
+    for (int k = 0, d = 0; k < y->ndim; k++)
+        y->dims[k] = k == axis ? depth : ind->dims[d++];
     return NN_OK;
 }
 
@@ -474,7 +504,8 @@ static nn_status run_onehot(nn_call *c) {
     const char *off = c->in[2].data, *on = off + esz;
     char *dst = c->out[0].data;
     int64_t n = nn_tensor_elements(&c->out[0]), inner = nn_shape_elements(ind->dims + axis, ind->ndim - (int)axis);
-    for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * esz, off, esz);
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst + (size_t)i * esz, off, esz);
     for (int64_t t = 0; t < nn_tensor_elements(ind); t++) {
         int64_t v = index_value(ind, t);
         if (v < -depth || v >= depth) continue;
@@ -484,9 +515,15 @@ static nn_status run_onehot(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_OneHot = {.name = "OneHot", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
-                                 .max_outputs = 1, .parse = parse_onehot, .check = check_onehot,
-                                 .infer = infer_onehot, .run = run_onehot};
+const nn_op_desc nn_op_OneHot = {.name = "OneHot",
+                                 .min_inputs = 3,
+                                 .max_inputs = 3,
+                                 .min_outputs = 1,
+                                 .max_outputs = 1,
+                                 .parse = parse_onehot,
+                                 .check = check_onehot,
+                                 .infer = infer_onehot,
+                                 .run = run_onehot};
 
 /* ---- EyeLike: ones on diagonal k of a 2-D shape, in `dtype` or the input's */
 
@@ -551,9 +588,15 @@ static nn_status run_eyelike(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_EyeLike = {.name = "EyeLike", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_eyelike, .check = check_eyelike,
-                                  .infer = infer_eyelike, .run = run_eyelike};
+const nn_op_desc nn_op_EyeLike = {.name = "EyeLike",
+                                  .min_inputs = 1,
+                                  .max_inputs = 1,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_eyelike,
+                                  .check = check_eyelike,
+                                  .infer = infer_eyelike,
+                                  .run = run_eyelike};
 
 /* ---- ReverseSequence: along time_axis, the first sequence_lens[b]
  *      elements of each batch entry b reversed, the rest copied */
@@ -621,9 +664,15 @@ static nn_status run_revseq(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_ReverseSequence = {.name = "ReverseSequence", .min_inputs = 2, .max_inputs = 2,
-                                          .min_outputs = 1, .max_outputs = 1, .parse = parse_revseq,
-                                          .check = check_revseq, .infer = infer_revseq, .run = run_revseq};
+const nn_op_desc nn_op_ReverseSequence = {.name = "ReverseSequence",
+                                          .min_inputs = 2,
+                                          .max_inputs = 2,
+                                          .min_outputs = 1,
+                                          .max_outputs = 1,
+                                          .parse = parse_revseq,
+                                          .check = check_revseq,
+                                          .infer = infer_revseq,
+                                          .run = run_revseq};
 
 /* ---- Unique (opset 11): the distinct elements (or slices along axis),
  *      sorted or in order of first appearance, with the first index of
@@ -696,7 +745,8 @@ static void unique_shapes(nn_call *c, const unique_geom *g, int64_t u) {
         c->out[0].dims[g->axis] = u;
     }
     int64_t dims[3] = {u, g->len, u};
-    for (int k = 1; k < c->n_out && k < 4; k++) nn_tensor_set_shape(&c->out[k], NN_DTYPE_INT64, 1, &dims[k - 1]);
+    for (int k = 1; k < c->n_out && k < 4; k++)
+        nn_tensor_set_shape(&c->out[k], NN_DTYPE_INT64, 1, &dims[k - 1]);
 }
 
 static nn_status bound_unique(nn_call *c) {
@@ -733,13 +783,17 @@ static nn_status run_unique(nn_call *c) {
         return nn_call_error(c, NN_ERR_INTERNAL, "outputs sized for fewer than every slice");
     int64_t n = g.len, *order = c->workspace, *tmp = order + n, *group = tmp + n, *pos = group + n;
     /* stable merge sort of the slice order: equal slices keep index order */
-    for (int64_t i = 0; i < n; i++) order[i] = i;
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
     for (int64_t w = 1; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, o = lo;
-            while (i < mid && j < hi) tmp[o++] = slice_cmp(x, &g, order[j], order[i]) < 0 ? order[j++] : order[i++];
-            while (i < mid) tmp[o++] = order[i++];
-            while (j < hi) tmp[o++] = order[j++];
+            while (i < mid && j < hi)
+                tmp[o++] = slice_cmp(x, &g, order[j], order[i]) < 0 ? order[j++] : order[i++];
+            while (i < mid)
+                tmp[o++] = order[i++];
+            while (j < hi)
+                tmp[o++] = order[j++];
         }
         memcpy(order, tmp, sizeof *order * (size_t)n);
     }
@@ -750,7 +804,8 @@ static nn_status run_unique(nn_call *c) {
         group[order[i]] = u - 1;
     }
     /* output position of each group: its sorted rank, or its first appearance */
-    for (int64_t k = 0; k < u; k++) pos[k] = -1;
+    for (int64_t k = 0; k < u; k++)
+        pos[k] = -1;
     for (int64_t i = 0, next = 0; i < n; i++) {
         int64_t k = group[p->sorted ? order[i] : i];
         if (pos[k] < 0) pos[k] = next++;
@@ -772,6 +827,14 @@ static nn_status run_unique(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Unique = {.name = "Unique", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                 .max_outputs = 4, .parse = parse_unique, .check = check_unique, .infer = infer_unique,
-                                 .workspace = workspace_unique, .run = run_unique, .bound = bound_unique};
+const nn_op_desc nn_op_Unique = {.name = "Unique",
+                                 .min_inputs = 1,
+                                 .max_inputs = 1,
+                                 .min_outputs = 1,
+                                 .max_outputs = 4,
+                                 .parse = parse_unique,
+                                 .check = check_unique,
+                                 .infer = infer_unique,
+                                 .workspace = workspace_unique,
+                                 .run = run_unique,
+                                 .bound = bound_unique};

@@ -200,16 +200,23 @@ static nn_status run_gather_elements(nn_call *c) {
     for (int64_t t = 0; t < n; t++) {
         int64_t i = nn_tensor_get_int(idx, t), at;
         if (!index_in_range(i, x->dims[axis], &at))
-            return nn_call_error(c, NN_ERR_INVALID, "index %lld at element %lld out of range for axis %lld of size %lld",
-                                 (long long)i, (long long)t, (long long)axis, (long long)x->dims[axis]);
+            return nn_call_error(c, NN_ERR_INVALID,
+                                 "index %lld at element %lld out of range for axis %lld of size %lld", (long long)i,
+                                 (long long)t, (long long)axis, (long long)x->dims[axis]);
         memcpy(dst + t * (int64_t)esz, src + element_offset(idx, xs, (int)axis, t, at) * (int64_t)esz, esz);
     }
     return NN_OK;
 }
 
-const nn_op_desc nn_op_GatherElements = {.name = "GatherElements", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
-                                         .max_outputs = 1, .parse = parse_axis_only, .check = check_index_params,
-                                         .infer = infer_gather_elements, .run = run_gather_elements};
+const nn_op_desc nn_op_GatherElements = {.name = "GatherElements",
+                                         .min_inputs = 2,
+                                         .max_inputs = 2,
+                                         .min_outputs = 1,
+                                         .max_outputs = 1,
+                                         .parse = parse_axis_only,
+                                         .check = check_index_params,
+                                         .infer = infer_gather_elements,
+                                         .run = run_gather_elements};
 
 static nn_status infer_scatter_elements(nn_call *c) {
     const index_params *p = c->params;
@@ -240,8 +247,9 @@ static nn_status run_scatter_elements(nn_call *c) {
     for (int64_t t = 0; t < n; t++) {
         int64_t i = nn_tensor_get_int(idx, t), at;
         if (!index_in_range(i, x->dims[axis], &at))
-            return nn_call_error(c, NN_ERR_INVALID, "index %lld at element %lld out of range for axis %lld of size %lld",
-                                 (long long)i, (long long)t, (long long)axis, (long long)x->dims[axis]);
+            return nn_call_error(c, NN_ERR_INVALID,
+                                 "index %lld at element %lld out of range for axis %lld of size %lld", (long long)i,
+                                 (long long)t, (long long)axis, (long long)x->dims[axis]);
     }
     char *dst = c->out[0].data;
     if (dst != x->data) memcpy(dst, x->data, (size_t)nn_tensor_elements(x) * esz);
@@ -255,25 +263,36 @@ static nn_status run_scatter_elements(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_ScatterElements = {.name = "ScatterElements", .min_inputs = 3, .max_inputs = 3,
-                                          .min_outputs = 1, .max_outputs = 1, .parse = parse_axis_reduction,
-                                          .check = check_index_params, .infer = infer_scatter_elements,
+const nn_op_desc nn_op_ScatterElements = {.name = "ScatterElements",
+                                          .min_inputs = 3,
+                                          .max_inputs = 3,
+                                          .min_outputs = 1,
+                                          .max_outputs = 1,
+                                          .parse = parse_axis_reduction,
+                                          .check = check_index_params,
+                                          .infer = infer_scatter_elements,
                                           .run = run_scatter_elements};
 
 /* Scatter (opsets 9-10) is ScatterElements without a reduction. */
-const nn_op_desc nn_op_Scatter = {.name = "Scatter", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_axis_only, .check = check_index_params,
-                                  .infer = infer_scatter_elements, .run = run_scatter_elements};
+const nn_op_desc nn_op_Scatter = {.name = "Scatter",
+                                  .min_inputs = 3,
+                                  .max_inputs = 3,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_axis_only,
+                                  .check = check_index_params,
+                                  .infer = infer_scatter_elements,
+                                  .run = run_scatter_elements};
 
 /* ---- GatherND, ScatterND: the last dim of indices (m) addresses a slice
  *      of data after its first b (batch_dims) dims */
 
 typedef struct nd_plan {
-    int64_t m;      /* coordinates per index tuple */
-    int64_t tuples; /* index tuples (indices' elements / m) */
-    int64_t per_batch; /* tuples per batch entry */
-    int64_t slice;  /* elements each tuple addresses */
-    int64_t batch_stride; /* data elements per batch entry */
+    int64_t m;                    /* coordinates per index tuple */
+    int64_t tuples;               /* index tuples (indices' elements / m) */
+    int64_t per_batch;            /* tuples per batch entry */
+    int64_t slice;                /* elements each tuple addresses */
+    int64_t batch_stride;         /* data elements per batch entry */
     int64_t strides[NN_MAX_DIMS]; /* data strides of the m indexed dims */
 } nd_plan;
 
@@ -285,11 +304,12 @@ static nn_status nd_shapes(nn_call *c, int64_t b, nd_plan *pl) {
     int r = x->ndim, q = idx->ndim;
     if (r < 1 || q < 1) return nn_call_error(c, NN_ERR_SHAPE, "data and indices must have rank >= 1");
     if (b >= q || b >= r)
-        return nn_call_error(c, NN_ERR_SHAPE, "batch_dims %lld must be less than both ranks (%d, %d)", (long long)b, r, q);
+        return nn_call_error(c, NN_ERR_SHAPE, "batch_dims %lld must be less than both ranks (%d, %d)", (long long)b, r,
+                             q);
     for (int k = 0; k < b; k++)
         if (x->dims[k] != idx->dims[k])
-            return nn_call_error(c, NN_ERR_SHAPE, "batch dim %d: data has %lld, indices %lld", k,
-                                 (long long)x->dims[k], (long long)idx->dims[k]);
+            return nn_call_error(c, NN_ERR_SHAPE, "batch dim %d: data has %lld, indices %lld", k, (long long)x->dims[k],
+                                 (long long)idx->dims[k]);
     pl->m = idx->dims[q - 1];
     if (pl->m < 1 || pl->m > r - b)
         return nn_call_error(c, NN_ERR_SHAPE, "indices' last dim %lld must be in [1, %lld]", (long long)pl->m,
@@ -332,7 +352,8 @@ static nn_status infer_gather_nd(nn_call *c) {
     nn_tensor *y = &c->out[0];
     y->dtype = x->dtype;
     y->ndim = 0;
-    for (int k = 0; k < idx->ndim - 1; k++) y->dims[y->ndim++] = idx->dims[k];
+    for (int k = 0; k < idx->ndim - 1; k++)
+        y->dims[y->ndim++] = idx->dims[k];
     for (int k = (int)(p->axis + pl.m); k < x->ndim; k++) {
         if (y->ndim == NN_MAX_DIMS) return nn_call_error(c, NN_ERR_UNSUPPORTED, "output rank exceeds %d", NN_MAX_DIMS);
         y->dims[y->ndim++] = x->dims[k];
@@ -355,9 +376,15 @@ static nn_status run_gather_nd(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_GatherND = {.name = "GatherND", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
-                                   .max_outputs = 1, .parse = parse_batch_dims, .check = check_index_params,
-                                   .infer = infer_gather_nd, .run = run_gather_nd};
+const nn_op_desc nn_op_GatherND = {.name = "GatherND",
+                                   .min_inputs = 2,
+                                   .max_inputs = 2,
+                                   .min_outputs = 1,
+                                   .max_outputs = 1,
+                                   .parse = parse_batch_dims,
+                                   .check = check_index_params,
+                                   .infer = infer_gather_nd,
+                                   .run = run_gather_nd};
 
 static nn_status infer_scatter_nd(nn_call *c) {
     const index_params *p = c->params;
@@ -371,10 +398,13 @@ static nn_status infer_scatter_nd(nn_call *c) {
     /* updates: indices.shape[:-1] + data.shape[m:] */
     int want = idx->ndim - 1 + x->ndim - (int)pl.m;
     bool ok = upd->ndim == want;
-    for (int k = 0; ok && k < idx->ndim - 1; k++) ok = upd->dims[k] == idx->dims[k];
-    for (int k = 0; ok && k < x->ndim - pl.m; k++) ok = upd->dims[idx->ndim - 1 + k] == x->dims[pl.m + k];
-    if (!ok) return nn_call_error(c, NN_ERR_SHAPE, "updates must have shape indices.shape[:-1] + data.shape[%lld:]",
-                                  (long long)pl.m);
+    for (int k = 0; ok && k < idx->ndim - 1; k++)
+        ok = upd->dims[k] == idx->dims[k];
+    for (int k = 0; ok && k < x->ndim - pl.m; k++)
+        ok = upd->dims[idx->ndim - 1 + k] == x->dims[pl.m + k];
+    if (!ok)
+        return nn_call_error(c, NN_ERR_SHAPE, "updates must have shape indices.shape[:-1] + data.shape[%lld:]",
+                             (long long)pl.m);
     if (p->reduction != RED_NONE && !reducible(x->dtype))
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "reduction '%s' on %s not supported", red_names[p->reduction],
                              nn_dtype_name(x->dtype));
@@ -394,14 +424,20 @@ static nn_status run_scatter_nd(nn_call *c) {
     const char *upd = c->in[2].data;
     if (dst != x->data) memcpy(dst, x->data, (size_t)nn_tensor_elements(x) * esz);
     for (int64_t t = 0; t < pl.tuples; t++)
-        reduce_into(dst + nd_offset(c, 0, &pl, t) * (int64_t)esz, upd + t * pl.slice * (int64_t)esz, x->dtype,
-                    pl.slice, p->reduction);
+        reduce_into(dst + nd_offset(c, 0, &pl, t) * (int64_t)esz, upd + t * pl.slice * (int64_t)esz, x->dtype, pl.slice,
+                    p->reduction);
     return NN_OK;
 }
 
-const nn_op_desc nn_op_ScatterND = {.name = "ScatterND", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1,
-                                    .max_outputs = 1, .parse = parse_reduction_only, .check = check_index_params,
-                                    .infer = infer_scatter_nd, .run = run_scatter_nd};
+const nn_op_desc nn_op_ScatterND = {.name = "ScatterND",
+                                    .min_inputs = 3,
+                                    .max_inputs = 3,
+                                    .min_outputs = 1,
+                                    .max_outputs = 1,
+                                    .parse = parse_reduction_only,
+                                    .check = check_index_params,
+                                    .infer = infer_scatter_nd,
+                                    .run = run_scatter_nd};
 
 /* ---- MaxUnpool (opset 11): zeros of the unpooled shape, X written where
  *      I points (indices flat over the whole output, as MaxPool gives them) */
@@ -516,6 +552,12 @@ static nn_status run_unpool(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_MaxUnpool = {.name = "MaxUnpool", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
-                                    .max_outputs = 1, .parse = parse_unpool, .check = check_unpool,
-                                    .infer = infer_unpool, .run = run_unpool};
+const nn_op_desc nn_op_MaxUnpool = {.name = "MaxUnpool",
+                                    .min_inputs = 2,
+                                    .max_inputs = 3,
+                                    .min_outputs = 1,
+                                    .max_outputs = 1,
+                                    .parse = parse_unpool,
+                                    .check = check_unpool,
+                                    .infer = infer_unpool,
+                                    .run = run_unpool};

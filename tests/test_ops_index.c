@@ -30,12 +30,24 @@ static void run_op(run4 *r, const char *name, int opset, const nn_attr *attrs, i
         snprintf(r->err, sizeof r->err, "no op %s", name);
         return;
     }
-    nn_parse_ctx ctx = {.attrs = attrs, .n_attrs = n_attrs, .opset = opset, .n_inputs = n_in, .n_outputs = n_out,
-                        .arena = &r->arena, .err = r->err, .err_size = sizeof r->err};
+    nn_parse_ctx ctx = {.attrs = attrs,
+                        .n_attrs = n_attrs,
+                        .opset = opset,
+                        .n_inputs = n_in,
+                        .n_outputs = n_out,
+                        .arena = &r->arena,
+                        .err = r->err,
+                        .err_size = sizeof r->err};
     if (d->parse && (r->st = d->parse(&ctx)) != NN_OK) return;
     if (d->parse && (r->st = d->check(ctx.params, r->err, sizeof r->err)) != NN_OK) return;
-    nn_call call = {.params = ctx.params, .n_in = n_in, .n_out = n_out, .in = r->in, .out = r->out, .threads = 2,
-                    .err = r->err, .err_size = sizeof r->err};
+    nn_call call = {.params = ctx.params,
+                    .n_in = n_in,
+                    .n_out = n_out,
+                    .in = r->in,
+                    .out = r->out,
+                    .threads = 2,
+                    .err = r->err,
+                    .err_size = sizeof r->err};
     r->st = d->infer(&call);
     if (r->st == NN_DYNAMIC && d->bound) r->st = d->bound(&call);
     if (r->st != NN_OK) return;
@@ -49,8 +61,10 @@ static void run_op(run4 *r, const char *name, int opset, const nn_attr *attrs, i
 }
 
 static void run_free(run4 *r) {
-    for (int k = 0; k < r->n_in; k++) free(r->in[k].data);
-    for (int k = 0; k < r->n_out; k++) free(r->out[k].data);
+    for (int k = 0; k < r->n_in; k++)
+        free(r->in[k].data);
+    for (int k = 0; k < r->n_out; k++)
+        free(r->out[k].data);
     nn_arena_free(&r->arena);
 }
 
@@ -65,7 +79,8 @@ static bool has(const char *s, const char *part) { return strstr(s, part) != NUL
 
 static void expect_shape(const char *what, const nn_tensor *t, int ndim, const int64_t *dims) {
     bool same = t->ndim == ndim;
-    for (int d = 0; same && d < ndim; d++) same = t->dims[d] == dims[d];
+    for (int d = 0; same && d < ndim; d++)
+        same = t->dims[d] == dims[d];
     CHECK(same, "%s: shape of rank %d [%lld, %lld, ...], expected rank %d [%lld, %lld, ...]", what, t->ndim,
           (long long)(t->ndim > 0 ? t->dims[0] : -1), (long long)(t->ndim > 1 ? t->dims[1] : -1), ndim,
           (long long)(ndim > 0 ? dims[0] : -1), (long long)(ndim > 1 ? dims[1] : -1));
@@ -293,8 +308,8 @@ static void test_unique_and_more(void) {
 
 /* check hooks refuse what parse could never have produced */
 static void test_checks(void) {
-    const char *ops[] = {"ScatterElements", "GatherND", "TopK", "Trilu", "NonMaxSuppression", "RoiAlign",
-                         "Unique", "OneHot", "EyeLike", "ReverseSequence", "Compress", "MaxUnpool"};
+    const char *ops[] = {"ScatterElements", "GatherND", "TopK",    "Trilu",           "NonMaxSuppression", "RoiAlign",
+                         "Unique",          "OneHot",   "EyeLike", "ReverseSequence", "Compress",          "MaxUnpool"};
     unsigned char junk[512];
     memset(junk, 0x7f, sizeof junk);
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {

@@ -101,10 +101,11 @@ static nn_status bound_nms(nn_call *c) {
     return NN_OK;
 }
 
-/* Per box: its place in the score order and merge scratch (int64 each),
- * then for the boxes kept so far their corners and area (5 floats). */
+/* Per candidate box: its place in the score order, merge scratch, its
+ * place in the order of ymin (int64 each); its corners and area, the
+ * kept boxes' corners and areas (5 floats each); whether it was kept. */
 static size_t workspace_nms(const nn_call *c) {
-    return (size_t)c->in[0].dims[1] * (2 * sizeof(int64_t) + 5 * sizeof(float));
+    return (size_t)c->in[0].dims[1] * (3 * sizeof(int64_t) + 10 * sizeof(float) + 1);
 }
 
 /* Box b as (ymin, xmin, ymax, xmax, area), whichever corners or centre it
@@ -120,40 +121,105 @@ static void box_corners(const float *b, bool center, float *out) {
     out[4] = (out[2] - out[0]) * (out[3] - out[1]);
 }
 
-/* Whether box p (corners and area) overlaps one of the n kept boxes (k:
- * their ymin, xmin, ymax, xmax and area columns) by an IoU above
- * threshold.  Boxes of no area suppress nothing.  The test runs
- * branch-free over blocks of kept boxes, which the compiler vectorizes:
- * detection heads offer tens of thousands of candidates. */
-static bool suppressed(const float *p, float *const k[5], int64_t n, float threshold) {
-    if (!(p[4] > 0)) return false;
+/* Whether box q (ymin, xmin, ymax, xmax, area) suppresses box p: their IoU
+ * is above threshold.  Boxes of no area suppress nothing.  Branch-free, so
+ * that loops over many q vectorize. */
+static inline int iou_above(const float *p, float q0, float q1, float q2, float q3, float q4, float threshold) {
+    float ih = fminf(p[2], q2) - fmaxf(p[0], q0), iw = fminf(p[3], q3) - fmaxf(p[1], q1);
+    float inter = ih * iw, uni = p[4] + q4 - inter;
+    return (ih > 0) & (iw > 0) & (p[4] > 0) & (q4 > 0) & (uni > 0) & (inter / uni > threshold);
+}
+
+/* Whether one of the n kept boxes (k: their columns) suppresses p, in
+ * blocks of 64 that the compiler vectorizes. */
+static bool suppressed_by_kept(const float *p, float *const k[5], int64_t n, float threshold) {
     for (int64_t j0 = 0; j0 < n; j0 += 64) {
         int64_t end = j0 + 64 < n ? j0 + 64 : n;
         int hit = 0;
-        for (int64_t j = j0; j < end; j++) {
-            float ih = fminf(p[2], k[2][j]) - fmaxf(p[0], k[0][j]), iw = fminf(p[3], k[3][j]) - fmaxf(p[1], k[1][j]);
-            float inter = ih * iw, uni = p[4] + k[4][j] - inter;
-            hit |= (ih > 0) & (iw > 0) & (k[4][j] > 0) & (uni > 0) & (inter / uni > threshold);
-        }
+        for (int64_t j = j0; j < end; j++)
+            hit |= iou_above(p, k[0][j], k[1][j], k[2][j], k[3][j], k[4][j], threshold);
         if (hit) return true;
     }
     return false;
 }
 
-/* Sort idx[0..n) by descending score, lower index first on ties (a
- * stable merge sort over the index order, using tmp). */
-static void sort_by_score(int64_t *idx, int64_t *tmp, int64_t n, const float *score) {
+/* Sort idx[0..n) by key[idx[.]], descending or ascending; equal keys keep
+ * their order (a stable merge sort, using tmp). */
+static void sort_by_key(int64_t *idx, int64_t *tmp, int64_t n, const float *key, bool descending) {
     for (int64_t w = 1; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, o = lo;
-            while (i < mid && j < hi)
-                tmp[o++] = score[idx[j]] > score[idx[i]] ? idx[j++] : idx[i++];
+            while (i < mid && j < hi) {
+                bool right_first = descending ? key[idx[j]] > key[idx[i]] : key[idx[j]] < key[idx[i]];
+                tmp[o++] = right_first ? idx[j++] : idx[i++];
+            }
             while (i < mid)
                 tmp[o++] = idx[i++];
             while (j < hi)
                 tmp[o++] = idx[j++];
         }
         memcpy(idx, tmp, sizeof *idx * (size_t)n);
+    }
+}
+
+/* First i in [0, n) with ymin[byy[i]] >= v (n if none). */
+static int64_t first_at_or_above(const int64_t *byy, int64_t n, const float *ymin, double v) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((double)ymin[byy[mid]] >= v)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Greedy NMS of one class's n candidates (rank r: cand[.][r], in score
+ * order); is_kept[r] set for the survivors, at most max of them.  A
+ * candidate need only be tested against kept boxes whose y extent meets
+ * its own: those lie in a window of the ymin order no wider than the
+ * tallest box, found by binary search.  Where the window holds more boxes
+ * than have been kept, the kept list is scanned instead.  Either way the
+ * same test on the same boxes: the result does not depend on the path. */
+static void nms_class(float *const cand[5], int64_t n, int64_t max, float threshold, int64_t *byy, int64_t *tmp,
+                      float *const kept[5], uint8_t *is_kept) {
+    int64_t m = 0, n_kept = 0;
+    float tallest = 0.0f;
+    for (int64_t r = 0; r < n; r++) {
+        is_kept[r] = 0;
+        if (!(cand[4][r] > 0)) continue; /* suppresses nothing */
+        byy[m++] = r;
+        float h = cand[2][r] - cand[0][r];
+        tallest = isfinite(h) && isfinite(cand[0][r]) ? fmaxf(tallest, h) : INFINITY;
+    }
+    sort_by_key(byy, tmp, m, cand[0], false);
+    for (int64_t r = 0; r < n && n_kept < max; r++) {
+        float p[5] = {cand[0][r], cand[1][r], cand[2][r], cand[3][r], cand[4][r]};
+        bool drop = false;
+        if (p[4] > 0) {
+            int64_t i0 = 0, i1 = m;
+            if (isfinite(tallest) && isfinite(p[0]) && isfinite(p[2])) {
+                /* q.ymax <= q.ymin + tallest: below this q ends before p starts (margin for rounding) */
+                double lo = (double)p[0] - (double)tallest * (1 + 1e-6) - fabs((double)p[0]) * 1e-6 - 1e-30;
+                i0 = first_at_or_above(byy, m, cand[0], lo);
+                i1 = first_at_or_above(byy, m, cand[0], (double)p[2]); /* from here q starts after p ends */
+            }
+            if (i1 - i0 < n_kept) {
+                for (int64_t i = i0; i < i1 && !drop; i++) {
+                    int64_t q = byy[i];
+                    drop = is_kept[q] &&
+                           iou_above(p, cand[0][q], cand[1][q], cand[2][q], cand[3][q], cand[4][q], threshold);
+                }
+            } else {
+                drop = suppressed_by_kept(p, kept, n_kept, threshold);
+            }
+        }
+        if (drop) continue;
+        for (int k = 0; k < 5; k++)
+            kept[k][n_kept] = p[k];
+        n_kept++;
+        is_kept[r] = 1;
     }
 }
 
@@ -165,28 +231,33 @@ static nn_status run_nms(nn_call *c) {
     if (nms_bound_rows(&a) > c->out[0].dims[0])
         return nn_call_error(c, NN_ERR_INTERNAL, "output sized for %lld boxes, fewer than the bound",
                              (long long)c->out[0].dims[0]);
-    int64_t *order = c->workspace, *tmp = order + a.boxes, *y = c->out[0].data, rows = 0;
-    float *kept[5]; /* columns of the kept boxes' corners and areas */
-    for (int k = 0; k < 5; k++)
-        kept[k] = (float *)(tmp + a.boxes) + k * a.boxes;
+    int64_t nb = a.boxes, *order = c->workspace, *tmp = order + nb, *byy = tmp + nb, *y = c->out[0].data, rows = 0;
+    float *cand[5], *kept[5]; /* columns: corners and areas of the candidates (by rank), of the kept boxes */
+    for (int k = 0; k < 5; k++) {
+        cand[k] = (float *)(byy + nb) + k * nb;
+        kept[k] = (float *)(byy + nb) + (5 + k) * nb;
+    }
+    uint8_t *is_kept = (uint8_t *)(kept[4] + nb);
     const float *boxes = c->in[0].data, *scores = c->in[1].data;
     for (int64_t b = 0; b < a.batches; b++)
         for (int64_t cl = 0; cl < a.classes && a.max_per_class > 0; cl++) {
-            const float *sc = scores + (b * a.classes + cl) * a.boxes, *bx = boxes + b * a.boxes * 4;
-            int64_t n = 0, n_kept = 0;
-            for (int64_t i = 0; i < a.boxes; i++)
+            const float *sc = scores + (b * a.classes + cl) * nb, *bx = boxes + b * nb * 4;
+            int64_t n = 0;
+            for (int64_t i = 0; i < nb; i++)
                 if (!a.has_score || sc[i] > a.score) order[n++] = i;
-            sort_by_score(order, tmp, n, sc);
-            for (int64_t i = 0; i < n && n_kept < a.max_per_class; i++) {
+            sort_by_key(order, tmp, n, sc, true); /* lower box index first on ties */
+            for (int64_t r = 0; r < n; r++) {
                 float q[5];
-                box_corners(bx + order[i] * 4, p->center_point_box, q);
-                if (suppressed(q, kept, n_kept, a.iou)) continue;
+                box_corners(bx + order[r] * 4, p->center_point_box, q);
                 for (int k = 0; k < 5; k++)
-                    kept[k][n_kept] = q[k];
-                n_kept++;
-                y[rows * 3] = b, y[rows * 3 + 1] = cl, y[rows * 3 + 2] = order[i];
-                rows++;
+                    cand[k][r] = q[k];
             }
+            nms_class(cand, n, a.max_per_class, a.iou, byy, tmp, kept, is_kept);
+            for (int64_t r = 0; r < n; r++)
+                if (is_kept[r]) {
+                    y[rows * 3] = b, y[rows * 3 + 1] = cl, y[rows * 3 + 2] = order[r];
+                    rows++;
+                }
         }
     c->out[0].dims[0] = rows;
     return NN_OK;

@@ -271,6 +271,78 @@ static void test_detect(void) {
     run_free(&r);
 }
 
+/* Greedy NMS as the spec words it, every candidate against every kept
+ * box: the reference for the op's windowed search.  Corners (y1, x1, y2,
+ * x2) in any order; writes the kept box indices in order, returns their
+ * count. */
+static int nms_reference(const float *boxes, const float *scores, int n, int max, float iou, float score_min,
+                         int64_t *out) {
+    int order[512], kept = 0, cnt = 0;
+    for (int i = 0; i < n; i++)
+        if (scores[i] > score_min) order[cnt++] = i;
+    for (int i = 1; i < cnt; i++) /* insertion sort: descending score, lower index first */
+        for (int j = i; j > 0 && scores[order[j]] > scores[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int i = 0; i < cnt && kept < max; i++) {
+        const float *a = boxes + 4 * order[i];
+        float ay0 = fminf(a[0], a[2]), ax0 = fminf(a[1], a[3]), ay1 = fmaxf(a[0], a[2]), ax1 = fmaxf(a[1], a[3]);
+        float aa = (ay1 - ay0) * (ax1 - ax0);
+        bool drop = false;
+        for (int k = 0; k < kept && !drop; k++) {
+            const float *b = boxes + 4 * out[k];
+            float by0 = fminf(b[0], b[2]), bx0 = fminf(b[1], b[3]), by1 = fmaxf(b[0], b[2]), bx1 = fmaxf(b[1], b[3]);
+            float ba = (by1 - by0) * (bx1 - bx0);
+            float ih = fminf(ay1, by1) - fmaxf(ay0, by0), iw = fminf(ax1, bx1) - fmaxf(ax0, bx0);
+            float inter = ih * iw, uni = aa + ba - inter;
+            drop = ih > 0 && iw > 0 && aa > 0 && ba > 0 && uni > 0 && inter / uni > iou;
+        }
+        if (!drop) out[kept++] = order[i];
+    }
+    return kept;
+}
+
+/* The op against the reference on random boxes: mostly small ones, some
+ * tall or wide, flipped corners, zero area, NaN and infinite coordinates,
+ * scores with ties. */
+static void test_nms_random(void) {
+    enum { N = 400 };
+    const float ious[] = {0.0f, 0.3f, 0.7f};
+    for (int trial = 0; trial < 12; trial++) {
+        nn_tensor in[5] = {tensor(NN_DTYPE_FLOAT, 3, 1, N, 4), tensor(NN_DTYPE_FLOAT, 3, 1, 1, N),
+                           int64_tensor(1, (int64_t[]){trial % 4 == 3 ? 25 : 1000}), float_values(1, &ious[trial % 3]),
+                           float_values(1, (float[]){0.2f})};
+        float *b = in[0].data, *sc = in[1].data;
+        for (int i = 0; i < N; i++) {
+            float y = uniform(0, 100), x = uniform(0, 100), h = uniform(0, 12), w = uniform(0, 12);
+            if (trial % 2 && i % 37 == 0) h = uniform(40, 90); /* tall boxes widen the window */
+            if (i % 41 == 0) w = uniform(40, 90);
+            if (i % 53 == 0) h = 0;
+            b[4 * i] = y, b[4 * i + 1] = x, b[4 * i + 2] = y + h, b[4 * i + 3] = x + w;
+            if (i % 7 == 0) b[4 * i] = y + h, b[4 * i + 2] = y; /* flipped */
+            sc[i] = (float)(int)uniform(0, 20) / 20;            /* ties */
+        }
+        if (trial >= 6) b[4 * 5] = NAN;
+        if (trial >= 9) b[4 * 11 + 2] = INFINITY;
+        int64_t want[N];
+        int n_want = nms_reference(b, sc, N, (int)*(int64_t *)in[2].data, ious[trial % 3], 0.2f, want);
+        run4 r;
+        run_op(&r, "NonMaxSuppression", 11, NULL, 0, in, 5, 1);
+        EXPECT_OK(&r, "NonMaxSuppression random");
+        CHECK(r.out[0].ndim == 2 && r.out[0].dims[0] == n_want, "NMS trial %d: %lld kept, the reference %d", trial,
+              (long long)r.out[0].dims[0], n_want);
+        const int64_t *got = r.out[0].data;
+        int bad = -1;
+        for (int i = 0; i < n_want && i < r.out[0].dims[0] && bad < 0; i++)
+            if (got[3 * i + 2] != want[i]) bad = i;
+        CHECK(bad < 0, "NMS trial %d: row %d keeps box %lld, the reference %lld", trial, bad,
+              (long long)(bad >= 0 ? got[3 * bad + 2] : 0), (long long)(bad >= 0 ? want[bad] : 0));
+        run_free(&r);
+    }
+}
+
 static void test_unique_and_more(void) {
     run4 r;
     /* not sorted: order of first appearance; every output */
@@ -327,6 +399,7 @@ int main(void) {
     test_topk();
     test_gather_scatter();
     test_detect();
+    test_nms_random();
     test_unique_and_more();
     test_checks();
     printf("index ops: %d checks passed, %d failed\n", passed, failed);

@@ -217,6 +217,7 @@ static nn_status prepare_dynamic(nn_lane *lane, const nn_node *n, nn_call *call)
     const nn_op_desc *d = nn_op_get(n->op);
     nn_status st = nn_op_check_dtypes(d, call);
     if (st == NN_OK) st = d->infer(call);
+    if (st == NN_DYNAMIC && d->bound) st = d->bound(call); /* run shrinks the outputs to what it found */
     if (st == NN_DYNAMIC)
         return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): shape still unknown at run time", n->name, d->name);
     if (st != NN_OK)
@@ -265,6 +266,8 @@ nn_status nn_execute(nn_model *m, nn_lane *lane) {
         }
         if (m->dynamic) {
             free(call.workspace);
+            for (int k = 0; d->bound && k < n->n_out; k++) /* the shapes run settled on */
+                if (n->out[k] >= 0) lane->rt[n->out[k]] = call.out[k];
             for (int k = 0; k < n->n_out; k++)
                 if (n->out[k] < 0) free(call.out[k].data); /* an output nobody named */
             for (int k = 0; k < n->n_in; k++) {

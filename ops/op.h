@@ -172,6 +172,12 @@ typedef struct nn_op_desc {
      * activation (call->in holds the node's inputs, constants with data)
      * so that fusion can fold it into its producer.  false: it cannot be. */
     bool (*as_activation)(const nn_call *call, nn_epilogue *e);
+    /* Optional, for ops whose output shape is only known once they ran
+     * (NonMaxSuppression, Unique): at run time, when infer still says
+     * NN_DYNAMIC, output shapes no smaller than the result; the engine
+     * allocates those, and run shrinks call->out[k].dims to the result
+     * (the elements written densely for the shrunk shape). */
+    nn_status (*bound)(nn_call *call);
 } nn_op_desc;
 
 /* ---- attribute helpers: return NN_OK (value or default stored), or

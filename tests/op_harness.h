@@ -126,6 +126,7 @@ static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr
                         .err = r->err,
                         .err_size = sizeof r->err};
     nn_status st = d->infer(&r->call);
+    if (st == NN_DYNAMIC && d->bound) st = d->bound(&r->call); /* run shrinks the outputs, as in the engine */
     if (!CHECK(st == NN_OK, "%s: infer: expected OK, got %s: %s", name, nn_strerror(st), r->err)) return false;
     for (int k = 0; k < n_out; k++)
         r->out[k].data = calloc((size_t)nn_tensor_elements(&r->out[k]) + 1, nn_dtype_size(r->out[k].dtype));

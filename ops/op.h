@@ -53,6 +53,7 @@ typedef struct nn_attr {
     int n; /* element count of ints / floats */
     const int64_t *ints;
     const float *floats;
+    const char *const *strings; /* n strings, NUL-terminated */
     const nn_tensor *t;
 } nn_attr;
 
@@ -139,6 +140,9 @@ typedef struct nn_op_desc {
     int min_outputs, max_outputs; /* max_outputs -1: variadic */
     unsigned flags;
     nn_status (*parse)(nn_parse_ctx *ctx); /* NULL: the op has no attributes */
+    /* Validates params (fresh from parse, or read back from the plan cache and so untrusted): every
+     * field in the range parse would produce.  Required when parse is set. */
+    nn_status (*check)(const void *params, char *err, size_t err_size);
     nn_status (*infer)(nn_call *call);
     size_t (*workspace)(const nn_call *call); /* NULL: needs none */
     nn_status (*run)(nn_call *call);

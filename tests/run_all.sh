@@ -60,6 +60,7 @@ else
     suite load_free_rss "$BUILD/tests/load_free_rss"
 fi
 suite models tests/check_models.sh
+suite rnn_models tests/check_rnn.sh
 suite structure tests/check_structure.sh
 suite cache tests/test_cache.sh
 echo "suites failed:${failed_names:- none}"

@@ -62,13 +62,13 @@ static const struct {
 #define RNN_MAX_ACTS 6 /* 3 per direction (LSTM), 2 directions */
 
 typedef struct rnn_params {
-    int32_t kind;      /* rnn_kind */
-    int32_t dirs;      /* 1 or 2 */
-    int32_t reverse;   /* with dirs == 1: the one direction runs backwards */
-    int32_t layout;    /* 0 or 1 */
-    int64_t hidden;    /* 0: taken from R's shape */
+    int32_t kind;    /* rnn_kind */
+    int32_t dirs;    /* 1 or 2 */
+    int32_t reverse; /* with dirs == 1: the one direction runs backwards */
+    int32_t layout;  /* 0 or 1 */
+    int64_t hidden;  /* 0: taken from R's shape */
     int32_t has_clip;
-    float clip;        /* > 0 */
+    float clip;                  /* > 0 */
     int32_t input_forget;        /* LSTM */
     int32_t linear_before_reset; /* GRU */
     int32_t acts[RNN_MAX_ACTS];  /* per direction: acts_per_dir of them */
@@ -134,10 +134,8 @@ static nn_status parse_rnn(nn_parse_ctx *ctx, rnn_kind kind) {
     p->linear_before_reset = kind == RNN_GRU && lbr != 0;
     const nn_attr *clip = nn_attr_find(ctx, "clip");
     if (clip) {
-        if (clip->type != NN_ATTR_FLOAT)
-            return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'clip' must be a float");
-        if (!(clip->f > 0.0f))
-            return nn_parse_error(ctx, NN_ERR_INVALID, "clip %g must be positive", (double)clip->f);
+        if (clip->type != NN_ATTR_FLOAT) return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'clip' must be a float");
+        if (!(clip->f > 0.0f)) return nn_parse_error(ctx, NN_ERR_INVALID, "clip %g must be positive", (double)clip->f);
         p->has_clip = 1;
         p->clip = clip->f;
     }
@@ -171,7 +169,8 @@ static nn_status parse_rnn(nn_parse_ctx *ctx, rnn_kind kind) {
     int ia = 0, ib = 0;
     for (int k = 0; k < names->n; k++) {
         int a = 0;
-        while (a < RNN_ACT_COUNT && strcasecmp(names->strings[k], act_info[a].name) != 0) a++;
+        while (a < RNN_ACT_COUNT && strcasecmp(names->strings[k], act_info[a].name) != 0)
+            a++;
         if (a == RNN_ACT_COUNT)
             return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "activation '%s' is not supported", names->strings[k]);
         p->acts[k] = a;
@@ -181,7 +180,8 @@ static nn_status parse_rnn(nn_parse_ctx *ctx, rnn_kind kind) {
         if (act_info[a].uses >= 2 && ib < n_beta) p->beta[k] = betas[ib++];
     }
     if (ia < n_alpha || ib < n_beta)
-        return nn_parse_error(ctx, NN_ERR_INVALID, "activation_alpha/beta have %d/%d values, the activations take %d/%d",
+        return nn_parse_error(ctx, NN_ERR_INVALID,
+                              "activation_alpha/beta have %d/%d values, the activations take %d/%d",
                               n_alpha < 0 ? 0 : n_alpha, n_beta < 0 ? 0 : n_beta, ia, ib);
     for (int k = names->n; k < total; k++) {
         p->acts[k] = p->acts[k - per];
@@ -198,15 +198,24 @@ static nn_status parse_simple(nn_parse_ctx *ctx) { return parse_rnn(ctx, RNN_SIM
 static nn_status check_rnn(const void *params, char *err, size_t err_size) {
     const rnn_params *p = params;
     const char *bad = NULL;
-    if (p->kind < RNN_LSTM || p->kind > RNN_SIMPLE) bad = "kind";
-    else if (p->dirs != 1 && p->dirs != 2) bad = "direction";
-    else if (p->reverse != 0 && p->reverse != 1) bad = "direction";
-    else if (p->layout != 0 && p->layout != 1) bad = "layout";
-    else if (p->hidden < 0 || p->hidden > INT32_MAX) bad = "hidden_size";
-    else if (p->has_clip != 0 && p->has_clip != 1) bad = "clip";
-    else if (p->has_clip && !(p->clip > 0.0f)) bad = "clip";
-    else if (p->input_forget != 0 && p->input_forget != 1) bad = "input_forget";
-    else if (p->linear_before_reset != 0 && p->linear_before_reset != 1) bad = "linear_before_reset";
+    if (p->kind < RNN_LSTM || p->kind > RNN_SIMPLE)
+        bad = "kind";
+    else if (p->dirs != 1 && p->dirs != 2)
+        bad = "direction";
+    else if (p->reverse != 0 && p->reverse != 1)
+        bad = "direction";
+    else if (p->layout != 0 && p->layout != 1)
+        bad = "layout";
+    else if (p->hidden < 0 || p->hidden > INT32_MAX)
+        bad = "hidden_size";
+    else if (p->has_clip != 0 && p->has_clip != 1)
+        bad = "clip";
+    else if (p->has_clip && !(p->clip > 0.0f))
+        bad = "clip";
+    else if (p->input_forget != 0 && p->input_forget != 1)
+        bad = "input_forget";
+    else if (p->linear_before_reset != 0 && p->linear_before_reset != 1)
+        bad = "linear_before_reset";
     for (int k = 0; !bad && k < RNN_MAX_ACTS; k++)
         if (p->acts[k] < 0 || p->acts[k] >= RNN_ACT_COUNT) bad = "activations";
     if (!bad) return NN_OK;
@@ -251,10 +260,10 @@ static nn_status rnn_resolve(const nn_call *c, rnn_geom *g) {
         return nn_call_error(c, NN_ERR_SHAPE,
                              "W [%lld, %lld, %lld] and R [%lld, %lld, %lld] must be [%lld, %lld, %lld] and "
                              "[%lld, %lld, %lld] (directions, %d x hidden_size %lld, input or hidden)",
-                             (long long)w->dims[0], (long long)w->dims[1], (long long)w->dims[2],
-                             (long long)r->dims[0], (long long)r->dims[1], (long long)r->dims[2],
-                             (long long)g->dirs, (long long)gh, (long long)g->input, (long long)g->dirs,
-                             (long long)gh, (long long)g->hidden, (int)g->gates, (long long)g->hidden);
+                             (long long)w->dims[0], (long long)w->dims[1], (long long)w->dims[2], (long long)r->dims[0],
+                             (long long)r->dims[1], (long long)r->dims[2], (long long)g->dirs, (long long)gh,
+                             (long long)g->input, (long long)g->dirs, (long long)gh, (long long)g->hidden,
+                             (int)g->gates, (long long)g->hidden);
     if (nn_present(c, IN_B) && !dims_are(&c->in[IN_B], 2, g->dirs, 2 * gh, 0))
         return nn_call_error(c, NN_ERR_SHAPE, "B must be [%lld, %lld]", (long long)g->dirs, (long long)(2 * gh));
     if (nn_present(c, IN_LENS)) {
@@ -269,8 +278,7 @@ static nn_status rnn_resolve(const nn_call *c, rnn_geom *g) {
                                  i == IN_H0 ? "initial_h" : "initial_c", (long long)s0, (long long)s1,
                                  (long long)g->hidden, (int)p->layout);
     if (p->kind == RNN_LSTM && nn_present(c, IN_P) && !dims_are(&c->in[IN_P], 2, g->dirs, 3 * g->hidden, 0))
-        return nn_call_error(c, NN_ERR_SHAPE, "P must be [%lld, %lld]", (long long)g->dirs,
-                             (long long)(3 * g->hidden));
+        return nn_call_error(c, NN_ERR_SHAPE, "P must be [%lld, %lld]", (long long)g->dirs, (long long)(3 * g->hidden));
     if (p->kind != RNN_LSTM && c->n_in > IN_C0)
         return nn_call_error(c, NN_ERR_INVALID, "%s takes at most 6 inputs", kind_name(p->kind));
     return NN_OK;
@@ -286,7 +294,8 @@ static nn_status infer_rnn(nn_call *c) {
     int64_t y[4] = {g.seq, g.dirs, g.batch, g.hidden}, y1[4] = {g.batch, g.seq, g.dirs, g.hidden};
     int64_t h[3] = {g.dirs, g.batch, g.hidden}, h1[3] = {g.batch, g.dirs, g.hidden};
     if (c->n_out > 0) nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, 4, p->layout ? y1 : y);
-    for (int k = 1; k < c->n_out; k++) nn_tensor_set_shape(&c->out[k], NN_DTYPE_FLOAT, 3, p->layout ? h1 : h);
+    for (int k = 1; k < c->n_out; k++)
+        nn_tensor_set_shape(&c->out[k], NN_DTYPE_FLOAT, 3, p->layout ? h1 : h);
     return NN_OK;
 }
 
@@ -385,7 +394,8 @@ static void gates_step(const rnn_params *p, const rnn_geom *g, int d, const floa
     const int *acts = p->acts + d * acts_per_dir(p->kind);
     const float *alphas = p->alpha + d * acts_per_dir(p->kind), *betas = p->beta + d * acts_per_dir(p->kind);
     if (p->kind == RNN_SIMPLE) {
-        for (int64_t j = 0; j < H; j++) h[j] = ACT(0, xr[j] + hr[j]);
+        for (int64_t j = 0; j < H; j++)
+            h[j] = ACT(0, xr[j] + hr[j]);
     } else if (p->kind == RNN_GRU) {
         /* gates z, r, h; z and r were applied to the state before this call */
         for (int64_t j = 0; j < H; j++) {
@@ -404,7 +414,8 @@ static void gates_step(const rnn_params *p, const rnn_geom *g, int d, const floa
         for (int64_t j = 0; j < H; j++) {
             float cp = cst[j];
             float i = ACT(0, xr[j] + hr[j] + (peep ? peep[j] * cp : 0.0f));
-            float f = p->input_forget ? 1.0f - i : ACT(0, xr[2 * H + j] + hr[2 * H + j] + (peep ? peep[2 * H + j] * cp : 0.0f));
+            float f = p->input_forget ? 1.0f - i
+                                      : ACT(0, xr[2 * H + j] + hr[2 * H + j] + (peep ? peep[2 * H + j] * cp : 0.0f));
             float cand = ACT(1, xr[3 * H + j] + hr[3 * H + j]);
             float cn = f * cp + i * cand;
             float o = ACT(0, xr[H + j] + hr[H + j] + (peep ? peep[H + j] * cn : 0.0f));
@@ -412,6 +423,11 @@ static void gates_step(const rnn_params *p, const rnn_geom *g, int d, const floa
             h[j] = o * act_apply(acts[2], alphas[2], betas[2], cn);
         }
     }
+}
+
+/* Batch entry b's sequence length (seq_length when no sequence_lens is given). */
+static int64_t seq_len(const nn_call *c, int64_t b, int64_t seq) {
+    return nn_present(c, IN_LENS) ? nn_tensor_get_int(&c->in[IN_LENS], b) : seq;
 }
 
 static nn_status run_rnn(nn_call *c) {
@@ -429,7 +445,7 @@ static nn_status run_rnn(nn_call *c) {
     void *gscratch = ws + wl.gemm;
     /* lengths: checked before anything is written */
     for (int64_t b = 0; b < Bn; b++) {
-        int64_t len = nn_present(c, IN_LENS) ? nn_tensor_get_int(&c->in[IN_LENS], b) : S;
+        int64_t len = seq_len(c, b, S);
         if (len < 0 || len > S)
             return nn_call_error(c, NN_ERR_INVALID, "sequence_lens[%lld] = %lld is outside [0, %lld]", (long long)b,
                                  (long long)len, (long long)S);
@@ -449,10 +465,12 @@ static nn_status run_rnn(nn_call *c) {
         const float *rbh = NULL;
         if (bsrc) {
             const float *wb = bsrc + d * 2 * gh, *rb = wb + gh;
-            for (int64_t j = 0; j < gh; j++) bias[j] = wb[j] + rb[j];
+            for (int64_t j = 0; j < gh; j++)
+                bias[j] = wb[j] + rb[j];
             if (p->linear_before_reset) {
                 rbh = rb + 2 * H;
-                for (int64_t j = 0; j < H; j++) bias[2 * H + j] = wb[2 * H + j];
+                for (int64_t j = 0; j < H; j++)
+                    bias[2 * H + j] = wb[2 * H + j];
             }
         }
         nn_gemm gi = input_gemm(c, &g, d, xp, bsrc ? bias : NULL);
@@ -476,7 +494,7 @@ static nn_status run_rnn(nn_call *c) {
                 const int *acts = p->acts + d * 2;
                 const float *alphas = p->alpha + d * 2, *betas = p->beta + d * 2;
                 for (int64_t b = 0; b < Bn; b++) {
-                    int64_t len = nn_present(c, IN_LENS) ? nn_tensor_get_int(&c->in[IN_LENS], b) : S;
+                    int64_t len = seq_len(c, b, S);
                     int64_t t = s < len ? (reverse ? len - 1 - s : s) : 0;
                     const float *xr = xp + (p->layout ? b * S + t : t * Bn + b) * gh;
                     for (int64_t j = 0; j < H; j++)
@@ -487,13 +505,14 @@ static nn_status run_rnn(nn_call *c) {
                     return nn_call_error(c, NN_ERR_INTERNAL, "recurrence: GEMM workspace too small");
             }
             for (int64_t b = 0; b < Bn; b++) {
-                int64_t len = nn_present(c, IN_LENS) ? nn_tensor_get_int(&c->in[IN_LENS], b) : S;
+                int64_t len = seq_len(c, b, S);
                 if (s >= len) continue; /* done: h holds its final state */
                 int64_t t = reverse ? len - 1 - s : s;
                 const float *xr = xp + (p->layout ? b * S + t : t * Bn + b) * gh;
                 gates_step(p, &g, d, xr, hr + b * gh, h + b * H, cst + b * H, peep, rbh);
-                if (y) memcpy(y + (p->layout ? (b * S + t) * g.dirs + d : (t * g.dirs + d) * Bn + b) * H, h + b * H,
-                              sizeof(float) * (size_t)H);
+                if (y)
+                    memcpy(y + (p->layout ? (b * S + t) * g.dirs + d : (t * g.dirs + d) * Bn + b) * H, h + b * H,
+                           sizeof(float) * (size_t)H);
             }
         }
         for (int64_t b = 0; b < Bn; b++) {

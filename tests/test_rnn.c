@@ -53,7 +53,8 @@ typedef struct ref_io {
 /* dot(row of M [rows, n], v) */
 static double dot(const float *m, int row, int n, const double *v) {
     double s = 0;
-    for (int k = 0; k < n; k++) s += (double)m[row * n + k] * v[k];
+    for (int k = 0; k < n; k++)
+        s += (double)m[row * n + k] * v[k];
     return s;
 }
 
@@ -76,13 +77,16 @@ static void reference(const rnn_case *c, ref_io *io) {
             }
             for (int s = 0; s < len; s++) {
                 int t = (d == 1 || c->reverse) ? len - 1 - s : s;
-                for (int k = 0; k < I; k++) xv[k] = io->x[(c->layout ? b * S + t : t * B + b) * I + k];
-#define PRE(g, j) (dot(w, (g) * H + (j), I, xv) + (wb ? wb[(g) * H + (j)] : 0))
-#define REC(g, j, v) (dot(r, (g) * H + (j), H, (v)) + (rb ? rb[(g) * H + (j)] : 0))
+                for (int k = 0; k < I; k++)
+                    xv[k] = io->x[(c->layout ? b * S + t : t * B + b) * I + k];
+#define PRE(g, j)    (dot(w, (g)*H + (j), I, xv) + (wb ? wb[(g)*H + (j)] : 0))
+#define REC(g, j, v) (dot(r, (g)*H + (j), H, (v)) + (rb ? rb[(g)*H + (j)] : 0))
                 if (c->kind == RNN) {
-                    for (int j = 0; j < H; j++) hn[j] = A(0, PRE(0, j) + REC(0, j, h));
+                    for (int j = 0; j < H; j++)
+                        hn[j] = A(0, PRE(0, j) + REC(0, j, h));
                 } else if (c->kind == GRU) {
-                    for (int j = 0; j < H; j++) rh[j] = A(0, PRE(1, j) + REC(1, j, h)) * h[j];
+                    for (int j = 0; j < H; j++)
+                        rh[j] = A(0, PRE(1, j) + REC(1, j, h)) * h[j];
                     for (int j = 0; j < H; j++) {
                         double z = A(0, PRE(0, j) + REC(0, j, h)), rr = A(0, PRE(1, j) + REC(1, j, h));
                         double hh = c->lbr ? A(1, PRE(2, j) + rr * REC(2, j, h)) : A(1, PRE(2, j) + REC(2, j, rh));
@@ -92,7 +96,8 @@ static void reference(const rnn_case *c, ref_io *io) {
                     const float *p = c->has_p ? io->p + d * 3 * H : NULL;
                     for (int j = 0; j < H; j++) {
                         double i = A(0, PRE(0, j) + REC(0, j, h) + (p ? p[j] * cs[j] : 0));
-                        double f = c->input_forget ? 1 - i : A(0, PRE(2, j) + REC(2, j, h) + (p ? p[2 * H + j] * cs[j] : 0));
+                        double f =
+                            c->input_forget ? 1 - i : A(0, PRE(2, j) + REC(2, j, h) + (p ? p[2 * H + j] * cs[j] : 0));
                         double g = A(1, PRE(3, j) + REC(3, j, h));
                         double cn = f * cs[j] + i * g;
                         double o = A(0, PRE(1, j) + REC(1, j, h) + (p ? p[H + j] * cn : 0));
@@ -120,14 +125,20 @@ static nn_tensor absent(void) { return (nn_tensor){.dtype = NN_DTYPE_UNDEFINED};
 /* Parse, infer and run one case through the op table (three outputs, which
  * op_harness's cpu_run does not have); 0 on success, else the failing stage
  * with its message in err. */
-static int run_op(const char *op, const nn_attr *attrs, int n_attrs, nn_tensor *in, int n_in, nn_tensor *out,
-                  int n_out, char *err, size_t err_size) {
+static int run_op(const char *op, const nn_attr *attrs, int n_attrs, nn_tensor *in, int n_in, nn_tensor *out, int n_out,
+                  char *err, size_t err_size) {
     const nn_op_desc *d = nn_op_get(nn_op_lookup(op));
     if (!d) return snprintf(err, err_size, "no op %s", op), 1;
     nn_arena arena;
     memset(&arena, 0, sizeof arena);
-    nn_parse_ctx ctx = {.attrs = attrs, .n_attrs = n_attrs, .opset = 14, .n_inputs = n_in, .n_outputs = n_out,
-                        .arena = &arena, .err = err, .err_size = err_size};
+    nn_parse_ctx ctx = {.attrs = attrs,
+                        .n_attrs = n_attrs,
+                        .opset = 14,
+                        .n_inputs = n_in,
+                        .n_outputs = n_out,
+                        .arena = &arena,
+                        .err = err,
+                        .err_size = err_size};
     int stage = 0;
     if (d->parse(&ctx) != NN_OK) {
         stage = 1;
@@ -137,8 +148,14 @@ static int run_op(const char *op, const nn_attr *attrs, int n_attrs, nn_tensor *
         stage = 2;
         goto done;
     }
-    nn_call call = {.params = ctx.params, .n_in = n_in, .n_out = n_out, .in = in, .out = out,
-                    .threads = cpu_threads, .err = err, .err_size = err_size};
+    nn_call call = {.params = ctx.params,
+                    .n_in = n_in,
+                    .n_out = n_out,
+                    .in = in,
+                    .out = out,
+                    .threads = cpu_threads,
+                    .err = err,
+                    .err_size = err_size};
     if (d->infer(&call) != NN_OK) {
         stage = 3;
         goto done;
@@ -173,8 +190,13 @@ static void run_case(const rnn_case *c) {
     for (int k = 3; k < 8; k++)
         if (in[k].dtype != NN_DTYPE_UNDEFINED) n_in = k + 1;
 
-    ref_io io = {.x = in[0].data, .w = in[1].data, .r = in[2].data, .b = in[3].data, .h0 = in[5].data,
-                 .c0 = in[6].data, .p = in[7].data};
+    ref_io io = {.x = in[0].data,
+                 .w = in[1].data,
+                 .r = in[2].data,
+                 .b = in[3].data,
+                 .h0 = in[5].data,
+                 .c0 = in[6].data,
+                 .p = in[7].data};
     reference(c, &io);
 
     const char *dir = D == 2 ? "bidirectional" : c->reverse ? "reverse" : "forward";
@@ -186,10 +208,11 @@ static void run_case(const rnn_case *c) {
     if (c->clip > 0) attrs[na++] = attr_float("clip", c->clip);
     if (c->kind == LSTM) attrs[na++] = attr_int("input_forget", c->input_forget);
     if (c->kind == GRU) attrs[na++] = attr_int("linear_before_reset", c->lbr);
-    if (c->n_acts) attrs[na++] = (nn_attr){.name = "activations", .type = NN_ATTR_STRINGS, .n = c->n_acts,
-                                           .strings = c->acts};
+    if (c->n_acts)
+        attrs[na++] = (nn_attr){.name = "activations", .type = NN_ATTR_STRINGS, .n = c->n_acts, .strings = c->acts};
     if (c->n_alpha)
-        attrs[na++] = (nn_attr){.name = "activation_alpha", .type = NN_ATTR_FLOATS, .n = c->n_alpha, .floats = c->alpha};
+        attrs[na++] =
+            (nn_attr){.name = "activation_alpha", .type = NN_ATTR_FLOATS, .n = c->n_alpha, .floats = c->alpha};
     if (c->n_beta)
         attrs[na++] = (nn_attr){.name = "activation_beta", .type = NN_ATTR_FLOATS, .n = c->n_beta, .floats = c->beta};
 
@@ -203,7 +226,8 @@ static void run_case(const rnn_case *c) {
     if (stage == 0) {
         int64_t ny = (int64_t)S * D * B * H, nh = (int64_t)D * B * H;
         float yw[MAXS * 2 * MAXB * MAXH], hw[2 * MAXB * MAXH], cw[2 * MAXB * MAXH];
-        for (int64_t i = 0; i < ny; i++) yw[i] = (float)io.y[i];
+        for (int64_t i = 0; i < ny; i++)
+            yw[i] = (float)io.y[i];
         for (int64_t i = 0; i < nh; i++) {
             hw[i] = (float)io.yh[i];
             cw[i] = (float)io.yc[i];
@@ -221,45 +245,153 @@ static void run_case(const rnn_case *c) {
             expect_close(what, out[2].data, cw, nh, 1e-5, 1e-4);
         }
     }
-    for (int k = 0; k < 8; k++) free(in[k].data);
-    for (int k = 0; k < n_out; k++) free(out[k].data);
+    for (int k = 0; k < 8; k++)
+        free(in[k].data);
+    for (int k = 0; k < n_out; k++)
+        free(out[k].data);
 }
 
-#define LSTM_DEFAULT {"Sigmoid", "Tanh", "Tanh", "Sigmoid", "Tanh", "Tanh"}
-#define GRU_DEFAULT {"Sigmoid", "Tanh", "Sigmoid", "Tanh"}
+#define LSTM_DEFAULT                                                                                                   \
+    { "Sigmoid", "Tanh", "Tanh", "Sigmoid", "Tanh", "Tanh" }
+#define GRU_DEFAULT                                                                                                    \
+    { "Sigmoid", "Tanh", "Sigmoid", "Tanh" }
 
 static const int lens_mixed[4] = {4, 0, 2, 5}, lens_full[3] = {5, 5, 5}, lens_zero[3] = {0, 3, 0};
 
 static const rnn_case cases[] = {
-    {.what = "LSTM forward, lengths 4 0 2 5, states, peepholes", .kind = LSTM, .dirs = 1, .S = 5, .B = 4, .I = 3,
-     .H = 4, .has_b = true, .has_h0 = true, .has_c0 = true, .has_p = true, .lens = lens_mixed, .ref_act = LSTM_DEFAULT},
-    {.what = "LSTM reverse, layout 1, clip 0.4, lengths 4 0 2 5", .kind = LSTM, .dirs = 1, .reverse = 1, .layout = 1,
-     .S = 5, .B = 4, .I = 5, .H = 3, .has_b = true, .has_h0 = true, .has_c0 = true, .lens = lens_mixed, .clip = 0.4f,
+    {.what = "LSTM forward, lengths 4 0 2 5, states, peepholes",
+     .kind = LSTM,
+     .dirs = 1,
+     .S = 5,
+     .B = 4,
+     .I = 3,
+     .H = 4,
+     .has_b = true,
+     .has_h0 = true,
+     .has_c0 = true,
+     .has_p = true,
+     .lens = lens_mixed,
      .ref_act = LSTM_DEFAULT},
-    {.what = "LSTM bidirectional, layout 1, input_forget, no bias or states, full lengths", .kind = LSTM, .dirs = 2,
-     .layout = 1, .S = 5, .B = 3, .I = 2, .H = 4, .has_p = true, .lens = lens_full, .input_forget = 1,
+    {.what = "LSTM reverse, layout 1, clip 0.4, lengths 4 0 2 5",
+     .kind = LSTM,
+     .dirs = 1,
+     .reverse = 1,
+     .layout = 1,
+     .S = 5,
+     .B = 4,
+     .I = 5,
+     .H = 3,
+     .has_b = true,
+     .has_h0 = true,
+     .has_c0 = true,
+     .lens = lens_mixed,
+     .clip = 0.4f,
      .ref_act = LSTM_DEFAULT},
-    {.what = "LSTM bidirectional, HardSigmoid/ScaledTanh/Affine with alpha and beta", .kind = LSTM, .dirs = 2, .S = 4,
-     .B = 2, .I = 3, .H = 3, .has_b = true, .has_h0 = true, .n_acts = 6,
-     .acts = {"HardSigmoid", "ScaledTanh", "Affine", "Sigmoid", "Softsign", "Tanh"}, .n_alpha = 3,
-     .alpha = {0.3f, 0.9f, 0.5f}, .n_beta = 3, .beta = {0.45f, 1.2f, 0.1f},
+    {.what = "LSTM bidirectional, layout 1, input_forget, no bias or states, full lengths",
+     .kind = LSTM,
+     .dirs = 2,
+     .layout = 1,
+     .S = 5,
+     .B = 3,
+     .I = 2,
+     .H = 4,
+     .has_p = true,
+     .lens = lens_full,
+     .input_forget = 1,
+     .ref_act = LSTM_DEFAULT},
+    {.what = "LSTM bidirectional, HardSigmoid/ScaledTanh/Affine with alpha and beta",
+     .kind = LSTM,
+     .dirs = 2,
+     .S = 4,
+     .B = 2,
+     .I = 3,
+     .H = 3,
+     .has_b = true,
+     .has_h0 = true,
+     .n_acts = 6,
+     .acts = {"HardSigmoid", "ScaledTanh", "Affine", "Sigmoid", "Softsign", "Tanh"},
+     .n_alpha = 3,
+     .alpha = {0.3f, 0.9f, 0.5f},
+     .n_beta = 3,
+     .beta = {0.45f, 1.2f, 0.1f},
      .ref_act = {"HardSigmoid", "ScaledTanh", "Affine", "Sigmoid", "Softsign", "Tanh"},
-     .ref_alpha = {0.3, 0.9, 0.5, 0, 0, 0}, .ref_beta = {0.45, 1.2, 0.1, 0, 0, 0}},
-    {.what = "GRU bidirectional, lengths 0 3 0 of 4, states", .kind = GRU, .dirs = 2, .S = 4, .B = 3, .I = 3, .H = 4,
-     .has_b = true, .has_h0 = true, .lens = lens_zero, .ref_act = GRU_DEFAULT},
-    {.what = "GRU reverse, linear_before_reset, layout 1, clip 0.5", .kind = GRU, .dirs = 1, .reverse = 1, .layout = 1,
-     .S = 5, .B = 3, .I = 4, .H = 3, .has_b = true, .has_h0 = true, .lens = lens_full, .clip = 0.5f, .lbr = 1,
+     .ref_alpha = {0.3, 0.9, 0.5, 0, 0, 0},
+     .ref_beta = {0.45, 1.2, 0.1, 0, 0, 0}},
+    {.what = "GRU bidirectional, lengths 0 3 0 of 4, states",
+     .kind = GRU,
+     .dirs = 2,
+     .S = 4,
+     .B = 3,
+     .I = 3,
+     .H = 4,
+     .has_b = true,
+     .has_h0 = true,
+     .lens = lens_zero,
      .ref_act = GRU_DEFAULT},
-    {.what = "GRU forward, linear_before_reset, lengths 4 0 2 5", .kind = GRU, .dirs = 1, .S = 5, .B = 4, .I = 2,
-     .H = 4, .has_b = true, .lens = lens_mixed, .lbr = 1, .ref_act = GRU_DEFAULT},
-    {.what = "RNN forward, defaults", .kind = RNN, .dirs = 1, .S = 4, .B = 2, .I = 3, .H = 4, .has_b = true,
+    {.what = "GRU reverse, linear_before_reset, layout 1, clip 0.5",
+     .kind = GRU,
+     .dirs = 1,
+     .reverse = 1,
+     .layout = 1,
+     .S = 5,
+     .B = 3,
+     .I = 4,
+     .H = 3,
+     .has_b = true,
+     .has_h0 = true,
+     .lens = lens_full,
+     .clip = 0.5f,
+     .lbr = 1,
+     .ref_act = GRU_DEFAULT},
+    {.what = "GRU forward, linear_before_reset, lengths 4 0 2 5",
+     .kind = GRU,
+     .dirs = 1,
+     .S = 5,
+     .B = 4,
+     .I = 2,
+     .H = 4,
+     .has_b = true,
+     .lens = lens_mixed,
+     .lbr = 1,
+     .ref_act = GRU_DEFAULT},
+    {.what = "RNN forward, defaults",
+     .kind = RNN,
+     .dirs = 1,
+     .S = 4,
+     .B = 2,
+     .I = 3,
+     .H = 4,
+     .has_b = true,
      .ref_act = {"Tanh", "Tanh"}},
-    {.what = "RNN bidirectional, LeakyRelu/Elu alphas, layout 1, lengths 0 3 0", .kind = RNN, .dirs = 2, .layout = 1,
-     .S = 3, .B = 3, .I = 2, .H = 3, .has_b = true, .has_h0 = true, .lens = lens_zero, .n_acts = 2,
-     .acts = {"LeakyRelu", "Elu"}, .n_alpha = 2, .alpha = {0.2f, 0.7f}, .ref_act = {"LeakyRelu", "Elu"},
+    {.what = "RNN bidirectional, LeakyRelu/Elu alphas, layout 1, lengths 0 3 0",
+     .kind = RNN,
+     .dirs = 2,
+     .layout = 1,
+     .S = 3,
+     .B = 3,
+     .I = 2,
+     .H = 3,
+     .has_b = true,
+     .has_h0 = true,
+     .lens = lens_zero,
+     .n_acts = 2,
+     .acts = {"LeakyRelu", "Elu"},
+     .n_alpha = 2,
+     .alpha = {0.2f, 0.7f},
+     .ref_act = {"LeakyRelu", "Elu"},
      .ref_alpha = {0.2, 0.7}},
-    {.what = "RNN bidirectional, one Softplus for both, clip 1", .kind = RNN, .dirs = 2, .S = 4, .B = 2, .I = 2, .H = 2,
-     .has_b = true, .clip = 1.0f, .n_acts = 1, .acts = {"Softplus"}, .ref_act = {"Softplus", "Softplus"}},
+    {.what = "RNN bidirectional, one Softplus for both, clip 1",
+     .kind = RNN,
+     .dirs = 2,
+     .S = 4,
+     .B = 2,
+     .I = 2,
+     .H = 2,
+     .has_b = true,
+     .clip = 1.0f,
+     .n_acts = 1,
+     .acts = {"Softplus"},
+     .ref_act = {"Softplus", "Softplus"}},
 };
 
 /* A length past seq_length fails the run with a message naming it. */
@@ -274,8 +406,10 @@ static void test_bad_length(void) {
     char err[256] = "";
     int stage = run_op("RNN", attrs, 1, in, 5, out, 2, err, sizeof err);
     CHECK(stage == 4 && strstr(err, "sequence_lens[1] = 7"), "length 7 of 3: stage %d, message '%s'", stage, err);
-    for (int k = 0; k < 5; k++) free(in[k].data);
-    for (int k = 0; k < 2; k++) free(out[k].data);
+    for (int k = 0; k < 5; k++)
+        free(in[k].data);
+    for (int k = 0; k < 2; k++)
+        free(out[k].data);
 }
 
 /* An activation the spec does not list is refused at parse, by name. */
@@ -289,12 +423,14 @@ static void test_bad_activation(void) {
     char err[256] = "";
     int stage = run_op("RNN", attrs, 2, in, 3, out, 2, err, sizeof err);
     CHECK(stage == 1 && strstr(err, "Gelu"), "activation Gelu: stage %d, message '%s'", stage, err);
-    for (int k = 0; k < 3; k++) free(in[k].data);
+    for (int k = 0; k < 3; k++)
+        free(in[k].data);
 }
 
 int main(void) {
     for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            run_case(&cases[i]);
     test_bad_length();
     test_bad_activation();
     printf("test_rnn: %d passed, %d failed\n", passed, failed);

@@ -132,6 +132,10 @@ enum nn_op_flags {
     NN_OPF_ELEMENTWISE = 1u << 2,
     /* run applies call->prologue (see nn_prologue for which shapes) */
     NN_OPF_PROLOGUE = 1u << 3,
+    /* dim 0 of an input is not a sample axis (a seq-major recurrence runs
+     * across time there): a symbolic dim 0 must not be bound as the batch,
+     * which the engine would split into micro-batches or chunks */
+    NN_OPF_SPANS_DIM0 = 1u << 4,
 };
 
 typedef struct nn_op_desc {

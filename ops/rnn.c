@@ -530,6 +530,7 @@ static nn_status run_rnn(nn_call *c) {
                                      .max_inputs = max_in,                                                             \
                                      .min_outputs = 0,                                                                 \
                                      .max_outputs = max_out,                                                           \
+                                     .flags = NN_OPF_SPANS_DIM0,                                                       \
                                      .parse = parse_fn,                                                                \
                                      .check = check_rnn,                                                               \
                                      .infer = infer_rnn,                                                               \

@@ -174,7 +174,7 @@ def export_one(name, out_dir, stem, batch, force, ops_def):
     # Write to temporaries first so an interrupted run is not "up to date".
     tmp = [p + ".tmp" for p in paths]
     if name in RNN_MODELS:
-        export_rnn_onnx(model, x, tmp[0])
+        export_rnn_onnx(name, model, x, tmp[0])
     else:
         export_onnx(model, x, tmp[0])
     ops = check_onnx(tmp[0], n_bn)
@@ -239,10 +239,24 @@ class GruNet(torch.nn.Module):
         return self.head(y) + self.state_head(h.permute(1, 0, 2).reshape(x.shape[0], -1)).unsqueeze(1)
 
 
-# name -> (module class, input shape)
+class LstmSeqNet(torch.nn.Module):
+    """1-layer LSTM exported with a symbolic sequence length (dim 0): the
+    engine must not take that dim for a batch it may split."""
+
+    def __init__(self, gen):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(RNN_INPUT, 20)
+        self.head = torch.nn.Linear(20, 8)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0])
+
+
+# name -> (module class, input shape, symbolic sequence length)
 RNN_MODELS = {
-    "lstm_bidi2": (LstmNet, (RNN_SEQ, RNN_BATCH, RNN_INPUT)),
-    "gru2": (GruNet, (RNN_BATCH, RNN_SEQ, RNN_INPUT)),
+    "lstm_bidi2": (LstmNet, (RNN_SEQ, RNN_BATCH, RNN_INPUT), False),
+    "gru2": (GruNet, (RNN_BATCH, RNN_SEQ, RNN_INPUT), False),
+    "lstm_seq": (LstmSeqNet, (RNN_SEQ, RNN_BATCH, RNN_INPUT), True),
 }
 
 
@@ -264,11 +278,24 @@ def rnn_input(name):
     return rng.standard_normal(RNN_MODELS[name][1], dtype=np.float32)
 
 
-def export_rnn_onnx(model, x, path):
+def export_rnn_onnx(name, model, x, path):
+    """With a symbolic sequence length, the recurrent nodes also get their
+    default activations spelled out, so the importer's string lists are
+    exercised (torch leaves the attribute out)."""
+    dynamic = RNN_MODELS[name][2]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch warns that batch_first GRUs export with Transposes
         torch.onnx.export(model, torch.from_numpy(x), path, opset_version=RNN_OPSET,
-                          input_names=["input"], output_names=["output"], do_constant_folding=True)
+                          input_names=["input"], output_names=["output"], do_constant_folding=True,
+                          dynamic_axes={"input": {0: "seq"}, "output": {0: "seq"}} if dynamic else None)
+    if dynamic:
+        import onnx
+        m = onnx.load(path)
+        defaults = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
+        for node in m.graph.node:
+            if node.op_type in defaults:
+                node.attribute.append(onnx.helper.make_attribute("activations", defaults[node.op_type]))
+        onnx.save(m, path)
 
 
 def main():

@@ -15,7 +15,7 @@ BUILD=${NN_BUILD:-build}
 DIR=${RNN_DIR:-build/models}
 TOL=${TOL:-1e-4}
 PYTHON=${PYTHON:-/usr/bin/python3}
-ALL="lstm_bidi2 gru2"
+ALL="lstm_bidi2 gru2 lstm_seq"
 names=${*:-$ALL}
 for name in $names; do
     case " $ALL " in
@@ -41,21 +41,32 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
 failed=0
-for name in $names; do
+# check LABEL NAME NNRUN_ARGS...
+check() {
+    label=$1
+    name=$2
+    shift 2
     rm -rf "$tmp/out" && mkdir "$tmp/out"
     if ! "$BUILD/nnrun" "$DIR/$name.onnx" --input input="$DIR/$name.input.npy" --save-outputs "$tmp/out" \
-        --warmup 0 --iters 1 >"$tmp/log" 2>&1; then
-        printf '%-12s FAIL  nnrun: %s\n' "$name" "$(tail -n 1 "$tmp/log")"
+        --warmup 0 --iters 1 --no-cache "$@" >"$tmp/log" 2>&1; then
+        printf '%-28s FAIL  nnrun: %s\n' "$label" "$(tail -n 1 "$tmp/log")"
         failed=$((failed + 1))
-        continue
+        return
     fi
     if result=$("$BUILD/tests/compare_npy" "$tmp/out/output.npy" "$DIR/$name.output.npy" "$TOL" 2>&1); then
-        printf '%-12s PASS  %s\n' "$name" "$result"
+        printf '%-28s PASS  %s\n' "$label" "$result"
         passed=$((passed + 1))
     else
-        printf '%-12s FAIL  %s  (tolerance %s)\n' "$name" "$result" "$TOL"
+        printf '%-28s FAIL  %s  (tolerance %s)\n' "$label" "$result" "$TOL"
         failed=$((failed + 1))
     fi
+}
+for name in $names; do
+    check "$name" "$name"
+    # a plan for one sample, then micro-batches of one: neither may split
+    # a symbolic sequence length as if it were the batch
+    check "$name --batch 1" "$name" --batch 1
+    check "$name --micro-batch 1" "$name" --micro-batch 1
 done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -301,31 +301,22 @@ static nn_status infer_rnn(nn_call *c) {
 
 /* ---- the products and the workspace */
 
-/* Workspace, in floats, each part 16-float aligned:
- *   xp   [seq * batch, gates * hidden]  one direction's X * W^T + bias
- *   bias [gates * hidden]
- *   h, c [batch, hidden]                 the running state
- *   hr   [batch, gates * hidden]         H * R^T of one step
- *   rh   [batch, hidden]                 GRU: r (.) H
- *   then the GEMM's own scratch. */
-typedef struct rnn_ws {
-    size_t xp, bias, h, c, hr, rh, gemm, total; /* offsets in floats; total: floats before the GEMM's */
-} rnn_ws;
-
-static size_t align16(size_t n) { return (n + 15) / 16 * 16; }
-
-static rnn_ws ws_layout(const rnn_geom *g) {
-    size_t gh = (size_t)(g->gates * g->hidden), bh = (size_t)(g->batch * g->hidden);
-    rnn_ws w = {0};
-    w.xp = 0;
-    w.bias = w.xp + align16((size_t)(g->seq * g->batch) * gh);
-    w.h = w.bias + align16(gh);
-    w.c = w.h + align16(bh);
-    w.hr = w.c + align16(bh);
-    w.rh = w.hr + align16((size_t)g->batch * gh);
-    w.gemm = w.rh + align16(bh);
-    w.total = w.gemm;
-    return w;
+/* H * R[d]^T for columns [col0, col0 + n) of the gates, from `a` (H or r (.) H). */
+static nn_gemm step_gemm(const nn_call *c, const rnn_geom *g, int d, const float *a, float *hr, int64_t col0, int64_t n,
+                         const nn_gemm_packed *packed) {
+    int64_t gh = g->gates * g->hidden;
+    return (nn_gemm){.m = g->batch,
+                     .n = n,
+                     .k = g->hidden,
+                     .a = a,
+                     .lda = g->hidden,
+                     .b = (const float *)c->in[IN_R].data + (d * gh + col0) * g->hidden,
+                     .ldb = g->hidden,
+                     .trans_b = true,
+                     .b_packed = packed,
+                     .c = hr ? hr + col0 : NULL,
+                     .ldc = gh,
+                     .alpha = 1.0f};
 }
 
 /* X * W[d]^T (+ bias) for every time step: rows in X's own order. */
@@ -336,7 +327,7 @@ static nn_gemm input_gemm(const nn_call *c, const rnn_geom *g, int d, float *xp,
                      .k = g->input,
                      .a = c->in[IN_X].data,
                      .lda = g->input,
-                     .b = c->in[IN_W].data ? (const float *)c->in[IN_W].data + d * gh * g->input : NULL,
+                     .b = (const float *)c->in[IN_W].data + d * gh * g->input,
                      .ldb = g->input,
                      .trans_b = true,
                      .c = xp,
@@ -346,82 +337,134 @@ static nn_gemm input_gemm(const nn_call *c, const rnn_geom *g, int d, float *xp,
                      .bias = bias};
 }
 
-/* H * R[d]^T for columns [col0, col0 + n) of the gates, from `a` (H or r (.) H). */
-static nn_gemm step_gemm(const nn_call *c, const rnn_geom *g, int d, const float *a, float *hr, int64_t col0,
-                         int64_t n) {
-    int64_t gh = g->gates * g->hidden;
-    return (nn_gemm){.m = g->batch,
-                     .n = n,
-                     .k = g->hidden,
-                     .a = a,
-                     .lda = g->hidden,
-                     .b = c->in[IN_R].data ? (const float *)c->in[IN_R].data + (d * gh + col0) * g->hidden : NULL,
-                     .ldb = g->hidden,
-                     .trans_b = true,
-                     .c = hr ? hr + col0 : NULL,
-                     .ldc = gh,
-                     .alpha = 1.0f};
-}
+/* GRU without linear_before_reset: the h gate's product needs r first, so
+ * R's z and r rows and its h rows are two products. */
+static bool split_h(const rnn_params *p) { return p->kind == RNN_GRU && !p->linear_before_reset; }
 
-static size_t gemm_scratch(const nn_call *c, const rnn_geom *g) {
-    int64_t gh = g->gates * g->hidden;
+/* Workspace, in floats from a 64-byte aligned base, each part 16-float aligned:
+ *   xp    [seq * batch, gates * hidden]  one direction's X * W^T + bias
+ *   bias  [gates * hidden]
+ *   h, c  [batch, hidden]                the running state
+ *   hr    [batch, gates * hidden]        one step's gates
+ *   tmp   [batch, hidden]                GRU: r (.) H; LSTM: h(C)
+ *   r0, r1                               R[d] packed once per direction for
+ *                                        the step products (r1: GRU's h rows)
+ *   then the GEMM's own scratch (bytes). */
+typedef struct rnn_ws {
+    size_t xp, bias, h, c, hr, tmp, r0, r1, gemm; /* offsets in floats */
+    size_t gemm_bytes, total_bytes;
+} rnn_ws;
+
+static size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+static rnn_ws ws_layout(const nn_call *c, const rnn_geom *g) {
+    const rnn_params *p = c->params;
+    int64_t H = g->hidden, gh = g->gates * H;
+    size_t bh = (size_t)(g->batch * H);
+    rnn_ws w = {0};
+    w.bias = w.xp + align16((size_t)(g->seq * g->batch * gh));
+    w.h = w.bias + align16((size_t)gh);
+    w.c = w.h + align16(bh);
+    w.hr = w.c + align16(bh);
+    w.tmp = w.hr + align16((size_t)(g->batch * gh));
+    w.r0 = w.tmp + align16(bh);
+    nn_gemm s0 = step_gemm(c, g, 0, NULL, NULL, 0, split_h(p) ? 2 * H : gh, NULL);
+    nn_gemm s1 = step_gemm(c, g, 0, NULL, NULL, 2 * H, H, NULL);
+    w.r1 = w.r0 + align16(nn_gemm_pack_b_floats(&s0));
+    w.gemm = w.r1 + (split_h(p) ? align16(nn_gemm_pack_b_floats(&s1)) : 0);
     float dummy = 0.0f;
-    nn_gemm a = input_gemm(c, g, 0, &dummy, &dummy), b = step_gemm(c, g, 0, &dummy, &dummy, 0, gh);
-    size_t wa = nn_gemm_workspace(&a, c->threads), wb = nn_gemm_workspace(&b, c->threads);
-    return wa > wb ? wa : wb;
+    nn_gemm in = input_gemm(c, g, 0, &dummy, &dummy);
+    size_t wa = nn_gemm_workspace(&in, c->threads), wb = nn_gemm_workspace(&s0, c->threads);
+    w.gemm_bytes = wa > wb ? wa : wb;
+    w.total_bytes = 64 + sizeof(float) * w.gemm + w.gemm_bytes;
+    return w;
 }
 
 static size_t workspace_rnn(const nn_call *c) {
     rnn_geom g;
     if (rnn_resolve(c, &g) != NN_OK) return 0;
-    return sizeof(float) * ws_layout(&g).total + gemm_scratch(c, &g);
+    return ws_layout(c, &g).total_bytes;
 }
 
 /* ---- the recurrence */
 
-static inline float clipped(const rnn_params *p, float x) {
-    if (!p->has_clip) return x;
-    return x < -p->clip ? -p->clip : x > p->clip ? p->clip : x;
+/* Activation k of direction d over n values, clipped first when asked (the
+ * spec clips gate inputs, not the cell state h() reads).  Those the GEMM
+ * kernel has in vector form go through it. */
+static void act_vec(const rnn_params *p, int d, int k, float *y, int64_t n, bool clip) {
+    static const nn_act vector_form[RNN_ACT_COUNT] = {
+        [RNN_ACT_RELU] = NN_ACT_RELU,
+        [RNN_ACT_TANH] = NN_ACT_TANH,
+        [RNN_ACT_SIGMOID] = NN_ACT_SIGMOID,
+        [RNN_ACT_LEAKY_RELU] = NN_ACT_LEAKY_RELU,
+        [RNN_ACT_HARD_SIGMOID] = NN_ACT_HARD_SIGMOID,
+    };
+    int slot = d * acts_per_dir(p->kind) + k, act = p->acts[slot];
+    float a = p->alpha[slot], b = p->beta[slot];
+    if (clip && p->has_clip)
+        for (int64_t j = 0; j < n; j++)
+            y[j] = y[j] < -p->clip ? -p->clip : y[j] > p->clip ? p->clip : y[j];
+    if (vector_form[act] != NN_ACT_NONE) {
+        nn_gemm_act(y, n, vector_form[act], a, b);
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        y[j] = act_apply(act, a, b, y[j]);
 }
 
-#define ACT(k, x) act_apply(acts[k], alphas[k], betas[k], clipped(p, (x)))
-
-/* One step's gates for batch entry b: xr is X_t * W^T + biases, hr H * R^T
- * (GRU without linear_before_reset: its h part already from r (.) H). */
-static void gates_step(const rnn_params *p, const rnn_geom *g, int d, const float *xr, const float *hr, float *h,
-                       float *cst, const float *peep, const float *rbh) {
-    int64_t H = g->hidden;
-    const int *acts = p->acts + d * acts_per_dir(p->kind);
-    const float *alphas = p->alpha + d * acts_per_dir(p->kind), *betas = p->beta + d * acts_per_dir(p->kind);
+/* One step of one batch entry.  On entry gt holds its row of H * R^T (GRU
+ * without linear_before_reset: r already applied and the h gate's product
+ * taken from r (.) H), xr its X_t * W^T + biases; tmp is H floats of
+ * scratch.  Updates h and, for LSTM, the cell state cs. */
+static void gates_row(const rnn_params *p, int d, int64_t H, const float *xr, float *gt, float *h, float *cs,
+                      const float *peep, const float *rbh, float *tmp) {
     if (p->kind == RNN_SIMPLE) {
         for (int64_t j = 0; j < H; j++)
-            h[j] = ACT(0, xr[j] + hr[j]);
+            h[j] = gt[j] + xr[j];
+        act_vec(p, d, 0, h, H, true);
     } else if (p->kind == RNN_GRU) {
-        /* gates z, r, h; z and r were applied to the state before this call */
-        for (int64_t j = 0; j < H; j++) {
-            float z = ACT(0, xr[j] + hr[j]);
-            float cand;
-            if (p->linear_before_reset) {
-                float r = ACT(0, xr[H + j] + hr[H + j]);
-                cand = ACT(1, xr[2 * H + j] + r * (hr[2 * H + j] + (rbh ? rbh[j] : 0.0f)));
-            } else {
-                cand = ACT(1, xr[2 * H + j] + hr[2 * H + j]);
-            }
-            h[j] = (1.0f - z) * cand + z * h[j];
-        }
+        /* gates z, r, h */
+        int64_t zr = split_h(p) ? H : 2 * H; /* r is done when split */
+        for (int64_t j = 0; j < zr; j++)
+            gt[j] += xr[j];
+        act_vec(p, d, 0, gt, zr, true);
+        const float *z = gt, *r = gt + H;
+        float *cand = gt + 2 * H;
+        if (p->linear_before_reset)
+            for (int64_t j = 0; j < H; j++)
+                cand[j] = xr[2 * H + j] + r[j] * (cand[j] + (rbh ? rbh[j] : 0.0f));
+        else
+            for (int64_t j = 0; j < H; j++)
+                cand[j] += xr[2 * H + j];
+        act_vec(p, d, 1, cand, H, true);
+        for (int64_t j = 0; j < H; j++)
+            h[j] = (1.0f - z[j]) * cand[j] + z[j] * h[j];
     } else {
-        /* gates i, o, f, c; peepholes i, o, f */
-        for (int64_t j = 0; j < H; j++) {
-            float cp = cst[j];
-            float i = ACT(0, xr[j] + hr[j] + (peep ? peep[j] * cp : 0.0f));
-            float f = p->input_forget ? 1.0f - i
-                                      : ACT(0, xr[2 * H + j] + hr[2 * H + j] + (peep ? peep[2 * H + j] * cp : 0.0f));
-            float cand = ACT(1, xr[3 * H + j] + hr[3 * H + j]);
-            float cn = f * cp + i * cand;
-            float o = ACT(0, xr[H + j] + hr[H + j] + (peep ? peep[H + j] * cn : 0.0f));
-            cst[j] = cn;
-            h[j] = o * act_apply(acts[2], alphas[2], betas[2], cn);
+        /* gates i, o, f, c; peepholes i, o, f (o's on the new cell state) */
+        float *i = gt, *o = gt + H, *f = gt + 2 * H, *cand = gt + 3 * H;
+        for (int64_t j = 0; j < H; j++)
+            i[j] += xr[j] + (peep ? peep[j] * cs[j] : 0.0f);
+        act_vec(p, d, 0, i, H, true);
+        if (p->input_forget) {
+            for (int64_t j = 0; j < H; j++)
+                f[j] = 1.0f - i[j];
+        } else {
+            for (int64_t j = 0; j < H; j++)
+                f[j] += xr[2 * H + j] + (peep ? peep[2 * H + j] * cs[j] : 0.0f);
+            act_vec(p, d, 0, f, H, true);
         }
+        for (int64_t j = 0; j < H; j++)
+            cand[j] += xr[3 * H + j];
+        act_vec(p, d, 1, cand, H, true);
+        for (int64_t j = 0; j < H; j++) {
+            cs[j] = f[j] * cs[j] + i[j] * cand[j];
+            o[j] += xr[H + j] + (peep ? peep[H + j] * cs[j] : 0.0f);
+            tmp[j] = cs[j];
+        }
+        act_vec(p, d, 0, o, H, true);
+        act_vec(p, d, 2, tmp, H, false);
+        for (int64_t j = 0; j < H; j++)
+            h[j] = o[j] * tmp[j];
     }
 }
 
@@ -430,18 +473,20 @@ static int64_t seq_len(const nn_call *c, int64_t b, int64_t seq) {
     return nn_present(c, IN_LENS) ? nn_tensor_get_int(&c->in[IN_LENS], b) : seq;
 }
 
+/* Gate values per step below which one thread does a step's gates alone. */
+#define RNN_PARALLEL_GATES 16384
+
 static nn_status run_rnn(nn_call *c) {
     const rnn_params *p = c->params;
     rnn_geom g;
     nn_status st = rnn_resolve(c, &g);
     if (st != NN_OK) return st;
     int64_t S = g.seq, Bn = g.batch, H = g.hidden, gh = g.gates * H;
-    rnn_ws wl = ws_layout(&g);
-    size_t gemm_ws = gemm_scratch(c, &g);
-    if (c->workspace_size < sizeof(float) * wl.total + gemm_ws)
-        return nn_call_error(c, NN_ERR_INTERNAL, "workspace too small");
-    float *ws = c->workspace, *xp = ws + wl.xp, *bias = ws + wl.bias, *h = ws + wl.h, *cst = ws + wl.c,
-          *hr = ws + wl.hr, *rh = ws + wl.rh;
+    rnn_ws wl = ws_layout(c, &g);
+    if (c->workspace_size < wl.total_bytes) return nn_call_error(c, NN_ERR_INTERNAL, "workspace too small");
+    float *ws = (float *)(((uintptr_t)c->workspace + 63) & ~(uintptr_t)63);
+    float *xp = ws + wl.xp, *bias = ws + wl.bias, *h = ws + wl.h, *cst = ws + wl.c, *hr = ws + wl.hr,
+          *tmp = ws + wl.tmp;
     void *gscratch = ws + wl.gemm;
     /* lengths: checked before anything is written */
     for (int64_t b = 0; b < Bn; b++) {
@@ -457,7 +502,7 @@ static nn_status run_rnn(nn_call *c) {
     const float *h0 = nn_present(c, IN_H0) ? c->in[IN_H0].data : NULL;
     const float *c0 = p->kind == RNN_LSTM && nn_present(c, IN_C0) ? c->in[IN_C0].data : NULL;
     const float *pp = p->kind == RNN_LSTM && nn_present(c, IN_P) ? c->in[IN_P].data : NULL;
-    bool split_h = p->kind == RNN_GRU && !p->linear_before_reset; /* h gate's product needs r first */
+    bool split = split_h(p);
     for (int d = 0; d < g.dirs; d++) {
         bool reverse = d == 1 || p->reverse;
         /* the biases that add straight to the projection: Wb + Rb, except
@@ -474,8 +519,18 @@ static nn_status run_rnn(nn_call *c) {
             }
         }
         nn_gemm gi = input_gemm(c, &g, d, xp, bsrc ? bias : NULL);
-        if (!nn_gemm_run(&gi, gscratch, gemm_ws, c->threads))
+        if (!nn_gemm_run(&gi, gscratch, wl.gemm_bytes, c->threads))
             return nn_call_error(c, NN_ERR_INTERNAL, "input projection: GEMM workspace too small");
+        /* R[d] packed once for all the steps */
+        nn_gemm_packed r0, r1;
+        nn_gemm s0 = step_gemm(c, &g, d, h, hr, 0, split ? 2 * H : gh, NULL);
+        nn_gemm s1 = step_gemm(c, &g, d, tmp, hr, 2 * H, H, NULL);
+        nn_gemm_pack_b(&s0, ws + wl.r0, &r0);
+        s0.b_packed = &r0;
+        if (split) {
+            nn_gemm_pack_b(&s1, ws + wl.r1, &r1);
+            s1.b_packed = &r1;
+        }
         /* the state: [batch, hidden] rows of this direction */
         for (int64_t b = 0; b < Bn; b++) {
             int64_t src = (p->layout ? b * g.dirs + d : d * Bn + b) * H;
@@ -486,30 +541,32 @@ static nn_status run_rnn(nn_call *c) {
         }
         const float *peep = pp ? pp + d * 3 * H : NULL;
         for (int64_t s = 0; s < S; s++) {
-            nn_gemm gs = step_gemm(c, &g, d, h, hr, 0, split_h ? 2 * H : gh);
-            if (!nn_gemm_run(&gs, gscratch, gemm_ws, c->threads))
+            if (!nn_gemm_run(&s0, gscratch, wl.gemm_bytes, c->threads))
                 return nn_call_error(c, NN_ERR_INTERNAL, "recurrence: GEMM workspace too small");
-            if (split_h) {
-                /* r = f(Xr + Hr): then (r (.) H) * Rh^T */
-                const int *acts = p->acts + d * 2;
-                const float *alphas = p->alpha + d * 2, *betas = p->beta + d * 2;
+            if (split) {
+                /* r = f(Xr + Hr) in place, then (r (.) H) * Rh^T */
                 for (int64_t b = 0; b < Bn; b++) {
                     int64_t len = seq_len(c, b, S);
-                    int64_t t = s < len ? (reverse ? len - 1 - s : s) : 0;
+                    if (s >= len) continue;
+                    int64_t t = reverse ? len - 1 - s : s;
                     const float *xr = xp + (p->layout ? b * S + t : t * Bn + b) * gh;
+                    float *r = hr + b * gh + H;
                     for (int64_t j = 0; j < H; j++)
-                        rh[b * H + j] = ACT(0, xr[H + j] + hr[b * gh + H + j]) * h[b * H + j];
+                        r[j] += xr[H + j];
+                    act_vec(p, d, 0, r, H, true);
+                    for (int64_t j = 0; j < H; j++)
+                        tmp[b * H + j] = r[j] * h[b * H + j];
                 }
-                nn_gemm g2 = step_gemm(c, &g, d, rh, hr, 2 * H, H);
-                if (!nn_gemm_run(&g2, gscratch, gemm_ws, c->threads))
+                if (!nn_gemm_run(&s1, gscratch, wl.gemm_bytes, c->threads))
                     return nn_call_error(c, NN_ERR_INTERNAL, "recurrence: GEMM workspace too small");
             }
+#pragma omp parallel for num_threads(c->threads) if (c->threads > 1 && Bn * gh >= RNN_PARALLEL_GATES)
             for (int64_t b = 0; b < Bn; b++) {
                 int64_t len = seq_len(c, b, S);
                 if (s >= len) continue; /* done: h holds its final state */
                 int64_t t = reverse ? len - 1 - s : s;
                 const float *xr = xp + (p->layout ? b * S + t : t * Bn + b) * gh;
-                gates_step(p, &g, d, xr, hr + b * gh, h + b * H, cst + b * H, peep, rbh);
+                gates_row(p, d, H, xr, hr + b * gh, h + b * H, cst + b * H, peep, rbh, tmp + b * H);
                 if (y)
                     memcpy(y + (p->layout ? (b * S + t) * g.dirs + d : (t * g.dirs + d) * Bn + b) * H, h + b * H,
                            sizeof(float) * (size_t)H);

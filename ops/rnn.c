@@ -301,6 +301,12 @@ static nn_status infer_rnn(nn_call *c) {
 
 /* ---- the products and the workspace */
 
+/* Element `off` of a float input; NULL while its data is not known (sizing
+ * the workspace at plan time). */
+static const float *input_at(const nn_call *c, int i, int64_t off) {
+    return c->in[i].data ? (const float *)c->in[i].data + off : NULL;
+}
+
 /* H * R[d]^T for columns [col0, col0 + n) of the gates, from `a` (H or r (.) H). */
 static nn_gemm step_gemm(const nn_call *c, const rnn_geom *g, int d, const float *a, float *hr, int64_t col0, int64_t n,
                          const nn_gemm_packed *packed) {
@@ -310,7 +316,7 @@ static nn_gemm step_gemm(const nn_call *c, const rnn_geom *g, int d, const float
                      .k = g->hidden,
                      .a = a,
                      .lda = g->hidden,
-                     .b = (const float *)c->in[IN_R].data + (d * gh + col0) * g->hidden,
+                     .b = input_at(c, IN_R, (d * gh + col0) * g->hidden),
                      .ldb = g->hidden,
                      .trans_b = true,
                      .b_packed = packed,
@@ -327,7 +333,7 @@ static nn_gemm input_gemm(const nn_call *c, const rnn_geom *g, int d, float *xp,
                      .k = g->input,
                      .a = c->in[IN_X].data,
                      .lda = g->input,
-                     .b = (const float *)c->in[IN_W].data + d * gh * g->input,
+                     .b = input_at(c, IN_W, d * gh * g->input),
                      .ldb = g->input,
                      .trans_b = true,
                      .c = xp,

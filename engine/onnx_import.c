@@ -205,9 +205,21 @@ static nn_status convert_attrs(nn_graph *g, const Onnx__NodeProto *np, const cha
             a->t = t;
             break;
         }
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: {
+            /* the recurrent ops' activations: copied as NUL-terminated strings */
+            char **list = nn_arena_alloc(&g->meta, sizeof(char *) * (ap->n_strings + 1));
+            if (!list) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+            for (size_t k = 0; k < ap->n_strings; k++) {
+                if (!(list[k] = nn_arena_alloc(&g->meta, ap->strings[k].len + 1)))
+                    return nn_set_error(NN_ERR_NOMEM, "out of memory");
+                if (ap->strings[k].len) memcpy(list[k], ap->strings[k].data, ap->strings[k].len);
+            }
+            a->n = (int)ap->n_strings;
+            a->strings = (const char *const *)list;
+            break;
+        }
         case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
-        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
-        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: break;
         default:
             return nn_set_error(NN_ERR_UNSUPPORTED, "node '%s': attribute '%s' has a type (%d) that is not supported",
                                 node_name, ap->name, (int)ap->type);

@@ -5,6 +5,9 @@
         DIR/<name>.onnx, DIR/<name>.input.npy (batch 2), DIR/<name>.output.npy
     models/export.py --default
         models/mobilenetv2.onnx, .input.npy, .output.npy at batch 1 (committed)
+    models/export.py --out DIR --only rnn
+        the recurrent set (LSTM / GRU models, never part of a full run),
+        checked by tests/check_rnn.sh
 
 Nothing is downloaded: weights come from torchvision's initializers under a
 per-model seed, so any subset exports the same files as a full run.  Freshly
@@ -156,8 +159,12 @@ def export_one(name, out_dir, stem, batch, force, ops_def):
         print(f"{name}: up to date ({mib(paths[0]):.1f} MiB)")
         return
     t0 = time.time()
-    model, n_bn = build(name)
-    x = random_input(name, "input", batch)
+    if name in RNN_MODELS:
+        model, n_bn = build_rnn(name)
+        x = rnn_input(name)
+    else:
+        model, n_bn = build(name)
+        x = random_input(name, "input", batch)
     with torch.no_grad():
         y = model(torch.from_numpy(x)).numpy()
         # torch's own fp32 rounding noise, to set against the test tolerance
@@ -166,7 +173,10 @@ def export_one(name, out_dir, stem, batch, force, ops_def):
     noise = np.linalg.norm(y - y64) / np.linalg.norm(y64)
     # Write to temporaries first so an interrupted run is not "up to date".
     tmp = [p + ".tmp" for p in paths]
-    export_onnx(model, x, tmp[0])
+    if name in RNN_MODELS:
+        export_rnn_onnx(name, model, x, tmp[0])
+    else:
+        export_onnx(model, x, tmp[0])
     ops = check_onnx(tmp[0], n_bn)
     with open(tmp[1], "wb") as f:
         np.save(f, x)
@@ -184,10 +194,115 @@ def export_one(name, out_dir, stem, batch, force, ops_def):
             print("  NOT IN ops/ops.def: " + ", ".join(missing))
 
 
+# ---- The recurrent set: small LSTM / GRU models (seeded random weights,
+# fixed initial states, a Linear head).  Exported only when named with
+# --only (rnn, or a model's name), so the CNN set and its bench are unchanged.
+# Shapes are static: the sequence is dim 0 of an LSTM input, not a batch.
+RNN_OPSET = 14
+RNN_SEQ, RNN_BATCH, RNN_INPUT = 10, 3, 16
+
+
+class LstmNet(torch.nn.Module):
+    """2-layer bidirectional LSTM (seq-major), its outputs at every step
+    through a Linear head, plus a projection of the final h and c states."""
+
+    def __init__(self, gen):
+        super().__init__()
+        hidden, layers = 32, 2
+        self.rnn = torch.nn.LSTM(RNN_INPUT, hidden, num_layers=layers, bidirectional=True)
+        self.head = torch.nn.Linear(2 * hidden, 8)
+        self.state_head = torch.nn.Linear(2 * 2 * layers * hidden, 8)
+        self.register_buffer("h0", torch.randn(2 * layers, RNN_BATCH, hidden, generator=gen) * 0.5)
+        self.register_buffer("c0", torch.randn(2 * layers, RNN_BATCH, hidden, generator=gen) * 0.5)
+
+    def forward(self, x):
+        y, (h, c) = self.rnn(x, (self.h0, self.c0))
+        state = torch.cat([h, c], 0).permute(1, 0, 2).reshape(x.shape[1], -1)
+        return self.head(y) + self.state_head(state).unsqueeze(0)
+
+
+class GruNet(torch.nn.Module):
+    """2-layer GRU (batch-major: torch exports it with Transposes around a
+    layout-0 GRU, linear_before_reset=1), the last step and the final states
+    through Linear heads."""
+
+    def __init__(self, gen):
+        super().__init__()
+        hidden, layers = 24, 2
+        self.rnn = torch.nn.GRU(RNN_INPUT, hidden, num_layers=layers, batch_first=True)
+        self.head = torch.nn.Linear(hidden, 8)
+        self.state_head = torch.nn.Linear(layers * hidden, 8)
+        self.register_buffer("h0", torch.randn(layers, RNN_BATCH, hidden, generator=gen) * 0.5)
+
+    def forward(self, x):
+        y, h = self.rnn(x, self.h0)
+        return self.head(y) + self.state_head(h.permute(1, 0, 2).reshape(x.shape[0], -1)).unsqueeze(1)
+
+
+class LstmSeqNet(torch.nn.Module):
+    """1-layer LSTM exported with a symbolic sequence length (dim 0): the
+    engine must not take that dim for a batch it may split."""
+
+    def __init__(self, gen):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(RNN_INPUT, 20)
+        self.head = torch.nn.Linear(20, 8)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0])
+
+
+# name -> (module class, input shape, symbolic sequence length)
+RNN_MODELS = {
+    "lstm_bidi2": (LstmNet, (RNN_SEQ, RNN_BATCH, RNN_INPUT), False),
+    "gru2": (GruNet, (RNN_BATCH, RNN_SEQ, RNN_INPUT), False),
+    "lstm_seq": (LstmSeqNet, (RNN_SEQ, RNN_BATCH, RNN_INPUT), True),
+}
+
+
+def build_rnn(name):
+    """Weights uniform in +-0.3 (wider than torch's 1/sqrt(hidden) so the
+    gates leave their linear range) and biases in +-0.1, all seeded."""
+    torch.manual_seed(seed_of(name, "weights"))
+    gen = torch.Generator().manual_seed(seed_of(name, "states"))
+    model = RNN_MODELS[name][0](gen)
+    with torch.no_grad():
+        for pname, prm in model.named_parameters():
+            bound = 0.1 if "bias" in pname else 0.3
+            prm.uniform_(-bound, bound, generator=gen)
+    return model.eval(), 0
+
+
+def rnn_input(name):
+    rng = np.random.default_rng(seed_of(name, "input"))
+    return rng.standard_normal(RNN_MODELS[name][1], dtype=np.float32)
+
+
+def export_rnn_onnx(name, model, x, path):
+    """With a symbolic sequence length, the recurrent nodes also get their
+    default activations spelled out, so the importer's string lists are
+    exercised (torch leaves the attribute out)."""
+    dynamic = RNN_MODELS[name][2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that batch_first GRUs export with Transposes
+        torch.onnx.export(model, torch.from_numpy(x), path, opset_version=RNN_OPSET,
+                          input_names=["input"], output_names=["output"], do_constant_folding=True,
+                          dynamic_axes={"input": {0: "seq"}, "output": {0: "seq"}} if dynamic else None)
+    if dynamic:
+        import onnx
+        m = onnx.load(path)
+        defaults = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
+        for node in m.graph.node:
+            if node.op_type in defaults:
+                node.attribute.append(onnx.helper.make_attribute("activations", defaults[node.op_type]))
+        onnx.save(m, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="output directory")
-    ap.add_argument("--only", help="comma-separated subset of: " + ", ".join(MODELS))
+    ap.add_argument("--only", help="comma-separated subset of: " + ", ".join(MODELS) +
+                    "; or of the recurrent set (not in a full run): rnn = " + ", ".join(RNN_MODELS))
     ap.add_argument("--force", action="store_true", help="re-export existing models")
     ap.add_argument("--default", action="store_true",
                     help=f"write models/{DEFAULT_STEM}.{{onnx,input.npy,output.npy}} at batch 1")
@@ -201,7 +316,8 @@ def main():
     if not args.out:
         ap.error("--out DIR or --default is required")
     names = args.only.split(",") if args.only else list(MODELS)
-    unknown = [n for n in names if n not in MODELS]
+    names = [m for n in names for m in (RNN_MODELS if n == "rnn" else [n])]
+    unknown = [n for n in names if n not in MODELS and n not in RNN_MODELS]
     if unknown:
         ap.error("unknown model(s): " + ", ".join(unknown))
     os.makedirs(args.out, exist_ok=True)

@@ -53,6 +53,7 @@ typedef struct nn_attr {
     int n; /* element count of ints / floats */
     const int64_t *ints;
     const float *floats;
+    const char *const *strings; /* n strings, NUL-terminated */
     const nn_tensor *t;
 } nn_attr;
 
@@ -136,6 +137,10 @@ enum nn_op_flags {
      * before infer (nn_op_check_dtypes), so no kernel written for the older
      * dtypes ever sees them */
     NN_OPF_ANY_DTYPE = 1u << 4,
+    /* dim 0 of an input is not a sample axis (a seq-major recurrence runs
+     * across time there): a symbolic dim 0 must not be bound as the batch,
+     * which the engine would split into micro-batches or chunks */
+    NN_OPF_SPANS_DIM0 = 1u << 5,
 };
 
 typedef struct nn_op_desc {

@@ -196,6 +196,5 @@ int main(void) {
     test_half_rounding();
     test_cast();
     test_guard();
-    printf("test_dtypes: %d checks\n%d passed, %d failed\n", passed + failed, passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

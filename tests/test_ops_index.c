@@ -209,7 +209,7 @@ static void test_gather_scatter(void) {
     nn_attr mx = attr_string("reduction", "max");
     run_op(&r, "ScatterElements", 18, &mx, 1, sm, 3, 1);
     EXPECT_OK(&r, "ScatterElements max");
-    expect_close("ScatterElements max", r.out[0].data, (float[]){7, 2, 5}, 3, 0, 0);
+    CHECK_CLOSE("ScatterElements max", r.out[0].data, ((float[]){7, 2, 5}), 3, 0, 0);
     run_free(&r);
 
     nn_tensor sm16[3] = {float_values(1, (float[]){1}), int64_tensor(1, (int64_t[]){0}), float_values(1, (float[]){2})};
@@ -351,7 +351,7 @@ static void test_unique_and_more(void) {
     run_op(&r, "Unique", 11, &unsorted, 1, &u, 1, 4);
     EXPECT_OK(&r, "Unique");
     expect_shape("Unique Y", &r.out[0], 1, (int64_t[]){3});
-    expect_close("Unique Y", r.out[0].data, (float[]){2, 1, 3}, 3, 0, 0);
+    CHECK_CLOSE("Unique Y", r.out[0].data, ((float[]){2, 1, 3}), 3, 0, 0);
     expect_ints("Unique indices", &r.out[1], 3, (int64_t[]){0, 1, 3});
     expect_ints("Unique inverse", &r.out[2], 6, (int64_t[]){0, 1, 0, 2, 1, 0});
     expect_ints("Unique counts", &r.out[3], 3, (int64_t[]){3, 2, 1});
@@ -362,7 +362,7 @@ static void test_unique_and_more(void) {
                        float_values(2, (float[]){0, 1})};
     run_op(&r, "OneHot", 11, NULL, 0, oh, 3, 1);
     EXPECT_OK(&r, "OneHot");
-    expect_close("OneHot", r.out[0].data, (float[]){0, 0, 1, 0, 0, 0, 0, 1, 0}, 9, 0, 0);
+    CHECK_CLOSE("OneHot", r.out[0].data, ((float[]){0, 0, 1, 0, 0, 0, 0, 1, 0}), 9, 0, 0);
     run_free(&r);
 
     nn_tensor rs[2] = {floats2d(2, 2, (float[]){1, 2, 3, 4}), int64_tensor(2, (int64_t[]){2, 3})};
@@ -374,7 +374,7 @@ static void test_unique_and_more(void) {
     nn_tensor tr[2] = {floats2d(2, 3, (float[]){1, 2, 3, 4, 5, 6}), int64_tensor(1, (int64_t[]){-9})};
     run_op(&r, "Trilu", 14, NULL, 0, tr, 2, 1);
     EXPECT_OK(&r, "Trilu upper k=-9");
-    expect_close("Trilu upper k=-9", r.out[0].data, (float[]){1, 2, 3, 4, 5, 6}, 6, 0, 0);
+    CHECK_CLOSE("Trilu upper k=-9", r.out[0].data, ((float[]){1, 2, 3, 4, 5, 6}), 6, 0, 0);
     run_free(&r);
 }
 
@@ -402,6 +402,5 @@ int main(void) {
     test_nms_random();
     test_unique_and_more();
     test_checks();
-    printf("index ops: %d checks passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

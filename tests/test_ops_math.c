@@ -129,7 +129,7 @@ static void test_mod(void) {
         nn_tensor in[2] = {float_values(4, fa), float_values(4, fb)};
         op_run r;
         if (cpu_run(&r, "Mod", 13, &at, 1, NULL, in, 2, 1, NULL))
-            expect_close("Mod float fmod=1", r.out[0].data, want, 4, 0, 0);
+            CHECK_CLOSE("Mod float fmod=1", r.out[0].data, want, 4, 0, 0);
         release(&r);
     }
     {
@@ -168,7 +168,7 @@ static void test_cumsum(void) {
                 xf[i] = (float)x[i] * 0.5f, wf[i] = (float)want[mode][axis][i] * 0.5f;
             nn_tensor inf[2] = {f32_shaped(2, d23, xf), scalar_i64(axis)};
             strcat(what, " float");
-            if (cpu_run(&r, "CumSum", 14, at, 2, NULL, inf, 2, 1, NULL)) expect_close(what, r.out[0].data, wf, 6, 0, 0);
+            if (cpu_run(&r, "CumSum", 14, at, 2, NULL, inf, 2, 1, NULL)) CHECK_CLOSE(what, r.out[0].data, wf, 6, 0, 0);
             release(&r);
         }
     /* a long axis: 2^22 ones (sums stay exact in float), reversed and exclusive */
@@ -206,7 +206,7 @@ static void test_reduce(void) {
     nn_tensor in[1] = {f32_shaped(2, d22, x)};
     op_run r;
     if (cpu_run(&r, "ReduceLogSumExp", 13, at, 2, NULL, in, 1, 1, NULL))
-        expect_close("ReduceLogSumExp of overflowing and -inf rows", r.out[0].data, want, 2, 1e-4, 1e-6);
+        CHECK_CLOSE("ReduceLogSumExp of overflowing and -inf rows", r.out[0].data, want, 2, 1e-4, 1e-6);
     release(&r);
     const float y[] = {-1.0f, 2.0f, -3.0f, 4.0f};
     const float l1[] = {3.0f, 7.0f}, sq[] = {5.0f, 25.0f}, ls[] = {0.0f, 0.0f};
@@ -217,13 +217,13 @@ static void test_reduce(void) {
     for (int i = 0; i < 2; i++) {
         nn_tensor t[1] = {f32_shaped(2, d22, y)};
         if (cpu_run(&r, cases[i].op, 13, at, 2, NULL, t, 1, 1, NULL))
-            expect_close(cases[i].op, r.out[0].data, cases[i].want, 2, 0, 0);
+            CHECK_CLOSE(cases[i].op, r.out[0].data, cases[i].want, 2, 0, 0);
         release(&r);
     }
     const float ones[] = {0.5f, 0.5f, 0.25f, 0.75f};
     nn_tensor t[1] = {f32_shaped(2, d22, ones)};
     if (cpu_run(&r, "ReduceLogSum", 13, at, 2, NULL, t, 1, 1, NULL))
-        expect_close("ReduceLogSum", r.out[0].data, ls, 2, 1e-6, 0);
+        CHECK_CLOSE("ReduceLogSum", r.out[0].data, ls, 2, 1e-6, 0);
     release(&r);
     const int32_t iv[] = {1, 2, 3, 4};
     nn_tensor ti[1] = {i32_values(2, d22, iv)};
@@ -240,12 +240,12 @@ static void test_hardmax(void) {
     nn_tensor in[1] = {f32_shaped(3, d, x)};
     op_run r;
     if (cpu_run(&r, "Hardmax", 11, &at, 1, NULL, in, 1, 1, NULL))
-        expect_close("Hardmax opset 11 axis 1", r.out[0].data, want11, 4, 0, 0);
+        CHECK_CLOSE("Hardmax opset 11 axis 1", r.out[0].data, want11, 4, 0, 0);
     release(&r);
     at = attr_int("axis", 2);
     nn_tensor in2[1] = {f32_shaped(3, d, x)};
     if (cpu_run(&r, "Hardmax", 13, &at, 1, NULL, in2, 1, 1, NULL))
-        expect_close("Hardmax opset 13 axis 2", r.out[0].data, want13, 4, 0, 0);
+        CHECK_CLOSE("Hardmax opset 13 axis 2", r.out[0].data, want13, 4, 0, 0);
     release(&r);
     /* ties: the first; a NaN wins as in numpy's argmax */
     const float t[] = {2, 2, 1, 1, NAN, 5};
@@ -253,7 +253,7 @@ static void test_hardmax(void) {
     const int64_t d23[] = {2, 3};
     nn_tensor in3[1] = {f32_shaped(2, d23, t)};
     if (cpu_run(&r, "Hardmax", 13, NULL, 0, NULL, in3, 1, 1, NULL))
-        expect_close("Hardmax ties and NaN", r.out[0].data, want_t, 6, 0, 0);
+        CHECK_CLOSE("Hardmax ties and NaN", r.out[0].data, want_t, 6, 0, 0);
     release(&r);
 }
 
@@ -279,7 +279,7 @@ static void einsum_case(const char *eq, const nn_tensor *in, int n_in, const flo
     snprintf(what, sizeof what, "Einsum '%s'", eq);
     if (cpu_run(&r, "Einsum", 12, &at, 1, NULL, copy, n_in, 1, NULL)) {
         expect_shape(what, &r, out_ndim, out_dims);
-        expect_close(what, r.out[0].data, want, nn_shape_elements(out_dims, out_ndim), 1e-5, 1e-5);
+        CHECK_CLOSE(what, r.out[0].data, want, nn_shape_elements(out_dims, out_ndim), 1e-5, 1e-5);
     }
     release(&r);
 }
@@ -376,7 +376,7 @@ static void test_misc(void) {
         const float want[] = {24, -1, 0};
         nn_tensor in[1] = {f32_shaped(3, d, m)};
         if (cpu_run(&r, "Det", 11, NULL, 0, NULL, in, 1, 1, NULL))
-            expect_close("Det", r.out[0].data, want, 3, 1e-6, 1e-6);
+            CHECK_CLOSE("Det", r.out[0].data, want, 3, 1e-6, 1e-6);
         release(&r);
     }
     for (int right = 0; right < 2; right++) {
@@ -411,7 +411,7 @@ static void test_misc(void) {
         const float want[] = {0.0f, 2.0f, 2.0f, -0.0f, -2.0f, 2.0f, -3.0f};
         nn_tensor in[1] = {float_values(7, x)};
         if (cpu_run(&r, "Round", 11, NULL, 0, NULL, in, 1, 1, NULL)) {
-            expect_close("Round half to even", r.out[0].data, want, 7, 0, 0);
+            CHECK_CLOSE("Round half to even", r.out[0].data, want, 7, 0, 0);
             CHECK(signbit(((float *)r.out[0].data)[3]), "Round(-0.5) is +0, expected -0");
         }
         release(&r);
@@ -475,6 +475,5 @@ int main(void) {
     test_einsum();
     test_misc();
     test_checks();
-    printf("test_ops_math: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

@@ -237,12 +237,12 @@ static void run_case(const rnn_case *c) {
         CHECK(out[0].ndim == 4 && out[0].dims[0] == y_dims0 && out[0].dims[3] == H, "%s: Y has rank %d, dims[0] %lld",
               c->what, out[0].ndim, (long long)out[0].dims[0]);
         snprintf(what, sizeof what, "%s (threads %d): Y", c->what, cpu_threads);
-        expect_close(what, out[0].data, yw, ny, 1e-5, 1e-4);
+        CHECK_CLOSE(what, out[0].data, yw, ny, 1e-5, 1e-4);
         snprintf(what, sizeof what, "%s (threads %d): Y_h", c->what, cpu_threads);
-        expect_close(what, out[1].data, hw, nh, 1e-5, 1e-4);
+        CHECK_CLOSE(what, out[1].data, hw, nh, 1e-5, 1e-4);
         if (c->kind == LSTM) {
             snprintf(what, sizeof what, "%s (threads %d): Y_c", c->what, cpu_threads);
-            expect_close(what, out[2].data, cw, nh, 1e-5, 1e-4);
+            CHECK_CLOSE(what, out[2].data, cw, nh, 1e-5, 1e-4);
         }
     }
     for (int k = 0; k < 8; k++)
@@ -455,6 +455,5 @@ int main(void) {
             run_case(&cases[i]);
     test_bad_length();
     test_bad_activation();
-    printf("test_rnn: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

@@ -370,4 +370,5 @@ extern "C" nn_status nn_cuda_get_stats(const nn_model *m, nn_cuda_stats *s) {
     return NN_OK;
 }
 
-extern "C" const nn_backend nn_cuda_backend = {"cuda", cu_attach, cu_predict, cu_detach, cu_conv_save_choices};
+/* No capabilities: a Conv with a prologue would run on the host. */
+extern "C" const nn_backend nn_cuda_backend = {"cuda", 0, cu_attach, cu_predict, cu_detach, cu_conv_save_choices};

@@ -7,12 +7,12 @@
  * the normalized copy of the whole Concat, and the conv's read of it, give
  * way to the conv reading the Concat itself.
  *
- * The CPU kernels apply prologues; the CUDA backend would run such a Conv on
- * the host, so the pass leaves graphs for other devices alone. */
+ * Only for targets whose kernels apply prologues (NN_TARGET_PROLOGUE: the
+ * CPU's; the CUDA backend would run such a Conv on the host). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "../engine/backend.h"
 #include "../ops/fused_elementwise.h"
 #include "../ops/registry.h"
 #include "pass.h"
@@ -63,7 +63,7 @@ static bool conv_accepts(const nn_graph *g, const nn_node *conv) {
 
 static nn_status fuse_prologue(nn_model *m, int *rewrites) {
     nn_graph *g = &m->g;
-    if (m->dynamic || strcmp(m->device, "cpu")) return NN_OK;
+    if (m->dynamic || !nn_target_has(m, NN_TARGET_PROLOGUE)) return NN_OK;
     int *uses = nn_value_uses(g);
     if (!uses) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/backend.h"
 #include "../engine/model.h"
 #include "../ops/fused_elementwise.h"
 #include "../ops/registry.h"
@@ -1262,6 +1263,20 @@ static void test_fuse_prologue(void) {
     nn_free(m);
     m = load_opts(path, 1, NULL, "fuse_prologue");
     if (m) EXPECT_INT("FusedElementwise nodes without the pass", 1, count_op(m, NN_OP_FusedElementwise));
+    /* the pass asks the target for the capability, whatever its name */
+    if (m) {
+        const nn_backend without = {.name = "cpu"}, with = {.name = "other", .caps = NN_TARGET_PROLOGUE};
+        int rewrites = 0;
+        m->backend = &without;
+        EXPECT(nn_pass_fuse_prologue.run(m, &rewrites) == NN_OK, "run on a target without prologues: %s",
+               nn_last_error());
+        EXPECT_INT("rewrites on a target without prologues", 0, rewrites);
+        m->backend = &with;
+        EXPECT(nn_pass_fuse_prologue.run(m, &rewrites) == NN_OK, "run on a target with prologues: %s",
+               nn_last_error());
+        EXPECT_INT("rewrites on a target with prologues", 1, rewrites);
+        m->backend = NULL;
+    }
     nn_free(m);
     builder_free(&b);
 }

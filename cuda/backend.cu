@@ -59,19 +59,7 @@ void cu_node_call(cu_ctx *c, int node, nn_call *call, char *err, size_t err_size
             lane->call_out[k].data = NULL;
         }
     }
-    memset(call, 0, sizeof *call);
-    call->params = n->params;
-    call->n_in = n->n_in;
-    call->n_out = n->n_out;
-    call->in = lane->call_in;
-    call->out = lane->call_out;
-    call->threads = m->threads;
-    call->epilogue = n->has_epilogue ? &n->epilogue : NULL;
-    call->prologue = n->has_prologue ? &n->prologue : NULL;
-    call->winograd = m->opt.winograd != 0;
-    call->err = err;
-    call->err_size = err_size;
-    err[0] = 0;
+    *call = nn_node_call(m, n, lane->call_in, lane->call_out, err, err_size);
 }
 
 /* ---- attach */

@@ -63,6 +63,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     m->opt = opt;
     m->batch = m->plan_batch = opt.batch;
     m->threads = opt.threads ? opt.threads : omp_get_num_procs();
+    m->kernel_threads = m->threads; /* until lanes share them out (exec.c) */
     pthread_mutex_init(&m->lock, NULL);
     /* One thread team: our OpenMP loops and OpenBLAS use the same count. */
     openblas_set_num_threads(m->threads);

@@ -12,35 +12,13 @@
 
 static size_t tensor_bytes(const nn_tensor *t) { return (size_t)nn_tensor_elements(t) * nn_dtype_size(t->dtype); }
 
+/* The node's call on this lane: its run-time tensors and its workspace. */
 static void gather_call(const nn_model *m, const nn_lane *lane, const nn_node *n, nn_call *call, char *err,
                         size_t err_size) {
-    for (int k = 0; k < n->n_in; k++) {
-        if (n->in[k] >= 0)
-            lane->call_in[k] = lane->rt[n->in[k]];
-        else
-            memset(&lane->call_in[k], 0, sizeof lane->call_in[k]);
-    }
-    for (int k = 0; k < n->n_out; k++) {
-        if (n->out[k] >= 0)
-            lane->call_out[k] = lane->rt[n->out[k]];
-        else
-            memset(&lane->call_out[k], 0, sizeof lane->call_out[k]);
-    }
-    *call = (nn_call){.params = n->params,
-                      .n_in = n->n_in,
-                      .n_out = n->n_out,
-                      .in = lane->call_in,
-                      .out = lane->call_out,
-                      .workspace = lane->workspace,
-                      .workspace_size = m->plan.workspace_bytes,
-                      .threads = m->kernel_threads,
-                      .epilogue = n->has_epilogue ? &n->epilogue : NULL,
-                      .prologue = n->has_prologue ? &n->prologue : NULL,
-                      .prepared = n->prepared,
-                      .winograd = m->opt.winograd != 0,
-                      .err = err,
-                      .err_size = err_size};
-    err[0] = 0;
+    nn_node_gather(n, lane->rt, lane->call_in, lane->call_out);
+    *call = nn_node_call(m, n, lane->call_in, lane->call_out, err, err_size);
+    call->workspace = lane->workspace;
+    call->workspace_size = m->plan.workspace_bytes;
 }
 
 /* Constants that a node's prepare repacked and nothing else reads are freed

@@ -143,7 +143,7 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
         if (outputs_known && !foldable) continue; /* nothing new to learn */
         memset(out, 0, sizeof *out * (size_t)n->n_out);
         char err[256];
-        nn_call call = nn_node_infer_call(n, in, out, m->threads, err, sizeof err);
+        nn_call call = nn_node_call(m, n, in, out, err, sizeof err);
         st = d->infer(&call);
         if (st == NN_DYNAMIC) { /* left to run time */
             st = NN_OK;

@@ -37,7 +37,7 @@ struct nn_model {
     int threads;
     int batch;          /* bound size of the symbolic batch dimension: the samples one nn_predict chunk holds */
     int plan_batch;     /* samples one run of the plan holds: `batch`, or less when a batch is split over lanes */
-    int kernel_threads; /* threads each kernel uses: `threads`, or 1 when lanes run side by side */
+    int kernel_threads; /* threads each kernel uses: `threads`, or 1 once lanes run side by side */
     bool has_batch;     /* some input has a symbolic dim 0 */
     bool dynamic;       /* some shape depends on run-time values: infer while running */
     nn_plan plan;
@@ -64,6 +64,16 @@ struct nn_model {
     size_t cache_map_bytes;
     size_t cache_data_bytes; /* constants and prepared blocks inside the mapping */
 };
+
+/* A node's kernel call over argument arrays the caller filled (n->n_in and
+ * n->n_out entries): the node's params, fusions and prepared block, the
+ * model's kernel options (threads, winograd); no workspace (a run sets
+ * it).  Clears err.  The only builder of nn_call. */
+nn_call nn_node_call(const nn_model *m, const nn_node *n, const nn_tensor *in, nn_tensor *out, char *err,
+                     size_t err_size);
+/* Copy a node's tensors from `values` (one per value id: a lane's run-time
+ * tensors) into in[] and out[]; absent ones are zeroed. */
+void nn_node_gather(const nn_node *n, const nn_tensor *values, nn_tensor *in, nn_tensor *out);
 
 /* Bind the symbolic batch dimension of the graph inputs to m->plan_batch. */
 nn_status nn_bind_inputs(nn_model *m);

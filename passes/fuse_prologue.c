@@ -48,7 +48,8 @@ static bool channel_affine(const nn_graph *g, const nn_node *n, int *scale, int 
 /* Whether the Conv, given the prologue, still infers: ops/conv.c accepts
  * one only where its GEMM applies it (a 1x1, stride-1, unpadded conv with
  * one group), so the op decides, not a copy of its rules here. */
-static bool conv_accepts(const nn_graph *g, const nn_node *conv) {
+static bool conv_accepts(const nn_model *m, const nn_node *conv) {
+    const nn_graph *g = &m->g;
     nn_tensor in[8] = {{0}}, out[1] = {{0}};
     if (conv->n_in > 8) return false;
     for (int k = 0; k < conv->n_in; k++) {
@@ -57,7 +58,7 @@ static bool conv_accepts(const nn_graph *g, const nn_node *conv) {
         in[k] = g->values[conv->in[k]].t;
     }
     char err[256];
-    nn_call call = nn_node_infer_call(conv, in, out, 1, err, sizeof err);
+    nn_call call = nn_node_call(m, conv, in, out, err, sizeof err);
     return conv->n_out == 1 && nn_op_get(conv->op)->infer(&call) == NN_OK;
 }
 
@@ -85,7 +86,7 @@ static nn_status fuse_prologue(nn_model *m, int *rewrites) {
         conv->in[0] = ew->in[0];
         conv->has_prologue = true;
         conv->prologue = (nn_prologue){.scale = at_scale, .shift = at_shift, .act = act};
-        if (!conv_accepts(g, conv)) {
+        if (!conv_accepts(m, conv)) {
             conv->in = old_in; /* the longer copy stays in the arena, unused */
             conv->n_in = old_n_in;
             conv->has_prologue = false;

@@ -1272,8 +1272,7 @@ static void test_fuse_prologue(void) {
                nn_last_error());
         EXPECT_INT("rewrites on a target without prologues", 0, rewrites);
         m->backend = &with;
-        EXPECT(nn_pass_fuse_prologue.run(m, &rewrites) == NN_OK, "run on a target with prologues: %s",
-               nn_last_error());
+        EXPECT(nn_pass_fuse_prologue.run(m, &rewrites) == NN_OK, "run on a target with prologues: %s", nn_last_error());
         EXPECT_INT("rewrites on a target with prologues", 1, rewrites);
         m->backend = NULL;
     }
@@ -1332,6 +1331,18 @@ static void swap_nodes(nn_graph *g, int i, int j) {
         g->values[g->nodes[j].out[k]].producer = j;
 }
 
+/* the passes a hooked load ran, in order */
+typedef struct pass_log {
+    const char *names[64];
+    int n;
+} pass_log;
+
+static void log_pass(void *ctx, const nn_model *m, const char *pass, int rewrites) {
+    (void)m, (void)rewrites;
+    pass_log *log = ctx;
+    if (strcmp(pass, "parsed") && log->n < 64) log->names[log->n++] = pass;
+}
+
 static void test_verifier(void) {
     test_case = "verifier: catches broken graphs";
     builder b;
@@ -1375,6 +1386,38 @@ static void test_verifier(void) {
     EXPECT(st == NN_ERR_ARG && !m, "unknown pass: expected %s, got %s", nn_strerror(NN_ERR_ARG), nn_strerror(st));
     EXPECT(strstr(nn_last_error(), "no_such_pass") != NULL, "message: expected to name 'no_such_pass', got '%s'",
            nn_last_error());
+    nn_free(m);
+
+    /* the chain fuses in the first round, so the rewriting passes run twice;
+     * the memory passes, which alias values, only once and after them */
+    test_case = "pass manager: memory passes run once, after the rewriting rounds";
+    pass_log log = {0};
+    nn_options ho = nn_options_default();
+    ho.batch = load_batch;
+    ho.cache = 0;
+    m = NULL;
+    st = nn_load_hooked(path, &ho, log_pass, &log, &m);
+    EXPECT(st == NN_OK, "load: %s", nn_last_error());
+    int concat_at = -1, views_at = -1, last_rewriting = -1, fuse_runs = 0;
+    for (int i = 0; i < log.n; i++) {
+        const nn_pass *p = NULL;
+        for (int k = 0; nn_default_pipeline[k]; k++)
+            if (!strcmp(nn_default_pipeline[k]->name, log.names[i])) p = nn_default_pipeline[k];
+        if (!strcmp(log.names[i], "eliminate_concat")) {
+            EXPECT(concat_at < 0, "eliminate_concat ran twice");
+            concat_at = i;
+        }
+        if (!strcmp(log.names[i], "views")) {
+            EXPECT(views_at < 0, "views ran twice");
+            views_at = i;
+        }
+        if (p && !p->memory) last_rewriting = i;
+        fuse_runs += !strcmp(log.names[i], "fuse_elementwise");
+    }
+    EXPECT_INT("fuse_elementwise runs (two rounds)", 2, fuse_runs);
+    EXPECT(concat_at > last_rewriting && views_at > concat_at,
+           "order: expected eliminate_concat then views after the last rewriting pass (at %d), got %d and %d",
+           last_rewriting, concat_at, views_at);
     nn_free(m);
     builder_free(&b);
 }

@@ -36,6 +36,24 @@ static nn_status select_device(nn_model *m, const char *device) {
     return nn_set_error(NN_ERR_ARG, "unknown device '%s' (expected cpu or gpuN)", device);
 }
 
+/* The phases that follow a final graph, in order (see model.h).  A plan
+ * from the cache comes with its offsets and prepared weights. */
+static nn_status make_runnable(nn_model *m) {
+    nn_status st = nn_runtime_init(m);
+    if (st != NN_OK) return st;
+    if (m->dynamic && m->backend)
+        return nn_set_error(NN_ERR_UNSUPPORTED,
+                            "device '%s' needs a static plan, and this model's shapes depend on run-time values",
+                            m->device);
+    if (m->dynamic) return NN_OK;
+    if (!m->from_cache && (st = nn_plan_memory(m)) != NN_OK) return st;
+    if (m->backend) return m->backend->attach(m, m->device_index);
+    if ((st = nn_check_memory_limit(m, 0)) != NN_OK || (st = nn_prepare_weights(m)) != NN_OK ||
+        (st = nn_check_memory_limit(m, m->plan.workspace_bytes)) != NN_OK)
+        return st;
+    return nn_runtime_alloc(m);
+}
+
 nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_hook hook, void *hook_ctx,
                          nn_model **out) {
     if (!out) return nn_set_error(NN_ERR_ARG, "nn_load: model pointer is NULL");
@@ -70,7 +88,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     bool hit = false;
     if (opt.cache) nn_cache_load(m, path, &hit);
     if (hit) {
-        if ((st = nn_runtime_init(m)) != NN_OK) {
+        if ((st = make_runnable(m)) != NN_OK) {
             nn_free(m);
             return st;
         }
@@ -86,7 +104,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
         (st = nn_infer_graph(m, false, &folded)) == NN_OK && (st = nn_choose_plan_batch(m)) == NN_OK && hook)
         hook(hook_ctx, m, "parsed", 0);
     if (st != NN_OK || (opt.optimize && (st = nn_optimize(m, hook, hook_ctx)) != NN_OK) ||
-        (st = nn_runtime_init(m)) != NN_OK) {
+        (st = make_runnable(m)) != NN_OK) {
         nn_free(m);
         return st;
     }
@@ -101,6 +119,7 @@ NN_API nn_status nn_load(const char *path, const nn_options *options, nn_model *
 
 NN_API void nn_free(nn_model *m) {
     if (!m) return;
+    if (m->backend && m->device_state) m->backend->detach(m);
     nn_runtime_free(m);
     nn_graph_free(&m->g);
     nn_cache_release(m);

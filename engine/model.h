@@ -91,11 +91,22 @@ nn_status nn_node_check_wiring(const nn_node *n, const nn_op_desc *d);
 /* Choose m->plan_batch (options.micro_batch, else from the model) and
  * re-infer the shapes at it.  After nn_infer_graph, before optimization. */
 nn_status nn_choose_plan_batch(nn_model *m);
+/* Loading ends in phases, each its module's, in this order (api.c):
+ * lanes (exec.c), the memory plan (plan.c), then the target's step: a
+ * backend attaches to the plan; the CPU prepares its weights (prepare.c)
+ * and allocates the lanes' buffers (exec.c). */
+/* The lanes (exec.c) and each one's run-time tensors, after inference;
+ * their arenas and workspaces come with nn_runtime_alloc. */
+nn_status nn_runtime_init(nn_model *m);
 /* Assign arena offsets by liveness (static models). */
 nn_status nn_plan_memory(nn_model *m);
 void nn_plan_free(nn_plan *p);
-/* Prepare run-time state after inference (and planning, for static models). */
-nn_status nn_runtime_init(nn_model *m);
+/* CPU, static plan: each node's prepare packs its constants (freeing those
+ * nothing else reads), and m->plan.workspace_bytes is sized to the
+ * hungriest kernel.  A plan from the cache keeps its prepared blocks. */
+nn_status nn_prepare_weights(nn_model *m);
+/* CPU, static plan: each lane's activation arena and workspace. */
+nn_status nn_runtime_alloc(nn_model *m);
 void nn_runtime_free(nn_model *m);
 /* Bytes of constants and prepared weights the model holds. */
 size_t nn_weight_bytes(const nn_model *m);

@@ -256,3 +256,18 @@ void nn_plan_free(nn_plan *p) {
     free(p->last_use);
     memset(p, 0, sizeof *p);
 }
+
+size_t nn_weight_bytes(const nn_model *m) { return m->g.weights.total + m->cache_data_bytes; }
+
+nn_status nn_check_memory_limit(const nn_model *m, size_t workspace) {
+    if (m->opt.max_memory <= 0) return NN_OK;
+    size_t lanes = m->n_lanes > 1 ? (size_t)m->n_lanes : 1;
+    size_t weights = nn_weight_bytes(m), arena = lanes * m->plan.arena_bytes,
+           total = weights + arena + lanes * workspace;
+    if (total <= (uint64_t)m->opt.max_memory) return NN_OK;
+    const double mib = 1048576.0;
+    return nn_set_error(NN_ERR_NOMEM,
+                        "model needs %.1f MiB (weights %.1f, activations %.1f, scratch %.1f), more than the "
+                        "memory limit of %.1f MiB",
+                        total / mib, weights / mib, arena / mib, lanes * workspace / mib, m->opt.max_memory / mib);
+}

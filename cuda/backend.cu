@@ -10,8 +10,7 @@ static const size_t ALIGN = 256;
 
 static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
-/* TF32 off (exact fp32 parity) and fp32 storage: the defaults the issue
- * asks for, until nn_options carries the choice (see README). */
+/* nn_options' math choices; both off by default (exact fp32 parity). */
 static cu_options options_of(const nn_model *m) {
     cu_options o = {m->opt.tf32 != 0, m->opt.fp16 != 0};
     return o;

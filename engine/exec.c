@@ -20,14 +20,6 @@ static void gather_call(const nn_model *m, const nn_lane *lane, const nn_node *n
     call->workspace_size = m->plan.workspace_bytes;
 }
 
-/* Lanes for a static plan on the CPU: one per thread while there are
- * micro-batches to give them; kernels then run on one thread each. */
-static void choose_lanes(nn_model *m) {
-    int chunks = (m->batch + m->plan_batch - 1) / m->plan_batch;
-    m->n_lanes = m->dynamic || m->backend ? 1 : m->threads < chunks ? m->threads : chunks;
-    m->kernel_threads = m->n_lanes > 1 ? 1 : m->threads;
-}
-
 static nn_status lane_init(const nn_model *m, nn_lane *lane, int max_io) {
     const nn_graph *g = &m->g;
     lane->rt = calloc((size_t)g->n_values + 1, sizeof *lane->rt);
@@ -59,7 +51,7 @@ nn_status nn_runtime_init(nn_model *m) {
         if (g->nodes[i].n_in > max_io) max_io = g->nodes[i].n_in;
         if (g->nodes[i].n_out > max_io) max_io = g->nodes[i].n_out;
     }
-    choose_lanes(m);
+    nn_choose_lanes(m);
     m->last_use = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     m->lanes = calloc((size_t)m->n_lanes, sizeof *m->lanes);
     if (!m->last_use || !m->lanes) return nn_set_error(NN_ERR_NOMEM, "out of memory");

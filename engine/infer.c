@@ -68,20 +68,6 @@ nn_status nn_bind_inputs(nn_model *m) {
     return NN_OK;
 }
 
-nn_status nn_rebind_batch(nn_model *m, int plan_batch) {
-    nn_graph *g = &m->g;
-    for (int v = 0; v < g->n_values; v++) {
-        nn_value *val = &g->values[v];
-        if (val->is_input && val->batched)
-            val->t.dims[0] = plan_batch;
-        else if (!val->is_input && !val->is_const)
-            val->shape_known = false;
-    }
-    m->plan_batch = plan_batch;
-    int folded;
-    return nn_infer_graph(m, false, &folded);
-}
-
 static nn_status fold_node(nn_model *m, const nn_node *n, nn_call *call) {
     nn_graph *g = &m->g;
     const nn_op_desc *d = nn_op_get(n->op);
@@ -185,10 +171,7 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_out; k++)
             m->dynamic |= g->nodes[i].out[k] >= 0 && !g->values[g->nodes[i].out[k]].shape_known;
-    for (int i = 0; i < g->n_outputs; i++) {
-        nn_value *v = &g->values[g->outputs[i]];
-        if (v->batched && v->shape_known) v->batched = m->has_batch && v->t.ndim > 0 && v->t.dims[0] == m->plan_batch;
-    }
+    nn_batch_refine_outputs(m);
 done:
     free(in);
     free(out);

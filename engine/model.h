@@ -77,9 +77,6 @@ void nn_node_gather(const nn_node *n, const nn_tensor *values, nn_tensor *in, nn
 
 /* Bind the symbolic batch dimension of the graph inputs to m->plan_batch. */
 nn_status nn_bind_inputs(nn_model *m);
-/* Forget every inferred shape and infer again with the graph inputs' batch
- * dimension bound to `plan_batch` (before optimization only). */
-nn_status nn_rebind_batch(nn_model *m, int plan_batch);
 /* Infer the shapes not yet known, in node order.  Nodes without inputs
  * (Constant) are always evaluated: that is how their value is defined.  With
  * `fold`, so is every node whose inputs are all known (constant folding);
@@ -88,10 +85,22 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded);
 /* NN_ERR_INVALID with a message when an input or output the node's op
  * requires is absent (an empty name in the file). */
 nn_status nn_node_check_wiring(const nn_node *n, const nn_op_desc *d);
+
+/* ---- the micro-batch policy (batch.c) */
+/* Forget every inferred shape and infer again with the graph inputs' batch
+ * dimension bound to `plan_batch` (before optimization only). */
+nn_status nn_rebind_batch(nn_model *m, int plan_batch);
+/* After inference: a graph output keeps `batched` only where its dim 0
+ * came out as the plan batch. */
+void nn_batch_refine_outputs(nn_model *m);
 /* Choose m->plan_batch (options.micro_batch, else from the model) and
  * re-infer the shapes at it.  After nn_infer_graph, before optimization. */
 nn_status nn_choose_plan_batch(nn_model *m);
-/* Loading ends in phases, each its module's, in this order (api.c):
+/* How many lanes run micro-batches side by side (m->n_lanes), and the
+ * threads each kernel then has (m->kernel_threads). */
+void nn_choose_lanes(nn_model *m);
+
+/* ---- loading ends in phases, each its module's, in this order (api.c):
  * lanes (exec.c), the memory plan (plan.c), then the target's step: a
  * backend attaches to the plan; the CPU prepares its weights (prepare.c)
  * and allocates the lanes' buffers (exec.c). */

@@ -174,13 +174,6 @@ NN_API void nn_tensor_release(nn_tensor *t) {
     memset(t, 0, sizeof *t);
 }
 
-static size_t row_bytes(const nn_tensor *t) {
-    size_t b = nn_dtype_size(t->dtype);
-    for (int d = 1; d < t->ndim; d++)
-        b *= (size_t)t->dims[d];
-    return b;
-}
-
 /* Inputs must match the model: dtype, rank, and every fixed dimension.
  * Returns the sample count of batched inputs in *samples. */
 static nn_status check_inputs(const nn_model *m, const nn_tensor *in, int n_in, int64_t *samples) {
@@ -254,29 +247,14 @@ static nn_status predict_dynamic(nn_model *m, const nn_tensor *in, nn_tensor *ou
 static nn_status run_chunk(nn_model *m, nn_lane *lane, const nn_tensor *in, nn_tensor *out, int n_out, int64_t start,
                            int64_t step, int64_t total) {
     const nn_graph *g = &m->g;
-    int64_t count = total - start < step ? total - start : step;
-    for (int i = 0; i < g->n_inputs; i++) {
-        int v = g->inputs[i];
-        nn_tensor *dst = &lane->rt[v];
-        if (!g->values[v].batched) { /* every chunk: the plan may reuse its buffer once it is read */
-            memcpy(dst->data, in[i].data, (size_t)nn_tensor_elements(dst) * nn_dtype_size(dst->dtype));
-            continue;
-        }
-        size_t rb = row_bytes(dst);
-        memcpy(dst->data, (const char *)in[i].data + (size_t)start * rb, (size_t)count * rb);
-        memset((char *)dst->data + (size_t)count * rb, 0, (size_t)(step - count) * rb);
-    }
+    int64_t count = nn_chunk_count(start, step, total);
+    /* inputs without the batch too, every chunk: the plan may reuse their buffers once read */
+    for (int i = 0; i < g->n_inputs; i++)
+        nn_chunk_in(&g->values[g->inputs[i]], &in[i], lane->rt[g->inputs[i]].data, start, count, step);
     nn_status st = nn_execute(m, lane);
     if (st != NN_OK) return st;
-    for (int i = 0; i < n_out; i++) {
-        const nn_tensor *src = &lane->rt[g->outputs[i]];
-        if (!g->values[g->outputs[i]].batched) {
-            if (start == 0) memcpy(out[i].data, src->data, (size_t)nn_tensor_elements(src) * nn_dtype_size(src->dtype));
-            continue;
-        }
-        size_t rb = row_bytes(src);
-        memcpy((char *)out[i].data + (size_t)start * rb, src->data, (size_t)count * rb);
-    }
+    for (int i = 0; i < n_out; i++)
+        nn_chunk_out(&g->values[g->outputs[i]], lane->rt[g->outputs[i]].data, &out[i], start, count);
     return NN_OK;
 }
 

@@ -109,3 +109,34 @@ void nn_choose_lanes(nn_model *m) {
     m->n_lanes = m->dynamic || m->backend ? 1 : m->threads < chunks ? m->threads : chunks;
     m->kernel_threads = m->n_lanes > 1 ? 1 : m->threads;
 }
+
+/* The bytes of one sample (dim 0 row) of t. */
+static size_t row_bytes(const nn_tensor *t) {
+    size_t b = nn_dtype_size(t->dtype);
+    for (int d = 1; d < t->ndim; d++)
+        b *= (size_t)t->dims[d];
+    return b;
+}
+
+int64_t nn_chunk_count(int64_t start, int64_t step, int64_t total) {
+    return total - start < step ? total - start : step;
+}
+
+void nn_chunk_in(const nn_value *v, const nn_tensor *in, void *dst, int64_t start, int64_t count, int64_t step) {
+    if (!v->batched) {
+        memcpy(dst, in->data, (size_t)nn_tensor_elements(&v->t) * nn_dtype_size(v->t.dtype));
+        return;
+    }
+    size_t rb = row_bytes(&v->t);
+    memcpy(dst, (const char *)in->data + (size_t)start * rb, (size_t)count * rb);
+    memset((char *)dst + (size_t)count * rb, 0, (size_t)(step - count) * rb);
+}
+
+void nn_chunk_out(const nn_value *v, const void *src, nn_tensor *out, int64_t start, int64_t count) {
+    if (!v->batched) {
+        if (start == 0) memcpy(out->data, src, (size_t)nn_tensor_elements(&v->t) * nn_dtype_size(v->t.dtype));
+        return;
+    }
+    size_t rb = row_bytes(&v->t);
+    memcpy((char *)out->data + (size_t)start * rb, src, (size_t)count * rb);
+}

@@ -99,6 +99,17 @@ nn_status nn_choose_plan_batch(nn_model *m);
 /* How many lanes run micro-batches side by side (m->n_lanes), and the
  * threads each kernel then has (m->kernel_threads). */
 void nn_choose_lanes(nn_model *m);
+/* A call's samples run in chunks of `step` (the plan batch); chunk
+ * [start, start + count) holds count = nn_chunk_count(start, step, total)
+ * of them.  nn_chunk_in copies graph input v's rows of the chunk from the
+ * caller's `in` into `dst` (the plan's buffer of `step` rows), zeroing the
+ * rows past the last sample; an input without the batch is copied whole.
+ * nn_chunk_out copies graph output v's rows from the plan's `src` into the
+ * caller's `out`; an output without the batch is copied at the first chunk.
+ * The CPU executor (api.c) and the CUDA pipeline both stage through them. */
+int64_t nn_chunk_count(int64_t start, int64_t step, int64_t total);
+void nn_chunk_in(const nn_value *v, const nn_tensor *in, void *dst, int64_t start, int64_t count, int64_t step);
+void nn_chunk_out(const nn_value *v, const void *src, nn_tensor *out, int64_t start, int64_t count);
 
 /* ---- loading ends in phases, each its module's, in this order (api.c):
  * lanes (exec.c), the memory plan (plan.c), then the target's step: a

@@ -10,8 +10,7 @@ static const size_t ALIGN = 256;
 
 static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
-/* TF32 off (exact fp32 parity) and fp32 storage: the defaults the issue
- * asks for, until nn_options carries the choice (see README). */
+/* nn_options' math choices; both off by default (exact fp32 parity). */
 static cu_options options_of(const nn_model *m) {
     cu_options o = {m->opt.tf32 != 0, m->opt.fp16 != 0};
     return o;
@@ -59,19 +58,7 @@ void cu_node_call(cu_ctx *c, int node, nn_call *call, char *err, size_t err_size
             lane->call_out[k].data = NULL;
         }
     }
-    memset(call, 0, sizeof *call);
-    call->params = n->params;
-    call->n_in = n->n_in;
-    call->n_out = n->n_out;
-    call->in = lane->call_in;
-    call->out = lane->call_out;
-    call->threads = m->threads;
-    call->epilogue = n->has_epilogue ? &n->epilogue : NULL;
-    call->prologue = n->has_prologue ? &n->prologue : NULL;
-    call->winograd = m->opt.winograd != 0;
-    call->err = err;
-    call->err_size = err_size;
-    err[0] = 0;
+    *call = nn_node_call(m, n, lane->call_in, lane->call_out, err, err_size);
 }
 
 /* ---- attach */
@@ -370,4 +357,5 @@ extern "C" nn_status nn_cuda_get_stats(const nn_model *m, nn_cuda_stats *s) {
     return NN_OK;
 }
 
-extern "C" const nn_backend nn_cuda_backend = {"cuda", cu_attach, cu_predict, cu_detach, cu_conv_save_choices};
+/* No capabilities: a Conv with a prologue would run on the host. */
+extern "C" const nn_backend nn_cuda_backend = {"cuda", 0, cu_attach, cu_predict, cu_detach, cu_conv_save_choices};

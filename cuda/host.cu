@@ -63,22 +63,10 @@ static void CUDART_CB run_on_host(void *arg) {
     const nn_op_desc *d = nn_op_get(n->op);
     for (int k = 0; k < n->n_in + n->n_out; k++)
         if (hs->in_at[k] >= 0) hs->in[k].data = c->mirror + hs->in_at[k];
-    char err[256] = "";
-    nn_call call;
-    memset(&call, 0, sizeof call);
-    call.params = n->params;
-    call.n_in = n->n_in;
-    call.n_out = n->n_out;
-    call.in = hs->in;
-    call.out = hs->out;
+    char err[256];
+    nn_call call = nn_node_call(c->m, n, hs->in, hs->out, err, sizeof err);
     call.workspace = c->host_workspace;
     call.workspace_size = c->host_workspace_bytes;
-    call.threads = c->m->threads;
-    call.epilogue = n->has_epilogue ? &n->epilogue : NULL;
-    call.prologue = n->has_prologue ? &n->prologue : NULL;
-    call.winograd = c->m->opt.winograd != 0;
-    call.err = err;
-    call.err_size = sizeof err;
     nn_status st = d->run(&call);
     if (st == NN_OK) return;
     snprintf(c->host_error, sizeof c->host_error, "node '%s' (%s, on the CPU): %s", n->name, d->name,

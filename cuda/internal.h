@@ -28,7 +28,7 @@ extern "C" {
 #include "lt.h"
 #include "stats.h"
 
-/* The math options (see README: nn_options will carry them). */
+/* The math options, from nn_options.tf32 and nn_options.fp16. */
 typedef struct cu_options {
     bool tf32; /* fp32 convs and GEMMs may use TF32 tensor cores */
     bool fp16; /* float values stored in half; accumulation stays fp32 */
@@ -185,7 +185,8 @@ void cu_gemm_release(cu_ctx *c, cu_node *dn);
 void cu_host_release(cu_node *dn);
 /* Choose each conv's algorithm with cuDNN's measurements once the memory
  * plan is known (before the arena exists: on scratch buffers aligned like
- * the real ones).  The plan cache will store the choice (README). */
+ * the real ones).  The plan cache keeps the choices (save_choices), and an
+ * attach from the cache uses them when they are this device's. */
 nn_status cu_conv_search(cu_ctx *c);
 size_t cu_conv_save_choices(const nn_model *m, void *buf, size_t cap); /* backend.h save_choices */
 

@@ -133,13 +133,6 @@ nn_status cu_pipeline_prepare(cu_ctx *c) {
 
 /* ---- nn_predict */
 
-static size_t row_bytes(const nn_tensor *t) {
-    size_t b = nn_dtype_size(t->dtype);
-    for (int d = 1; d < t->ndim; d++)
-        b *= (size_t)t->dims[d];
-    return b;
-}
-
 /* Copy batch k of the caller's inputs into host staging buffer k % 2 and
  * enqueue its upload, compute and download. */
 static nn_status launch_batch(cu_ctx *c, const nn_tensor *in, int64_t k, int64_t step, int64_t total) {
@@ -147,19 +140,10 @@ static nn_status launch_batch(cu_ctx *c, const nn_tensor *in, int64_t k, int64_t
     int p = (int)(k & 1);
     cu_batch_events *ev = &c->ev[p];
     if (k >= 2) CU_CUDA(c->device, cudaEventSynchronize(ev->h2d_end)); /* batch k-2 has left the buffer */
-    int64_t start = k * step, count = total - start < step ? total - start : step;
+    int64_t start = k * step, count = nn_chunk_count(start, step, total);
     char *host = c->host_stage[0][p];
-    for (int i = 0; i < g->n_inputs; i++) {
-        const nn_value *v = &g->values[g->inputs[i]];
-        char *dst = host + c->in_at[i];
-        if (!v->batched) {
-            memcpy(dst, in[i].data, (size_t)nn_tensor_elements(&v->t) * nn_dtype_size(v->t.dtype));
-            continue;
-        }
-        size_t rb = row_bytes(&v->t);
-        memcpy(dst, (const char *)in[i].data + (size_t)start * rb, (size_t)count * rb);
-        memset(dst + (size_t)count * rb, 0, (size_t)(step - count) * rb);
-    }
+    for (int i = 0; i < g->n_inputs; i++)
+        nn_chunk_in(&g->values[g->inputs[i]], &in[i], host + c->in_at[i], start, count, step);
     if (k == 0) CU_CUDA(c->device, cudaEventRecord(c->begin, c->upload));
     if (k >= 2) CU_CUDA(c->device, cudaStreamWaitEvent(c->upload, ev->compute_end, 0)); /* its device buffer too */
     CU_CUDA(c->device, cudaEventRecord(ev->h2d_start, c->upload));
@@ -196,18 +180,11 @@ static nn_status finish_batch(cu_ctx *c, nn_tensor *out, int n_out, int64_t k, i
     cu_batch_events *ev = &c->ev[p];
     CU_CUDA(c->device, cudaEventSynchronize(ev->d2h_end));
     CU_TRY(host_failure(c));
-    int64_t start = k * step, count = total - start < step ? total - start : step;
+    int64_t start = k * step, count = nn_chunk_count(start, step, total);
     const char *host = c->host_stage[1][p];
     for (int i = 0; i < n_out; i++) {
         const nn_value *v = &g->values[g->outputs[i]];
-        size_t bytes = (size_t)nn_tensor_elements(&v->t) * nn_dtype_size(v->t.dtype);
-        const char *src = v->is_const ? (const char *)v->t.data : host + c->out_at[i];
-        if (!v->batched) {
-            if (k == 0) memcpy(out[i].data, src, bytes);
-            continue;
-        }
-        size_t rb = row_bytes(&v->t);
-        memcpy((char *)out[i].data + (size_t)start * rb, src, (size_t)count * rb);
+        nn_chunk_out(v, v->is_const ? (const char *)v->t.data : host + c->out_at[i], &out[i], start, count);
     }
     c->stats.batches++;
     c->stats.upload_ms += elapsed(ev->h2d_start, ev->h2d_end);

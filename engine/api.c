@@ -35,6 +35,24 @@ static nn_status select_device(nn_model *m, const char *device) {
     return nn_set_error(NN_ERR_ARG, "unknown device '%s' (expected cpu or gpuN)", device);
 }
 
+/* The phases that follow a final graph, in order (see model.h).  A plan
+ * from the cache comes with its offsets and prepared weights. */
+static nn_status make_runnable(nn_model *m) {
+    nn_status st = nn_runtime_init(m);
+    if (st != NN_OK) return st;
+    if (m->dynamic && m->backend)
+        return nn_set_error(NN_ERR_UNSUPPORTED,
+                            "device '%s' needs a static plan, and this model's shapes depend on run-time values",
+                            m->device);
+    if (m->dynamic) return NN_OK;
+    if (!m->from_cache && (st = nn_plan_memory(m)) != NN_OK) return st;
+    if (m->backend) return m->backend->attach(m, m->device_index);
+    if ((st = nn_check_memory_limit(m, 0)) != NN_OK || (st = nn_prepare_weights(m)) != NN_OK ||
+        (st = nn_check_memory_limit(m, m->plan.workspace_bytes)) != NN_OK)
+        return st;
+    return nn_runtime_alloc(m);
+}
+
 nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_hook hook, void *hook_ctx,
                          nn_model **out) {
     if (!out) return nn_set_error(NN_ERR_ARG, "nn_load: model pointer is NULL");
@@ -62,11 +80,12 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     m->opt = opt;
     m->batch = m->plan_batch = opt.batch;
     m->threads = opt.threads ? opt.threads : omp_get_num_procs();
+    m->kernel_threads = m->threads; /* until lanes share them out (exec.c) */
     pthread_mutex_init(&m->lock, NULL);
     bool hit = false;
     if (opt.cache) nn_cache_load(m, path, &hit);
     if (hit) {
-        if ((st = nn_runtime_init(m)) != NN_OK) {
+        if ((st = make_runnable(m)) != NN_OK) {
             nn_free(m);
             return st;
         }
@@ -82,7 +101,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
         (st = nn_infer_graph(m, false, &folded)) == NN_OK && (st = nn_choose_plan_batch(m)) == NN_OK && hook)
         hook(hook_ctx, m, "parsed", 0);
     if (st != NN_OK || (opt.optimize && (st = nn_optimize(m, hook, hook_ctx)) != NN_OK) ||
-        (st = nn_runtime_init(m)) != NN_OK) {
+        (st = make_runnable(m)) != NN_OK) {
         nn_free(m);
         return st;
     }
@@ -97,6 +116,7 @@ NN_API nn_status nn_load(const char *path, const nn_options *options, nn_model *
 
 NN_API void nn_free(nn_model *m) {
     if (!m) return;
+    if (m->backend && m->device_state) m->backend->detach(m);
     nn_runtime_free(m);
     nn_graph_free(&m->g);
     nn_cache_release(m);
@@ -149,13 +169,6 @@ NN_API void nn_tensor_release(nn_tensor *t) {
     if (!t) return;
     free(t->data);
     memset(t, 0, sizeof *t);
-}
-
-static size_t row_bytes(const nn_tensor *t) {
-    size_t b = nn_dtype_size(t->dtype);
-    for (int d = 1; d < t->ndim; d++)
-        b *= (size_t)t->dims[d];
-    return b;
 }
 
 /* Inputs must match the model: dtype, rank, and every fixed dimension.
@@ -231,29 +244,14 @@ static nn_status predict_dynamic(nn_model *m, const nn_tensor *in, nn_tensor *ou
 static nn_status run_chunk(nn_model *m, nn_lane *lane, const nn_tensor *in, nn_tensor *out, int n_out, int64_t start,
                            int64_t step, int64_t total) {
     const nn_graph *g = &m->g;
-    int64_t count = total - start < step ? total - start : step;
-    for (int i = 0; i < g->n_inputs; i++) {
-        int v = g->inputs[i];
-        nn_tensor *dst = &lane->rt[v];
-        if (!g->values[v].batched) { /* every chunk: the plan may reuse its buffer once it is read */
-            memcpy(dst->data, in[i].data, (size_t)nn_tensor_elements(dst) * nn_dtype_size(dst->dtype));
-            continue;
-        }
-        size_t rb = row_bytes(dst);
-        memcpy(dst->data, (const char *)in[i].data + (size_t)start * rb, (size_t)count * rb);
-        memset((char *)dst->data + (size_t)count * rb, 0, (size_t)(step - count) * rb);
-    }
+    int64_t count = nn_chunk_count(start, step, total);
+    /* inputs without the batch too, every chunk: the plan may reuse their buffers once read */
+    for (int i = 0; i < g->n_inputs; i++)
+        nn_chunk_in(&g->values[g->inputs[i]], &in[i], lane->rt[g->inputs[i]].data, start, count, step);
     nn_status st = nn_execute(m, lane);
     if (st != NN_OK) return st;
-    for (int i = 0; i < n_out; i++) {
-        const nn_tensor *src = &lane->rt[g->outputs[i]];
-        if (!g->values[g->outputs[i]].batched) {
-            if (start == 0) memcpy(out[i].data, src->data, (size_t)nn_tensor_elements(src) * nn_dtype_size(src->dtype));
-            continue;
-        }
-        size_t rb = row_bytes(src);
-        memcpy((char *)out[i].data + (size_t)start * rb, src->data, (size_t)count * rb);
-    }
+    for (int i = 0; i < n_out; i++)
+        nn_chunk_out(&g->values[g->outputs[i]], lane->rt[g->outputs[i]].data, &out[i], start, count);
     return NN_OK;
 }
 

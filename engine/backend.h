@@ -8,8 +8,18 @@
 
 #include "model.h"
 
+/* What a target's kernels apply beyond the op itself.  Passes that make
+ * such nodes ask for the capability (nn_target_has), never the device's
+ * name. */
+enum nn_target_cap {
+    NN_TARGET_PROLOGUE = 1u << 0, /* a Conv's fused input scale, shift and Relu (nn_prologue) */
+};
+/* The CPU executor's kernels apply every fusion the passes make. */
+#define NN_TARGET_CPU_CAPS ((unsigned)NN_TARGET_PROLOGUE)
+
 typedef struct nn_backend {
     const char *name;
+    unsigned caps; /* enum nn_target_cap bits */
     /* Claim device memory for m->plan (one arena), upload the weights,
      * choose kernels and algorithms; keep its state in m->device_state.
      * Errors: NN_ERR_DEVICE (no device, no driver, out of device memory)
@@ -30,6 +40,12 @@ typedef struct nn_backend {
      * and measures again when they are not. */
     size_t (*save_choices)(const nn_model *m, void *buf, size_t cap);
 } nn_backend;
+
+/* Whether the model's target (its backend, else the CPU executor) has
+ * every capability in `caps`. */
+static inline bool nn_target_has(const nn_model *m, unsigned caps) {
+    return ((m->backend ? m->backend->caps : NN_TARGET_CPU_CAPS) & caps) == caps;
+}
 
 #ifdef NN_HAVE_CUDA
 extern const nn_backend nn_cuda_backend; /* cuda/ */

@@ -6,69 +6,18 @@
 #include <time.h>
 
 #include "../ops/registry.h"
-#include "backend.h"
 #include "error.h"
 #include "model.h"
 
 static size_t tensor_bytes(const nn_tensor *t) { return (size_t)nn_tensor_elements(t) * nn_dtype_size(t->dtype); }
 
+/* The node's call on this lane: its run-time tensors and its workspace. */
 static void gather_call(const nn_model *m, const nn_lane *lane, const nn_node *n, nn_call *call, char *err,
                         size_t err_size) {
-    for (int k = 0; k < n->n_in; k++) {
-        if (n->in[k] >= 0)
-            lane->call_in[k] = lane->rt[n->in[k]];
-        else
-            memset(&lane->call_in[k], 0, sizeof lane->call_in[k]);
-    }
-    for (int k = 0; k < n->n_out; k++) {
-        if (n->out[k] >= 0)
-            lane->call_out[k] = lane->rt[n->out[k]];
-        else
-            memset(&lane->call_out[k], 0, sizeof lane->call_out[k]);
-    }
-    *call = (nn_call){.params = n->params,
-                      .n_in = n->n_in,
-                      .n_out = n->n_out,
-                      .in = lane->call_in,
-                      .out = lane->call_out,
-                      .workspace = lane->workspace,
-                      .workspace_size = m->plan.workspace_bytes,
-                      .threads = m->kernel_threads,
-                      .epilogue = n->has_epilogue ? &n->epilogue : NULL,
-                      .prologue = n->has_prologue ? &n->prologue : NULL,
-                      .prepared = n->prepared,
-                      .winograd = m->opt.winograd != 0,
-                      .err = err,
-                      .err_size = err_size};
-    err[0] = 0;
-}
-
-/* Constants that a node's prepare repacked and nothing else reads are freed
- * as soon as they are packed, so the model never holds both forms. */
-static void release_prepared_inputs(nn_model *m, int node, unsigned inputs) {
-    nn_graph *g = &m->g;
-    const nn_node *n = &g->nodes[node];
-    for (int k = 0; k < n->n_in && k < 32; k++) {
-        int v = n->in[k];
-        if (!(inputs & (1u << k)) || v < 0 || !g->values[v].is_const || g->values[v].is_output) continue;
-        bool shared = false;
-        for (int i = 0; i < g->n_nodes && !shared; i++)
-            for (int j = 0; j < g->nodes[i].n_in; j++)
-                shared |= g->nodes[i].in[j] == v && (i != node || j != k);
-        if (!shared && nn_arena_release(&g->weights, g->values[v].t.data)) {
-            g->values[v].t.data = NULL;
-            for (int l = 0; l < m->n_lanes; l++)
-                m->lanes[l].rt[v].data = NULL;
-        }
-    }
-}
-
-/* Lanes for a static plan on the CPU: one per thread while there are
- * micro-batches to give them; kernels then run on one thread each. */
-static void choose_lanes(nn_model *m) {
-    int chunks = (m->batch + m->plan_batch - 1) / m->plan_batch;
-    m->n_lanes = m->dynamic || m->backend ? 1 : m->threads < chunks ? m->threads : chunks;
-    m->kernel_threads = m->n_lanes > 1 ? 1 : m->threads;
+    nn_node_gather(n, lane->rt, lane->call_in, lane->call_out);
+    *call = nn_node_call(m, n, lane->call_in, lane->call_out, err, err_size);
+    call->workspace = lane->workspace;
+    call->workspace_size = m->plan.workspace_bytes;
 }
 
 static nn_status lane_init(const nn_model *m, nn_lane *lane, int max_io) {
@@ -102,7 +51,7 @@ nn_status nn_runtime_init(nn_model *m) {
         if (g->nodes[i].n_in > max_io) max_io = g->nodes[i].n_in;
         if (g->nodes[i].n_out > max_io) max_io = g->nodes[i].n_out;
     }
-    choose_lanes(m);
+    nn_choose_lanes(m);
     m->last_use = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     m->lanes = calloc((size_t)m->n_lanes, sizeof *m->lanes);
     if (!m->last_use || !m->lanes) return nn_set_error(NN_ERR_NOMEM, "out of memory");
@@ -116,74 +65,21 @@ nn_status nn_runtime_init(nn_model *m) {
             if (g->nodes[i].in[k] >= 0) m->last_use[g->nodes[i].in[k]] = i;
     for (int i = 0; i < g->n_outputs; i++)
         m->last_use[g->outputs[i]] = g->n_nodes;
-    if (m->dynamic && m->backend)
-        return nn_set_error(NN_ERR_UNSUPPORTED,
-                            "device '%s' needs a static plan, and this model's shapes depend on run-time values",
-                            m->device);
-    if (m->dynamic) return NN_OK;
+    return NN_OK;
+}
 
-    /* a plan from the cache comes with its offsets and prepared weights */
-    st = m->from_cache ? NN_OK : nn_plan_memory(m);
-    if (st != NN_OK) return st;
-    if (m->backend) return m->backend->attach(m, m->device_index);
-    if ((st = nn_check_memory_limit(m, 0)) != NN_OK) return st;
+nn_status nn_runtime_alloc(nn_model *m) {
+    nn_status st;
+    size_t ws = m->plan.workspace_bytes;
     for (int l = 0; l < m->n_lanes; l++)
         if ((st = lane_alloc_arena(m, &m->lanes[l])) != NN_OK) return st;
-    /* per-node precomputation (packed weights), then one scratch workspace
-     * per lane sized to the hungriest kernel, knowing what each has prepared
-     * (a pre-packed operand needs no packing room) */
-    nn_lane *first = &m->lanes[0];
-    size_t ws = 0;
-    char err[256];
-    for (int i = 0; i < g->n_nodes; i++) {
-        nn_node *n = &g->nodes[i];
-        const nn_op_desc *d = nn_op_get(n->op);
-        if (n->elided || (!d->workspace && !d->prepare)) continue;
-        nn_call call;
-        gather_call(m, first, n, &call, err, sizeof err);
-        /* only constants have values yet: the rest point into an arena not filled */
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && !g->values[n->in[k]].is_const) first->call_in[k].data = NULL;
-        size_t bytes = d->prepare && !m->from_cache ? d->prepared_size(&call) : 0;
-        if (bytes) {
-            void *prepared = nn_arena_alloc(&g->weights, bytes);
-            if (!prepared)
-                return nn_set_error(NN_ERR_NOMEM, "node '%s': out of memory for %zu bytes of packed weights", n->name,
-                                    bytes);
-            if ((st = d->prepare(&call, prepared)) != NN_OK)
-                return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, err[0] ? err : nn_strerror(st));
-            n->prepared = call.prepared = prepared;
-            n->prepared_size = bytes;
-            release_prepared_inputs(m, i, d->prepared_inputs);
-        }
-        size_t need = d->workspace ? d->workspace(&call) : 0;
-        if (need > ws) ws = need;
-    }
-    m->plan.workspace_bytes = ws;
-    if ((st = nn_check_memory_limit(m, ws)) != NN_OK) return st;
     for (int l = 0; l < m->n_lanes && ws; l++)
         if (!(m->lanes[l].workspace = aligned_alloc(64, (ws + 63) / 64 * 64)))
             return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of workspace", ws);
     return NN_OK;
 }
 
-size_t nn_weight_bytes(const nn_model *m) { return m->g.weights.total + m->cache_data_bytes; }
-
-nn_status nn_check_memory_limit(const nn_model *m, size_t workspace) {
-    if (m->opt.max_memory <= 0) return NN_OK;
-    size_t lanes = m->n_lanes > 1 ? (size_t)m->n_lanes : 1;
-    size_t weights = nn_weight_bytes(m), arena = lanes * m->plan.arena_bytes,
-           total = weights + arena + lanes * workspace;
-    if (total <= (uint64_t)m->opt.max_memory) return NN_OK;
-    const double mib = 1048576.0;
-    return nn_set_error(NN_ERR_NOMEM,
-                        "model needs %.1f MiB (weights %.1f, activations %.1f, scratch %.1f), more than the "
-                        "memory limit of %.1f MiB",
-                        total / mib, weights / mib, arena / mib, lanes * workspace / mib, m->opt.max_memory / mib);
-}
-
 void nn_runtime_free(nn_model *m) {
-    if (m->backend && m->device_state) m->backend->detach(m);
     nn_execute_release(m);
     for (int l = 0; l < m->n_lanes; l++) {
         nn_lane *lane = &m->lanes[l];

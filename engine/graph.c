@@ -43,6 +43,8 @@ int nn_graph_add_node(nn_graph *g, const char *name, int op, int n_in, int n_out
     return g->n_nodes++;
 }
 
+/* Only engine/cache.c still calls this: it goes once the cache builds its
+ * calls with nn_node_call (model.h), the one builder. */
 nn_call nn_node_infer_call(const nn_node *n, const nn_tensor *in, nn_tensor *out, int threads, char *err,
                            size_t err_size) {
     err[0] = 0;

@@ -74,20 +74,6 @@ nn_status nn_bind_inputs(nn_model *m) {
     return NN_OK;
 }
 
-nn_status nn_rebind_batch(nn_model *m, int plan_batch) {
-    nn_graph *g = &m->g;
-    for (int v = 0; v < g->n_values; v++) {
-        nn_value *val = &g->values[v];
-        if (val->is_input && val->batched)
-            val->t.dims[0] = plan_batch;
-        else if (!val->is_input && !val->is_const)
-            val->shape_known = false;
-    }
-    m->plan_batch = plan_batch;
-    int folded;
-    return nn_infer_graph(m, false, &folded);
-}
-
 static nn_status fold_node(nn_model *m, const nn_node *n, nn_call *call) {
     nn_graph *g = &m->g;
     const nn_op_desc *d = nn_op_get(n->op);
@@ -149,7 +135,7 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
         if (outputs_known && !foldable) continue; /* nothing new to learn */
         memset(out, 0, sizeof *out * (size_t)n->n_out);
         char err[256];
-        nn_call call = nn_node_infer_call(n, in, out, m->threads, err, sizeof err);
+        nn_call call = nn_node_call(m, n, in, out, err, sizeof err);
         st = nn_op_check_dtypes(d, &call);
         if (st == NN_OK) st = d->infer(&call);
         if (st == NN_DYNAMIC) { /* left to run time */
@@ -192,10 +178,7 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_out; k++)
             m->dynamic |= g->nodes[i].out[k] >= 0 && !g->values[g->nodes[i].out[k]].shape_known;
-    for (int i = 0; i < g->n_outputs; i++) {
-        nn_value *v = &g->values[g->outputs[i]];
-        if (v->batched && v->shape_known) v->batched = m->has_batch && v->t.ndim > 0 && v->t.dims[0] == m->plan_batch;
-    }
+    nn_batch_refine_outputs(m);
 done:
     free(in);
     free(out);

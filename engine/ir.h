@@ -65,8 +65,8 @@ void nn_graph_free(nn_graph *g);
  * byte offset of v inside it. */
 int nn_value_root(const nn_graph *g, int v, int64_t *offset);
 
-/* The call that infers node n's outputs into `out` from `in` (shapes, and
- * data where known); shared by shape inference and the verifier. */
+/* Superseded by nn_node_call (model.h); kept only until engine/cache.c
+ * calls that. */
 nn_call nn_node_infer_call(const nn_node *n, const nn_tensor *in, nn_tensor *out, int threads, char *err,
                            size_t err_size);
 

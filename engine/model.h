@@ -37,7 +37,7 @@ struct nn_model {
     int threads;
     int batch;          /* bound size of the symbolic batch dimension: the samples one nn_predict chunk holds */
     int plan_batch;     /* samples one run of the plan holds: `batch`, or less when a batch is split over lanes */
-    int kernel_threads; /* threads each kernel uses: `threads`, or 1 when lanes run side by side */
+    int kernel_threads; /* threads each kernel uses: `threads`, or 1 once lanes run side by side */
     bool has_batch;     /* some input has a symbolic dim 0 */
     bool dynamic;       /* some shape depends on run-time values: infer while running */
     nn_plan plan;
@@ -65,11 +65,18 @@ struct nn_model {
     size_t cache_data_bytes; /* constants and prepared blocks inside the mapping */
 };
 
+/* A node's kernel call over argument arrays the caller filled (n->n_in and
+ * n->n_out entries): the node's params, fusions and prepared block, the
+ * model's kernel options (threads, winograd); no workspace (a run sets
+ * it).  Clears err.  The only builder of nn_call. */
+nn_call nn_node_call(const nn_model *m, const nn_node *n, const nn_tensor *in, nn_tensor *out, char *err,
+                     size_t err_size);
+/* Copy a node's tensors from `values` (one per value id: a lane's run-time
+ * tensors) into in[] and out[]; absent ones are zeroed. */
+void nn_node_gather(const nn_node *n, const nn_tensor *values, nn_tensor *in, nn_tensor *out);
+
 /* Bind the symbolic batch dimension of the graph inputs to m->plan_batch. */
 nn_status nn_bind_inputs(nn_model *m);
-/* Forget every inferred shape and infer again with the graph inputs' batch
- * dimension bound to `plan_batch` (before optimization only). */
-nn_status nn_rebind_batch(nn_model *m, int plan_batch);
 /* Infer the shapes not yet known, in node order.  Nodes without inputs
  * (Constant) are always evaluated: that is how their value is defined.  With
  * `fold`, so is every node whose inputs are all known (constant folding);
@@ -78,14 +85,48 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded);
 /* NN_ERR_INVALID with a message when an input or output the node's op
  * requires is absent (an empty name in the file). */
 nn_status nn_node_check_wiring(const nn_node *n, const nn_op_desc *d);
+
+/* ---- the micro-batch policy (batch.c) */
+/* Forget every inferred shape and infer again with the graph inputs' batch
+ * dimension bound to `plan_batch` (before optimization only). */
+nn_status nn_rebind_batch(nn_model *m, int plan_batch);
+/* After inference: a graph output keeps `batched` only where its dim 0
+ * came out as the plan batch. */
+void nn_batch_refine_outputs(nn_model *m);
 /* Choose m->plan_batch (options.micro_batch, else from the model) and
  * re-infer the shapes at it.  After nn_infer_graph, before optimization. */
 nn_status nn_choose_plan_batch(nn_model *m);
+/* How many lanes run micro-batches side by side (m->n_lanes), and the
+ * threads each kernel then has (m->kernel_threads). */
+void nn_choose_lanes(nn_model *m);
+/* A call's samples run in chunks of `step` (the plan batch); chunk
+ * [start, start + count) holds count = nn_chunk_count(start, step, total)
+ * of them.  nn_chunk_in copies graph input v's rows of the chunk from the
+ * caller's `in` into `dst` (the plan's buffer of `step` rows), zeroing the
+ * rows past the last sample; an input without the batch is copied whole.
+ * nn_chunk_out copies graph output v's rows from the plan's `src` into the
+ * caller's `out`; an output without the batch is copied at the first chunk.
+ * The CPU executor (api.c) and the CUDA pipeline both stage through them. */
+int64_t nn_chunk_count(int64_t start, int64_t step, int64_t total);
+void nn_chunk_in(const nn_value *v, const nn_tensor *in, void *dst, int64_t start, int64_t count, int64_t step);
+void nn_chunk_out(const nn_value *v, const void *src, nn_tensor *out, int64_t start, int64_t count);
+
+/* ---- loading ends in phases, each its module's, in this order (api.c):
+ * lanes (exec.c), the memory plan (plan.c), then the target's step: a
+ * backend attaches to the plan; the CPU prepares its weights (prepare.c)
+ * and allocates the lanes' buffers (exec.c). */
+/* The lanes (exec.c) and each one's run-time tensors, after inference;
+ * their arenas and workspaces come with nn_runtime_alloc. */
+nn_status nn_runtime_init(nn_model *m);
 /* Assign arena offsets by liveness (static models). */
 nn_status nn_plan_memory(nn_model *m);
 void nn_plan_free(nn_plan *p);
-/* Prepare run-time state after inference (and planning, for static models). */
-nn_status nn_runtime_init(nn_model *m);
+/* CPU, static plan: each node's prepare packs its constants (freeing those
+ * nothing else reads), and m->plan.workspace_bytes is sized to the
+ * hungriest kernel.  A plan from the cache keeps its prepared blocks. */
+nn_status nn_prepare_weights(nn_model *m);
+/* CPU, static plan: each lane's activation arena and workspace. */
+nn_status nn_runtime_alloc(nn_model *m);
 void nn_runtime_free(nn_model *m);
 /* Bytes of constants and prepared weights the model holds. */
 size_t nn_weight_bytes(const nn_model *m);

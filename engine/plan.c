@@ -182,77 +182,24 @@ done:
     return st;
 }
 
-/* Samples per run of the plan when options.micro_batch leaves it to us:
- * one, when a sample's activations (every value the graph as exported
- * computes) take at least as many bytes as the weights.  A lane then keeps
- * its sample's activations in cache and reads every weight once per sample;
- * a whole batch reads every weight once but streams every activation through
- * memory.  On a 2-core Zen 5 at batch 64, one sample per lane ran
- * MobileNetV2, EfficientNet-B0 and DenseNet-201 1.3-1.45x as fast,
- * GoogLeNet 1.12x and ResNet-50 (activations 1.5x its weights) on par; VGG-19
- * (activations 0.22x) 0.83x. */
-static int auto_plan_batch(const nn_model *m) {
-    const nn_graph *g = &m->g;
-    double weights = 0, activations = 0;
-    for (int v = 0; v < g->n_values; v++) {
-        const nn_value *val = &g->values[v];
-        double bytes = (double)nn_tensor_elements(&val->t) * (double)nn_dtype_size(val->t.dtype);
-        if (val->is_const)
-            weights += bytes;
-        else if (val->shape_known)
-            activations += bytes / m->batch;
-    }
-    return activations >= weights ? 1 : m->batch;
-}
-
-/* What a graph output was at the bound batch: its shape, and whether its
- * dim 0 is the batch. */
-typedef struct output_at_batch {
-    nn_tensor t;
-    bool batched;
-} output_at_batch;
-
-/* Each graph output's shape at plan batch `to` follows from its shape at
- * `from`: dim 0 scaled where it is the batch, the rest unchanged. */
-static bool outputs_scale(const nn_graph *g, const output_at_batch *at_from, int from, int to) {
-    for (int i = 0; i < g->n_outputs; i++) {
-        const nn_value *v = &g->values[g->outputs[i]];
-        nn_tensor want = at_from[i].t;
-        if (at_from[i].batched) {
-            if (want.dims[0] != from) return false;
-            want.dims[0] = to;
-        }
-        if (!v->shape_known || v->batched != at_from[i].batched || v->t.dtype != want.dtype || v->t.ndim != want.ndim ||
-            memcmp(v->t.dims, want.dims, sizeof(int64_t) * (size_t)want.ndim))
-            return false;
-    }
-    return true;
-}
-
-nn_status nn_choose_plan_batch(nn_model *m) {
-    int want = m->opt.micro_batch > 0 ? m->opt.micro_batch : auto_plan_batch(m);
-    if (want >= m->batch || m->dynamic || !m->has_batch || m->backend) return NN_OK;
-    nn_graph *g = &m->g;
-    output_at_batch *full = malloc(sizeof *full * ((size_t)g->n_outputs + 1));
-    if (!full) return nn_set_error(NN_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < g->n_outputs; i++)
-        full[i] = (output_at_batch){g->values[g->outputs[i]].t, g->values[g->outputs[i]].batched};
-    /* a graph whose shapes do not follow the batch (a Reshape to a fixed
-     * sample count) runs whole batches, as it was exported */
-    nn_status st = nn_rebind_batch(m, want);
-    if (st != NN_OK || m->dynamic || !outputs_scale(g, full, m->batch, want)) {
-        nn_clear_error();
-        for (int i = 0; i < g->n_outputs; i++) /* inference at `want` may have cleared them */
-            g->values[g->outputs[i]].batched = full[i].batched;
-        st = nn_rebind_batch(m, m->batch);
-    }
-    free(full);
-    return st;
-}
-
 void nn_plan_free(nn_plan *p) {
     free(p->offset);
     free(p->first_use);
     free(p->last_use);
     memset(p, 0, sizeof *p);
+}
+
+size_t nn_weight_bytes(const nn_model *m) { return m->g.weights.total + m->cache_data_bytes; }
+
+nn_status nn_check_memory_limit(const nn_model *m, size_t workspace) {
+    if (m->opt.max_memory <= 0) return NN_OK;
+    size_t lanes = m->n_lanes > 1 ? (size_t)m->n_lanes : 1;
+    size_t weights = nn_weight_bytes(m), arena = lanes * m->plan.arena_bytes,
+           total = weights + arena + lanes * workspace;
+    if (total <= (uint64_t)m->opt.max_memory) return NN_OK;
+    const double mib = 1048576.0;
+    return nn_set_error(NN_ERR_NOMEM,
+                        "model needs %.1f MiB (weights %.1f, activations %.1f, scratch %.1f), more than the "
+                        "memory limit of %.1f MiB",
+                        total / mib, weights / mib, arena / mib, lanes * workspace / mib, m->opt.max_memory / mib);
 }

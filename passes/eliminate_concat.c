@@ -82,5 +82,6 @@ static nn_status eliminate_concat(nn_model *m, int *rewrites) {
     return NN_OK;
 }
 
-const nn_pass nn_pass_eliminate_concat = {
-    "eliminate_concat", "let Concat inputs be written straight into their slice of the output", eliminate_concat};
+const nn_pass nn_pass_eliminate_concat = {"eliminate_concat",
+                                          "let Concat inputs be written straight into their slice of the output",
+                                          eliminate_concat, .memory = true};

@@ -7,12 +7,12 @@
  * the normalized copy of the whole Concat, and the conv's read of it, give
  * way to the conv reading the Concat itself.
  *
- * The CPU kernels apply prologues; the CUDA backend would run such a Conv on
- * the host, so the pass leaves graphs for other devices alone. */
+ * Only for targets whose kernels apply prologues (NN_TARGET_PROLOGUE: the
+ * CPU's; the CUDA backend would run such a Conv on the host). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "../engine/backend.h"
 #include "../ops/fused_elementwise.h"
 #include "../ops/registry.h"
 #include "pass.h"
@@ -48,7 +48,8 @@ static bool channel_affine(const nn_graph *g, const nn_node *n, int *scale, int 
 /* Whether the Conv, given the prologue, still infers: ops/conv.c accepts
  * one only where its GEMM applies it (a 1x1, stride-1, unpadded conv with
  * one group), so the op decides, not a copy of its rules here. */
-static bool conv_accepts(const nn_graph *g, const nn_node *conv) {
+static bool conv_accepts(const nn_model *m, const nn_node *conv) {
+    const nn_graph *g = &m->g;
     nn_tensor in[8] = {{0}}, out[1] = {{0}};
     if (conv->n_in > 8) return false;
     for (int k = 0; k < conv->n_in; k++) {
@@ -57,13 +58,13 @@ static bool conv_accepts(const nn_graph *g, const nn_node *conv) {
         in[k] = g->values[conv->in[k]].t;
     }
     char err[256];
-    nn_call call = nn_node_infer_call(conv, in, out, 1, err, sizeof err);
+    nn_call call = nn_node_call(m, conv, in, out, err, sizeof err);
     return conv->n_out == 1 && nn_op_get(conv->op)->infer(&call) == NN_OK;
 }
 
 static nn_status fuse_prologue(nn_model *m, int *rewrites) {
     nn_graph *g = &m->g;
-    if (m->dynamic || strcmp(m->device, "cpu")) return NN_OK;
+    if (m->dynamic || !nn_target_has(m, NN_TARGET_PROLOGUE)) return NN_OK;
     int *uses = nn_value_uses(g);
     if (!uses) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
@@ -85,7 +86,7 @@ static nn_status fuse_prologue(nn_model *m, int *rewrites) {
         conv->in[0] = ew->in[0];
         conv->has_prologue = true;
         conv->prologue = (nn_prologue){.scale = at_scale, .shift = at_shift, .act = act};
-        if (!conv_accepts(g, conv)) {
+        if (!conv_accepts(m, conv)) {
             conv->in = old_in; /* the longer copy stays in the arena, unused */
             conv->n_in = old_n_in;
             conv->has_prologue = false;

@@ -14,10 +14,11 @@
  * becomes one node; chains of elementwise ops are fused after that, from
  * what the epilogues could not take (an activation in a Conv's epilogue
  * costs no pass of its own); a per-channel chain (BatchNormalization+Relu)
- * left ahead of a 1x1 Conv then moves into the Conv's input packing; the
- * memory passes last, once no node will be rewritten: Concat inputs move
- * into the Concat's buffer before views alias Reshapes, so a view sees
- * where its input finally lives. */
+ * left ahead of a 1x1 Conv then moves into the Conv's input packing.
+ * These repeat until a round rewrites nothing.  The memory passes run
+ * after that, once, when no node will be rewritten: Concat inputs move into
+ * the Concat's buffer before views alias Reshapes, so a view sees where its
+ * input finally lives. */
 // clang-format off
 const nn_pass *const nn_default_pipeline[] = {
     &nn_pass_fold_constants,
@@ -66,6 +67,26 @@ static nn_status parse_list(const char *list, const char *what, const nn_pass **
     return NN_OK;
 }
 
+/* One pass over the selected passes of one kind (memory or rewriting) that
+ * are not disabled; *changed counts their rewrites. */
+static nn_status run_stage(nn_model *m, const nn_pass *const *selected, int n_selected, const nn_pass *const *disabled,
+                           int n_disabled, bool memory, bool verify, nn_pass_hook hook, void *hook_ctx, int *changed) {
+    *changed = 0;
+    for (int i = 0; i < n_selected; i++) {
+        bool off = selected[i]->memory != memory;
+        for (int j = 0; j < n_disabled; j++)
+            off |= disabled[j] == selected[i];
+        if (off) continue;
+        int rewrites = 0;
+        nn_status st = selected[i]->run(m, &rewrites);
+        if (st != NN_OK) return st;
+        if (verify && (st = nn_verify_graph(m, selected[i]->name)) != NN_OK) return st;
+        if (hook) hook(hook_ctx, m, selected[i]->name, rewrites);
+        *changed += rewrites;
+    }
+    return NN_OK;
+}
+
 nn_status nn_optimize(nn_model *m, nn_pass_hook hook, void *hook_ctx) {
     const nn_pass *selected[MAX_SELECTED], *disabled[MAX_SELECTED];
     int n_selected = 0, n_disabled = 0;
@@ -83,20 +104,11 @@ nn_status nn_optimize(nn_model *m, nn_pass_hook hook, void *hook_ctx) {
     bool verify = m->opt.verify != 0;
 #endif
     if (verify && (st = nn_verify_graph(m, "parsing")) != NN_OK) return st;
-    for (int round = 0; round < MAX_ROUNDS; round++) {
-        int changed = 0;
-        for (int i = 0; i < n_selected; i++) {
-            bool off = false;
-            for (int j = 0; j < n_disabled; j++)
-                off |= disabled[j] == selected[i];
-            if (off) continue;
-            int rewrites = 0;
-            if ((st = selected[i]->run(m, &rewrites)) != NN_OK) return st;
-            if (verify && (st = nn_verify_graph(m, selected[i]->name)) != NN_OK) return st;
-            if (hook) hook(hook_ctx, m, selected[i]->name, rewrites);
-            changed += rewrites;
-        }
-        if (!changed) break;
-    }
-    return NN_OK;
+    /* the rewriting passes to a fixed point, then the memory passes once */
+    for (int round = 0, changed = 1; round < MAX_ROUNDS && changed; round++)
+        if ((st = run_stage(m, selected, n_selected, disabled, n_disabled, false, verify, hook, hook_ctx, &changed)) !=
+            NN_OK)
+            return st;
+    int placed;
+    return run_stage(m, selected, n_selected, disabled, n_disabled, true, verify, hook, hook_ctx, &placed);
 }

@@ -1,10 +1,11 @@
 /* Graph optimizer passes.
  *
  * Each pass lives in its own file and exports one nn_pass.  The manager
- * (passes/manager.c) runs the default pipeline in its documented order,
- * repeating it until a whole round rewrites nothing; any pass can be left
- * out by name.  After each pass the verifier checks the IR (always in debug
- * builds, with nn_options.verify otherwise). */
+ * (passes/manager.c) runs the default pipeline in its documented order:
+ * the rewriting passes repeated until a whole round rewrites nothing, then
+ * the memory passes once; any pass can be left out by name.  After each
+ * pass the verifier checks the IR (always in debug builds, with
+ * nn_options.verify otherwise). */
 #ifndef NN_PASS_H
 #define NN_PASS_H
 
@@ -17,6 +18,10 @@ typedef struct nn_pass {
     /* rewrite m's graph, counting rewrites in *rewrites; errors are
      * returned as a status with nn_set_error's message */
     nn_status (*run)(nn_model *m, int *rewrites);
+    /* places values in memory (aliases them) instead of rewriting nodes:
+     * runs once, after the rewriting passes are done, so no later rewrite
+     * has to respect or undo an alias */
+    bool memory;
 } nn_pass;
 
 /* Run the optimizer as m->opt selects (passes, disable_passes, verify). */

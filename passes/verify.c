@@ -55,7 +55,7 @@ nn_status nn_verify_graph(nn_model *m, const char *after) {
             if (n->in[k] >= 0) in[k] = g->values[n->in[k]].t;
         memset(out, 0, sizeof out);
         char err[256];
-        nn_call call = nn_node_infer_call(n, in, out, 1, err, sizeof err);
+        nn_call call = nn_node_call(m, n, in, out, err, sizeof err);
         nn_status ist = d->infer(&call);
         if (ist != NN_OK && ist != NN_DYNAMIC)
             st = nn_set_error(NN_ERR_INTERNAL, "after %s: node '%s' (%s) no longer infers: %s", after, n->name, d->name,

@@ -31,4 +31,5 @@ static nn_status views(nn_model *m, int *rewrites) {
     return NN_OK;
 }
 
-const nn_pass nn_pass_views = {"views", "let Reshape/Flatten/Squeeze/Unsqueeze alias their input", views};
+const nn_pass nn_pass_views = {"views", "let Reshape/Flatten/Squeeze/Unsqueeze alias their input", views,
+                               .memory = true};

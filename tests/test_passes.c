@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/backend.h"
 #include "../engine/model.h"
 #include "../ops/fused_elementwise.h"
 #include "../ops/registry.h"
@@ -1228,6 +1229,19 @@ static void test_fuse_prologue(void) {
     nn_free(m);
     m = load_opts(path, 1, NULL, "fuse_prologue");
     if (m) CHECK_EQ_INT("FusedElementwise nodes without the pass", 1, count_op(m, NN_OP_FusedElementwise));
+    /* the pass asks the target for the capability, whatever its name */
+    if (m) {
+        const nn_backend without = {.name = "cpu"}, with = {.name = "other", .caps = NN_TARGET_PROLOGUE};
+        int rewrites = 0;
+        m->backend = &without;
+        CHECK(nn_pass_fuse_prologue.run(m, &rewrites) == NN_OK, "run on a target without prologues: %s",
+               nn_last_error());
+        CHECK_EQ_INT("rewrites on a target without prologues", 0, rewrites);
+        m->backend = &with;
+        CHECK(nn_pass_fuse_prologue.run(m, &rewrites) == NN_OK, "run on a target with prologues: %s", nn_last_error());
+        CHECK_EQ_INT("rewrites on a target with prologues", 1, rewrites);
+        m->backend = NULL;
+    }
     nn_free(m);
     builder_free(&b);
 }
@@ -1283,6 +1297,18 @@ static void swap_nodes(nn_graph *g, int i, int j) {
         g->values[g->nodes[j].out[k]].producer = j;
 }
 
+/* the passes a hooked load ran, in order */
+typedef struct pass_log {
+    const char *names[64];
+    int n;
+} pass_log;
+
+static void log_pass(void *ctx, const nn_model *m, const char *pass, int rewrites) {
+    (void)m, (void)rewrites;
+    pass_log *log = ctx;
+    if (strcmp(pass, "parsed") && log->n < 64) log->names[log->n++] = pass;
+}
+
 static void test_verifier(void) {
     check_set_case("verifier: catches broken graphs");
     builder b;
@@ -1326,6 +1352,38 @@ static void test_verifier(void) {
     CHECK(st == NN_ERR_ARG && !m, "unknown pass: expected %s, got %s", nn_strerror(NN_ERR_ARG), nn_strerror(st));
     CHECK(strstr(nn_last_error(), "no_such_pass") != NULL, "message: expected to name 'no_such_pass', got '%s'",
           nn_last_error());
+    nn_free(m);
+
+    /* the chain fuses in the first round, so the rewriting passes run twice;
+     * the memory passes, which alias values, only once and after them */
+    check_set_case("pass manager: memory passes run once, after the rewriting rounds");
+    pass_log log = {0};
+    nn_options ho = nn_options_default();
+    ho.batch = load_batch;
+    ho.cache = 0;
+    m = NULL;
+    st = nn_load_hooked(path, &ho, log_pass, &log, &m);
+    CHECK(st == NN_OK, "load: %s", nn_last_error());
+    int concat_at = -1, views_at = -1, last_rewriting = -1, fuse_runs = 0;
+    for (int i = 0; i < log.n; i++) {
+        const nn_pass *p = NULL;
+        for (int k = 0; nn_default_pipeline[k]; k++)
+            if (!strcmp(nn_default_pipeline[k]->name, log.names[i])) p = nn_default_pipeline[k];
+        if (!strcmp(log.names[i], "eliminate_concat")) {
+            CHECK(concat_at < 0, "eliminate_concat ran twice");
+            concat_at = i;
+        }
+        if (!strcmp(log.names[i], "views")) {
+            CHECK(views_at < 0, "views ran twice");
+            views_at = i;
+        }
+        if (p && !p->memory) last_rewriting = i;
+        fuse_runs += !strcmp(log.names[i], "fuse_elementwise");
+    }
+    CHECK_EQ_INT("fuse_elementwise runs (two rounds)", 2, fuse_runs);
+    CHECK(concat_at > last_rewriting && views_at > concat_at,
+           "order: expected eliminate_concat then views after the last rewriting pass (at %d), got %d and %d",
+           last_rewriting, concat_at, views_at);
     nn_free(m);
     builder_free(&b);
 }

@@ -1,0 +1,38 @@
+/* The one place a node becomes a kernel call (ops/op.h's nn_call): the
+ * executor, shape inference, the passes, the plan cache and the CUDA
+ * backend all build theirs here, so a field nn_call gains is set once. */
+#include <string.h>
+
+#include "model.h"
+
+nn_call nn_node_call(const nn_model *m, const nn_node *n, const nn_tensor *in, nn_tensor *out, char *err,
+                     size_t err_size) {
+    err[0] = 0;
+    return (nn_call){.params = n->params,
+                     .n_in = n->n_in,
+                     .n_out = n->n_out,
+                     .in = in,
+                     .out = out,
+                     .threads = m->kernel_threads,
+                     .epilogue = n->has_epilogue ? &n->epilogue : NULL,
+                     .prologue = n->has_prologue ? &n->prologue : NULL,
+                     .prepared = n->prepared,
+                     .winograd = m->opt.winograd != 0,
+                     .err = err,
+                     .err_size = err_size};
+}
+
+void nn_node_gather(const nn_node *n, const nn_tensor *values, nn_tensor *in, nn_tensor *out) {
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] >= 0)
+            in[k] = values[n->in[k]];
+        else
+            memset(&in[k], 0, sizeof in[k]);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] >= 0)
+            out[k] = values[n->out[k]];
+        else
+            memset(&out[k], 0, sizeof out[k]);
+    }
+}

@@ -17,8 +17,14 @@ OPTFLAGS := -O2 -gdwarf-4
 endif
 # Op descriptors leave optional trailing hooks out of their initializers (they are NULL).
 CFLAGS    = -std=c11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Werror -Wno-missing-field-initializers -fPIC -fvisibility=hidden \
-            -fopenmp -I$(BUILD)/proto $(shell pkg-config --cflags openblas libprotobuf-c 2>/dev/null)
-LIBS     := -lopenblas -lprotobuf-c -fopenmp -lm -lpthread
+            -fopenmp -I$(BUILD)/proto -I$(BLAS_INC) $(shell pkg-config --cflags libprotobuf-c 2>/dev/null)
+# Debian's single-threaded OpenBLAS (libopenblas-serial-dev), named by its folder and found through the
+# rpath, so that it is the one loaded whichever flavour /usr/lib/<triplet>/libopenblas.so.0 points to:
+# it starts no threads, so the GEMM can call it inside its own OpenMP team (ops/gemm_scalar.c).
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
+BLAS_INC  := /usr/include/$(MULTIARCH)/openblas-serial
+LIBS     := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lprotobuf-c -fopenmp -lm -lpthread
 
 # The CUDA backend (cuda/, --device gpuN) is built when a toolkit with cuDNN
 # is found; `make CUDA_HOME=/nonexistent` builds for the CPU only.
@@ -136,7 +142,7 @@ PORTABLE_CFLAGS  = -std=c11 -D_GNU_SOURCE -O1 -Wall -Wextra -Werror -Wno-missing
 AARCH64_INCLUDE := /usr/aarch64-linux-gnu/include
 # host headers that are the same on every architecture (protobuf-c, cblas) come after the target's libc
 AARCH64_CFLAGS   = --target=aarch64-linux-gnu -isystem $(AARCH64_INCLUDE) -idirafter /usr/include \
-                   $(patsubst -I%,-idirafter %,$(shell pkg-config --cflags-only-I openblas 2>/dev/null))
+                   -idirafter $(BLAS_INC)
 check-portable: $(BUILD)/proto/onnx.pb-c.h | $(BUILD)/.deps-test
 	@test -f $(AARCH64_INCLUDE)/stdio.h || { echo "check-portable: no $(AARCH64_INCLUDE) (make test-deps)"; exit 1; }
 	@for f in $(ENGINE_SRC); do \
@@ -212,7 +218,7 @@ install: all
 	cp $(BUILD)/libnn.a $(BUILD)/libnn.so $(PREFIX)/lib/
 	cp engine/nn.h $(PREFIX)/include/
 	cp $(TOOLS) $(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*NN_VERSION_STRING "\(.*\)"/\1/p' engine/nn.h)|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_DIR@|$(BLAS_DIR)|g' -e 's|@VERSION@|$(shell sed -n 's/.*NN_VERSION_STRING "\(.*\)"/\1/p' engine/nn.h)|' \
 	    $(if $(HAVE_CUDA),-e 's|^Libs: .*|& $(CUDA_LINK)|') tools/nn.pc.in > $(PREFIX)/lib/pkgconfig/nn.pc
 
 clean:

@@ -42,7 +42,7 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes: older files then read as stale. */
-#define CACHE_FORMAT 5
+#define CACHE_FORMAT 6
 #define CACHE_MAGIC  "nnplan\n"
 enum { DATA_ALIGN = 64, PAGE = 4096, MAX_IO = 64, MAX_PARAMS = 1 << 16, END_MARK = 0x21444e45 /* "END!" */ };
 

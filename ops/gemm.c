@@ -11,7 +11,8 @@
  * Kernels (the one for nn_isa_active(); gemm_scalar.c, gemm_x86.c):
  *   avx512  14 x 32: 28 zmm accumulators, B read as 2 vectors, A broadcast
  *   avx2     6 x 16: 12 ymm accumulators
- *   scalar   4 x 16: plain C, the reference the others must agree with */
+ *   scalar   OpenBLAS (single-threaded) on each task's whole block, MR 1 x NR 256
+ *            (the plain-C 4 x 16 tile, the reference, stays in gemm_scalar.c) */
 #include <omp.h>
 #include <string.h>
 
@@ -19,13 +20,13 @@
 
 const gemm_kernel *nn_gemm_kernel_at(int ki) {
     static const gemm_kernel *const kernels[NN_ISA_COUNT] = {
-        [NN_ISA_SCALAR] = &nn_gemm_kernel_scalar,
+        [NN_ISA_SCALAR] = &nn_gemm_kernel_blas, /* OpenBLAS per block; nn_gemm_kernel_scalar is the reference */
 #if NN_HAVE_X86
         [NN_ISA_AVX2] = &nn_gemm_kernel_avx2,
         [NN_ISA_AVX512] = &nn_gemm_kernel_avx512,
 #endif
     };
-    return ki >= 0 && ki < NN_ISA_COUNT && kernels[ki] ? kernels[ki] : &nn_gemm_kernel_scalar;
+    return ki >= 0 && ki < NN_ISA_COUNT && kernels[ki] ? kernels[ki] : &nn_gemm_kernel_blas;
 }
 
 const char *nn_gemm_kernel_name(void) { return nn_isa_name(nn_isa_active()); }
@@ -75,8 +76,9 @@ static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
     bool short_rows =
         g->m <= B_IN_PLACE_SHORT_MAX_ROWS && g->n <= B_IN_PLACE_SHORT_MAX_COLS && b_bytes <= B_IN_PLACE_SHORT_MAX_BYTES;
     bool two_tiles = g->m <= 2 * kd->mr;
-    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && !g->b_scale && g->k <= KC_MAX &&
-           (few_rows || short_rows || two_tiles);
+    /* OpenBLAS packs B itself: a plain B is passed as it lies, whatever its size */
+    return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && !g->b_scale &&
+           (kd->block || (g->k <= KC_MAX && (few_rows || short_rows || two_tiles)));
 }
 
 static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) {
@@ -165,6 +167,29 @@ static const float *packed_a_at(const nn_gemm *g, int mr, int64_t bi, int64_t p0
     return g->a_packed->data + (size_t)bi * g->a_packed->stride + p0 * nn_round_up(g->m, mr) + row * kc;
 }
 
+/* The kernel's block hook over C rows [mb, mb + mc) x columns [nb, nb + nc)
+ * of one K block: A's block ablk, B's bblk (in place, or NR panels). */
+static void run_block(const nn_gemm *g, const plan *pl, tile_args *t, const float *ablk, const float *bblk, float *c,
+                      const float *bias, const float *res, int64_t mb, int64_t mc, int64_t nb, int64_t nc) {
+    const gemm_kernel *kd = pl->kd;
+    for (int64_t jr = 0; jr < nc; jr += kd->nr) {
+        int64_t col = nb + jr;
+        t->a = ablk;
+        t->b = pl->b_in_place ? bblk + jr : bblk + jr * t->kc;
+        t->c = c + (g->trans_c ? col * g->ldc + mb : mb * g->ldc + col);
+        t->res = res ? res + (g->trans_c ? col * g->ldr + mb : mb * g->ldr + col) : NULL;
+        t->mr = (int)mc;
+        t->nr = (int)min64(kd->nr, nc - jr);
+        t->bias_row = bias && g->bias_kind == NN_GEMM_BIAS_ROW ? bias + mb : NULL;
+        t->bias_col = bias && g->bias_kind == NN_GEMM_BIAS_COL ? bias + col : NULL;
+        kd->block(t);
+        if (!t->last || act_in_tile(g->act)) continue;
+        int lines = g->trans_c ? t->nr : t->mr, len = g->trans_c ? t->mr : t->nr;
+        for (int i = 0; i < lines; i++)
+            kd->act(t->c + i * g->ldc, len, g->act, g->act_alpha, g->act_beta);
+    }
+}
+
 /* One task: C rows [m0, m1) x columns [n0, n1) of batch entry (bo, bi). */
 static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
                      int64_t n1, float *scratch) {
@@ -213,6 +238,10 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                     ablk = packed_a_at(g, mr, bi, p0, mb);
                 else
                     nn_gemm_pack_a_panels(kd, g, a, p0, kc, mb, mc, abuf);
+                if (kd->block) { /* the whole block at once, a panel of B at a time (gemm_scalar.c) */
+                    run_block(g, pl, &t, ablk, bblk, c, bias, res, mb, mc, nb, nc);
+                    continue;
+                }
                 for (int64_t ir = 0; ir < mc; ir += mr) {
                     /* Pre-packed weights come from memory once per run, and at a
                      * few tiles of columns (N = 49 at ResNet-50's 7x7 stage)

@@ -45,6 +45,10 @@ typedef struct gemm_kernel {
     int mc, nc;      /* cache blocks (multiples of mr, nr) */
     bool b_in_place; /* tile reads a plain B where it lies (masked at its right edge) */
     void (*tile)(const tile_args *t);
+    /* Set: the whole block of a task's rows at once instead of tiles, with t->mr
+     * rows of a row-major A (row stride kc: MR is 1, so A's panels are its rows)
+     * and t->nr columns of a row-major B (row stride ldb). */
+    void (*block)(const tile_args *t);
     void (*act)(float *y, int64_t n, nn_act act, float alpha, float beta);
     float (*dot)(const float *x, const float *y, int64_t n);
     void (*axpy)(float *y, float a, const float *x, int64_t n);
@@ -212,7 +216,7 @@ static inline __attribute__((always_inline)) void pack_conv_rows(const conv_tabl
 
 /* The families (gemm_scalar.c, gemm_x86.c), and the one for an nn_isa:
  * the packed operands record it as their `kernel`. */
-extern const gemm_kernel nn_gemm_kernel_scalar;
+extern const gemm_kernel nn_gemm_kernel_scalar, nn_gemm_kernel_blas;
 #if NN_HAVE_X86
 extern const gemm_kernel nn_gemm_kernel_avx2, nn_gemm_kernel_avx512;
 #endif

@@ -44,6 +44,8 @@ for isa in scalar avx2 avx512; do
 done
 # threads on one real model: valgrind would only serialize them (races: make tsan)
 suite concurrency "$BUILD/tests/concurrency"
+# the portable ISA's GEMM calls the serial OpenBLAS from several threads at once (ops/gemm_scalar.c's lock)
+suite "concurrency scalar" env NN_ISA=scalar "$BUILD/tests/concurrency"
 suite cli tests/test_cli.sh
 suite conformance "$BUILD/tests/conformance" --cache-dir "$NN_CACHE_DIR/conformance"
 # CUDA builds: the models and conformance on a GPU (each check reported skipped when there is none)

@@ -33,6 +33,15 @@ int main(int argc, char **argv) {
 C
 cc -std=c11 "$tmp/use_nn.c" -o "$tmp/use_nn" $(pkg-config --cflags --libs nn)
 "$tmp/use_nn" "$top/models/mobilenetv2.onnx"
+# the single-threaded OpenBLAS, whichever flavour the system's libopenblas.so.0 points to
+# (the GEMM calls it inside its own thread team), and one OpenMP runtime
+deps=$(ldd "$tmp/use_nn")
+if ! echo "$deps" | grep -q 'libopenblas\.so\.0 => .*/openblas-serial/'; then
+    echo "FAIL: use_nn does not load the serial OpenBLAS:"; echo "$deps" | grep -i blas; exit 1
+fi
+if echo "$deps" | grep -q libgomp; then
+    echo "FAIL: use_nn loads libgomp beside libomp:"; echo "$deps" | grep -i omp; exit 1
+fi
 # only nn_* symbols may be exported
 leaked=$(nm -D --defined-only "$tmp/prefix/lib/libnn.so" | awk '{print $3}' | grep -v '^nn_' | grep -v '^_' || true)
 if [ -n "$leaked" ]; then

@@ -47,8 +47,29 @@ static nn_status parse_conv(nn_parse_ctx *ctx) {
         (st = nn_attr_ints(ctx, "output_padding", p->out_padding, NSP_MAX, &p->n_out_padding)) ||
         (st = nn_attr_ints(ctx, "output_shape", p->out_shape, NN_MAX_DIMS, &p->n_out_shape)))
         return st;
-    if (p->group < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "group must be >= 1, got %lld", (long long)p->group);
     ctx->params = p;
+    return NN_OK;
+}
+
+/* group divides channel counts and multiplies them (conv_resolve): at
+ * least 1, and small enough that the product cannot overflow. */
+static nn_status conv_check(const void *params, char *err, size_t err_size) {
+    const conv_params *p = params;
+    nn_status st = nn_window_check(&p->w, err, err_size);
+    if (st != NN_OK) return st;
+    if (p->group < 1 || p->group > NN_ATTR_EXTENT_MAX)
+        return nn_check_error(err, err_size, "group must be >= 1, got %lld", (long long)p->group);
+    if (!nn_check_count(p->n_out_padding, NSP_MAX) || !nn_check_count(p->n_out_shape, NN_MAX_DIMS))
+        return nn_check_error(err, err_size, "output_padding (%d) or output_shape (%d) has too many values",
+                              p->n_out_padding, p->n_out_shape);
+    for (int k = 0; k < p->n_out_padding; k++)
+        if (!nn_check_extent(p->out_padding[k]))
+            return nn_check_error(err, err_size, "output_padding[%d] = %lld is out of range", k,
+                                  (long long)p->out_padding[k]);
+    for (int k = 0; k < p->n_out_shape; k++)
+        if (!nn_check_extent(p->out_shape[k]))
+            return nn_check_error(err, err_size, "output_shape[%d] = %lld is out of range", k,
+                                  (long long)p->out_shape[k]);
     return NN_OK;
 }
 
@@ -1370,6 +1391,7 @@ const nn_op_desc nn_op_Conv = {.name = "Conv",
                                .max_outputs = 1,
                                .flags = NN_OPF_EPILOGUE | NN_OPF_PROLOGUE,
                                .parse = parse_conv,
+                               .check = conv_check,
                                .infer = infer_conv,
                                .workspace = workspace_conv,
                                .run = run_conv,
@@ -1384,6 +1406,7 @@ const nn_op_desc nn_op_ConvTranspose = {.name = "ConvTranspose",
                                         .max_outputs = 1,
                                         .flags = NN_OPF_EPILOGUE,
                                         .parse = parse_conv,
+                                        .check = conv_check,
                                         .infer = infer_conv_transpose,
                                         .workspace = workspace_conv_transpose,
                                         .run = run_conv_transpose};

@@ -19,6 +19,17 @@ static nn_status parse_norm(nn_parse_ctx *ctx) {
     return NN_OK;
 }
 
+static nn_status norm_check(const void *params, char *err, size_t err_size) {
+    const nn_norm_params *p = params;
+    if (!isfinite(p->epsilon) || p->epsilon < 0.0f)
+        return nn_check_error(err, err_size, "epsilon %g must be finite and >= 0", (double)p->epsilon);
+    if (!nn_check_axis(p->axis)) return nn_check_error(err, err_size, "axis %lld is out of range", (long long)p->axis);
+    if ((p->training_mode != 0 && p->training_mode != 1) || (p->spatial != 0 && p->spatial != 1))
+        return nn_check_error(err, err_size, "training_mode (%lld) and spatial (%lld) must be 0 or 1",
+                              (long long)p->training_mode, (long long)p->spatial);
+    return NN_OK;
+}
+
 static nn_status check_float_inputs(nn_call *c) {
     for (int i = 0; i < c->n_in; i++)
         if (nn_present(c, i) && c->in[i].dtype != NN_DTYPE_FLOAT)
@@ -195,11 +206,11 @@ static nn_status run_layer_norm(nn_call *c) {
 /* BatchNormalization maps each element on its own (per-channel constants): safe in place. */
 const nn_op_desc nn_op_BatchNormalization = {.name = "BatchNormalization", .min_inputs = 5, .max_inputs = 5,
                                              .min_outputs = 1, .max_outputs = 5, .flags = NN_OPF_ELEMENTWISE,
-                                             .parse = parse_norm, .infer = infer_batch_norm,
+                                             .parse = parse_norm, .check = norm_check, .infer = infer_batch_norm,
                                              .run = run_batch_norm};
 const nn_op_desc nn_op_InstanceNormalization = {.name = "InstanceNormalization", .min_inputs = 3, .max_inputs = 3,
-                                                .min_outputs = 1, .max_outputs = 1, .parse = parse_norm,
+                                                .min_outputs = 1, .max_outputs = 1, .parse = parse_norm, .check = norm_check,
                                                 .infer = infer_instance_norm, .run = run_instance_norm};
 const nn_op_desc nn_op_LayerNormalization = {.name = "LayerNormalization", .min_inputs = 2, .max_inputs = 3,
-                                             .min_outputs = 1, .max_outputs = 3, .parse = parse_norm,
+                                             .min_outputs = 1, .max_outputs = 3, .parse = parse_norm, .check = norm_check,
                                              .infer = infer_layer_norm, .run = run_layer_norm};

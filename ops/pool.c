@@ -23,8 +23,19 @@ static nn_status parse_pool(nn_parse_ctx *ctx) {
         (st = nn_attr_int(ctx, "count_include_pad", 0, &p->count_include_pad)) ||
         (st = nn_attr_int(ctx, "storage_order", 0, &p->storage_order)))
         return st;
-    if (p->w.n_kernel < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "kernel_shape is required");
     ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status pool_check(const void *params, char *err, size_t err_size) {
+    const pool_params *p = params;
+    nn_status st = nn_window_check(&p->w, err, err_size);
+    if (st != NN_OK) return st;
+    if (p->w.n_kernel < 1) return nn_check_error(err, err_size, "kernel_shape is required");
+    if ((p->ceil_mode != 0 && p->ceil_mode != 1) || (p->count_include_pad != 0 && p->count_include_pad != 1) ||
+        (p->storage_order != 0 && p->storage_order != 1))
+        return nn_check_error(err, err_size, "ceil_mode (%lld), count_include_pad (%lld) and storage_order (%lld) must be 0 or 1",
+                              (long long)p->ceil_mode, (long long)p->count_include_pad, (long long)p->storage_order);
     return NN_OK;
 }
 
@@ -669,8 +680,14 @@ static nn_status parse_lrn(nn_parse_ctx *ctx) {
     if ((st = nn_attr_int(ctx, "size", 0, &p->size)) || (st = nn_attr_float(ctx, "alpha", 1e-4f, &p->alpha)) ||
         (st = nn_attr_float(ctx, "beta", 0.75f, &p->beta)) || (st = nn_attr_float(ctx, "bias", 1.0f, &p->bias)))
         return st;
-    if (p->size < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "size must be >= 1");
     ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status lrn_check(const void *params, char *err, size_t err_size) {
+    const lrn_params *p = params;
+    if (p->size < 1 || p->size > NN_ATTR_EXTENT_MAX)
+        return nn_check_error(err, err_size, "size must be >= 1, got %lld", (long long)p->size);
     return NN_OK;
 }
 
@@ -717,6 +734,7 @@ const nn_op_desc nn_op_MaxPool = {.name = "MaxPool",
                                   .min_outputs = 1,
                                   .max_outputs = 2,
                                   .parse = parse_pool,
+                                  .check = pool_check,
                                   .infer = infer_max_pool,
                                   .workspace = workspace_max_pool,
                                   .run = run_max_pool};
@@ -726,6 +744,7 @@ const nn_op_desc nn_op_AveragePool = {.name = "AveragePool",
                                       .min_outputs = 1,
                                       .max_outputs = 1,
                                       .parse = parse_pool,
+                                      .check = pool_check,
                                       .infer = infer_float_pool,
                                       .workspace = workspace_average_pool,
                                       .run = run_average_pool};
@@ -735,5 +754,6 @@ const nn_op_desc nn_op_LRN = {.name = "LRN",
                               .min_outputs = 1,
                               .max_outputs = 1,
                               .parse = parse_lrn,
+                              .check = lrn_check,
                               .infer = infer_lrn,
                               .run = run_lrn};

@@ -36,6 +36,15 @@ static nn_status parse_act(nn_parse_ctx *ctx, const act_attr *attrs, int n) {
     return NN_OK;
 }
 
+/* Any finite value is one a model may give; inf or NaN is no activation's. */
+static nn_status act_check(const void *params, char *err, size_t err_size) {
+    const act_params *p = params;
+    if (!isfinite(p->alpha) || !isfinite(p->beta) || !isfinite(p->gamma))
+        return nn_check_error(err, err_size, "alpha, beta and gamma must be finite (%g, %g, %g)", (double)p->alpha,
+                              (double)p->beta, (double)p->gamma);
+    return NN_OK;
+}
+
 #define ACT_ATTRS(Name, ...)                                                                  \
     static nn_status parse_##Name(nn_parse_ctx *ctx) {                                        \
         static const act_attr attrs[] = {__VA_ARGS__};                                        \
@@ -89,7 +98,7 @@ static void copy_data(const nn_call *c) {
 
 /* One generic body per operator: `expr` computes y from x and the params p.
  * `act_fn` is the as_activation hook (NULL when the op cannot be fused). */
-#define UNARY(Name, TYPES, parse_fn, act_fn, expr)                                             \
+#define UNARY(Name, TYPES, parse_fn, check_fn, act_fn, expr)                                             \
     static nn_status infer_##Name(nn_call *c) { return infer_same(c, TYPES##_MASK); }         \
     static nn_status run_##Name(nn_call *c) {                                                  \
         const act_params *p = c->params ? c->params : &no_params;                              \
@@ -103,7 +112,8 @@ static void copy_data(const nn_call *c) {
     }                                                                                          \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,  \
                                      .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .parse = parse_fn,  \
-                                     .infer = infer_##Name, .run = run_##Name, .as_activation = act_fn};
+                                     .check = check_fn, .infer = infer_##Name, .run = run_##Name,            \
+                                     .as_activation = act_fn};
 
 static inline float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
 
@@ -162,29 +172,29 @@ AS_ACT(HardSigmoid, NN_ACT_HARD_SIGMOID)
 AS_ACT(HardSwish, NN_ACT_HARD_SWISH)
 AS_ACT(Tanh, NN_ACT_TANH)
 
-UNARY(Abs, T_SIGNED, NULL, NULL, ABSV(x))
-UNARY(Neg, T_SIGNED, NULL, NULL, NEGV(x))
-UNARY(Sign, T_SIGNED, NULL, NULL, (x > 0) - (x < 0))
-UNARY(Relu, T_SIGNED, NULL, as_act_Relu, x > 0 ? x : 0)
-UNARY(Not, T_BOOL, NULL, NULL, !x)
-UNARY(Sqrt, T_FLOAT, NULL, NULL, sqrtf(x))
-UNARY(Exp, T_FLOAT, NULL, NULL, expf(x))
-UNARY(Log, T_FLOAT, NULL, NULL, logf(x))
-UNARY(Reciprocal, T_FLOAT, NULL, NULL, 1.0f / x)
-UNARY(Floor, T_FLOAT, NULL, NULL, floorf(x))
-UNARY(Ceil, T_FLOAT, NULL, NULL, ceilf(x))
-UNARY(Sin, T_FLOAT, NULL, NULL, sinf(x))
-UNARY(Cos, T_FLOAT, NULL, NULL, cosf(x))
-UNARY(Tanh, T_FLOAT, NULL, as_act_Tanh, tanhf(x))
-UNARY(Erf, T_FLOAT, NULL, NULL, erff(x))
-UNARY(Sigmoid, T_FLOAT, NULL, as_act_Sigmoid, 1.0f / (1.0f + exp_clamped(-x)))
-UNARY(Softplus, T_FLOAT, NULL, NULL, softplus(x))
-UNARY(Softsign, T_FLOAT, NULL, NULL, x / (1.0f + fabsf(x)))
-UNARY(HardSwish, T_FLOAT, NULL, as_act_HardSwish, x * clamp01(x * (1.0f / 6.0f) + 0.5f))
-UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, as_act_LeakyRelu, x >= 0.0f ? x : p->alpha * x)
-UNARY(Elu, T_FLOAT, parse_Elu, NULL, x >= 0.0f ? x : p->alpha * expm1f(x))
-UNARY(Selu, T_FLOAT, parse_Selu, NULL, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
-UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, as_act_HardSigmoid, clamp01(p->alpha * x + p->beta))
+UNARY(Abs, T_SIGNED, NULL, NULL, NULL, ABSV(x))
+UNARY(Neg, T_SIGNED, NULL, NULL, NULL, NEGV(x))
+UNARY(Sign, T_SIGNED, NULL, NULL, NULL, (x > 0) - (x < 0))
+UNARY(Relu, T_SIGNED, NULL, NULL, as_act_Relu, x > 0 ? x : 0)
+UNARY(Not, T_BOOL, NULL, NULL, NULL, !x)
+UNARY(Sqrt, T_FLOAT, NULL, NULL, NULL, sqrtf(x))
+UNARY(Exp, T_FLOAT, NULL, NULL, NULL, expf(x))
+UNARY(Log, T_FLOAT, NULL, NULL, NULL, logf(x))
+UNARY(Reciprocal, T_FLOAT, NULL, NULL, NULL, 1.0f / x)
+UNARY(Floor, T_FLOAT, NULL, NULL, NULL, floorf(x))
+UNARY(Ceil, T_FLOAT, NULL, NULL, NULL, ceilf(x))
+UNARY(Sin, T_FLOAT, NULL, NULL, NULL, sinf(x))
+UNARY(Cos, T_FLOAT, NULL, NULL, NULL, cosf(x))
+UNARY(Tanh, T_FLOAT, NULL, NULL, as_act_Tanh, tanhf(x))
+UNARY(Erf, T_FLOAT, NULL, NULL, NULL, erff(x))
+UNARY(Sigmoid, T_FLOAT, NULL, NULL, as_act_Sigmoid, 1.0f / (1.0f + exp_clamped(-x)))
+UNARY(Softplus, T_FLOAT, NULL, NULL, NULL, softplus(x))
+UNARY(Softsign, T_FLOAT, NULL, NULL, NULL, x / (1.0f + fabsf(x)))
+UNARY(HardSwish, T_FLOAT, NULL, NULL, as_act_HardSwish, x * clamp01(x * (1.0f / 6.0f) + 0.5f))
+UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, act_check, as_act_LeakyRelu, x >= 0.0f ? x : p->alpha * x)
+UNARY(Elu, T_FLOAT, parse_Elu, act_check, NULL, x >= 0.0f ? x : p->alpha * expm1f(x))
+UNARY(Selu, T_FLOAT, parse_Selu, act_check, NULL, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
+UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, act_check, as_act_HardSigmoid, clamp01(p->alpha * x + p->beta))
 
 /* ---- Clip: bounds are attributes before opset 11, optional scalar inputs since. */
 
@@ -201,6 +211,13 @@ static nn_status parse_Clip(nn_parse_ctx *ctx) {
     if (!p->from_attrs) return NN_OK;
     nn_status st = nn_attr_float(ctx, "min", -FLT_MAX, &p->lo);
     return st != NN_OK ? st : nn_attr_float(ctx, "max", FLT_MAX, &p->hi);
+}
+
+static nn_status clip_check(const void *params, char *err, size_t err_size) {
+    const clip_params *p = params;
+    if (!nn_check_bool(&p->from_attrs)) return nn_check_error(err, err_size, "from_attrs is not a boolean");
+    if (isnan(p->lo) || isnan(p->hi)) return nn_check_error(err, err_size, "min or max is NaN");
+    return NN_OK;
 }
 
 #define CLIP_MASK (DT(FLOAT) | DT(INT8) | DT(UINT8) | DT(INT32) | DT(INT64))
@@ -276,8 +293,8 @@ static bool as_act_Clip(const nn_call *c, nn_epilogue *e) {
 }
 
 const nn_op_desc nn_op_Clip = {.name = "Clip", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-                               .flags = NN_OPF_ELEMENTWISE, .parse = parse_Clip, .infer = infer_Clip, .run = run_Clip,
-                               .as_activation = as_act_Clip};
+                               .flags = NN_OPF_ELEMENTWISE, .parse = parse_Clip, .check = clip_check, .infer = infer_Clip,
+                               .run = run_Clip, .as_activation = as_act_Clip};
 
 /* ---- Identity */
 
@@ -304,6 +321,12 @@ static nn_status parse_Dropout(nn_parse_ctx *ctx) {
     if (!p) return NN_ERR_NOMEM;
     p->bool_mask = ctx->opset >= 10;
     ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status dropout_check(const void *params, char *err, size_t err_size) {
+    const dropout_params *p = params;
+    if (!nn_check_bool(&p->bool_mask)) return nn_check_error(err, err_size, "bool_mask is not a boolean");
     return NN_OK;
 }
 
@@ -344,7 +367,7 @@ static nn_status run_Dropout(nn_call *c) {
 
 const nn_op_desc nn_op_Dropout = {.name = "Dropout", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1,
                                   .max_outputs = 2, .flags = NN_OPF_ELEMENTWISE, .parse = parse_Dropout,
-                                  .infer = infer_Dropout, .run = run_Dropout};
+                                  .check = dropout_check, .infer = infer_Dropout, .run = run_Dropout};
 
 /* ---- Cast between the engine's dtypes.  Float to integer saturates (NaN gives 0):
  * ONNX leaves out-of-range casts undefined, C makes them undefined behaviour. */
@@ -375,6 +398,13 @@ static nn_status parse_Cast(nn_parse_ctx *ctx) {
             return NN_OK;
         }
     return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "cast to %s not supported", a->s);
+}
+
+/* `to` is any integer parse read; infer says which it supports.  Here: a dtype the engine knows. */
+static nn_status cast_check(const void *params, char *err, size_t err_size) {
+    const cast_params *p = params;
+    if (p->to < 0 || p->to >= 32) return nn_check_error(err, err_size, "to = %lld is no dtype", (long long)p->to);
+    return NN_OK;
 }
 
 #define CAST_MASK (DT(FLOAT) | DT(INT32) | DT(INT64) | DT(BOOL) | DT(UINT8) | DT(INT8))
@@ -451,4 +481,4 @@ static nn_status run_Cast(nn_call *c) {
 }
 
 const nn_op_desc nn_op_Cast = {.name = "Cast", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                               .parse = parse_Cast, .infer = infer_Cast, .run = run_Cast};
+                               .parse = parse_Cast, .check = cast_check, .infer = infer_Cast, .run = run_Cast};

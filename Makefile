@@ -18,7 +18,7 @@ endif
 # Op descriptors leave optional trailing hooks out of their initializers (they are NULL).
 CFLAGS    = -std=c11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Werror -Wno-missing-field-initializers -fPIC -fvisibility=hidden \
             -fopenmp -I$(BUILD)/proto $(shell pkg-config --cflags openblas libprotobuf-c 2>/dev/null)
-LIBS     := -lopenblas -lprotobuf-c -fopenmp -lm -lpthread
+LIBS     := -lopenblas -lprotobuf-c -lxxhash -fopenmp -lm -lpthread
 
 # The CUDA backend (cuda/, --device gpuN) is built when a toolkit with cuDNN
 # is found; `make CUDA_HOME=/nonexistent` builds for the CPU only.

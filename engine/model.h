@@ -81,6 +81,9 @@ nn_status nn_node_check_wiring(const nn_node *n, const nn_op_desc *d);
 /* Choose m->plan_batch (options.micro_batch, else from the model) and
  * re-infer the shapes at it.  After nn_infer_graph, before optimization. */
 nn_status nn_choose_plan_batch(nn_model *m);
+/* Check the IR's invariants (passes/verify.c; the passes and the plan cache
+ * reader run it); NN_OK or NN_ERR_INTERNAL naming the first violation. */
+nn_status nn_verify_graph(nn_model *m, const char *after_pass);
 /* Assign arena offsets by liveness (static models). */
 nn_status nn_plan_memory(nn_model *m);
 void nn_plan_free(nn_plan *p);

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "gemm.h"
+
 #define NN_OP(name, family) extern const nn_op_desc nn_op_##name;
 #include "ops.def"
 #undef NN_OP
@@ -38,3 +40,5 @@ int nn_op_table_check(void) {
     }
     return 0;
 }
+
+const char *nn_ops_cpu_kernels(void) { return nn_gemm_kernel_name(); }

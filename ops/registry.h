@@ -17,5 +17,8 @@ const nn_op_desc *nn_op_get(int id);
 int nn_op_lookup(const char *name);
 /* 0 when the table is sorted and every descriptor's name matches its line */
 int nn_op_table_check(void);
+/* The CPU kernel set the ops run with ("avx512", "avx2", "portable"): packed
+ * weights made for one do not fit another, so the plan cache keys on it. */
+const char *nn_ops_cpu_kernels(void);
 
 #endif

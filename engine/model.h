@@ -50,7 +50,7 @@ struct nn_model {
     void *device_state;               /* the backend's */
     const void *device_choices;       /* from the plan cache: what an earlier attach measured (backend.h) */
     size_t device_choices_bytes;
-    /* plan cache (engine/cache.c) */
+    /* plan cache (engine/cache_*.c) */
     nn_cache_state cache_state;
     bool from_cache;            /* graph, plan and prepared weights came from the cache file */
     bool cache_key_known;       /* cache_key was computed (the model file was readable) */

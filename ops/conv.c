@@ -121,9 +121,12 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
             return nn_call_error(c, NN_ERR_SHAPE,
                                  "W dim 0 (%lld) must equal X channels (%lld), divisible by group %lld",
                                  (long long)w->dims[0], (long long)g->in_ch, (long long)g->group);
-        g->out_ch = w->dims[1] * g->group;
+        if (__builtin_mul_overflow(w->dims[1], g->group, &g->out_ch))
+            return nn_call_error(c, NN_ERR_SHAPE, "W dim 1 (%lld) times group %lld overflows", (long long)w->dims[1],
+                                 (long long)g->group);
     } else {
-        if (w->dims[1] * g->group != g->in_ch || w->dims[0] % g->group)
+        int64_t in_ch; /* shapes are untrusted (a model's declared input, a plan cache): no overflow */
+        if (__builtin_mul_overflow(w->dims[1], g->group, &in_ch) || in_ch != g->in_ch || w->dims[0] % g->group)
             return nn_call_error(c, NN_ERR_SHAPE, "W %lldx%lld does not fit X channels %lld with group %lld",
                                  (long long)w->dims[0], (long long)w->dims[1], (long long)g->in_ch,
                                  (long long)g->group);

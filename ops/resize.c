@@ -214,7 +214,11 @@ static nn_status resize_geometry(nn_call *c, resize_geom *g) {
             if (!(s > 0.0f) || !isfinite(s))
                 return nn_call_error(c, NN_ERR_INVALID, "scale %g for dim %d must be positive", (double)s, d);
             g->scale[d] = s;
-            g->out[d] = (int64_t)floor((double)in * (double)s);
+            double out = floor((double)in * (double)s);
+            if (out >= 0x1p62) /* converting a larger double to int64 is undefined */
+                return nn_call_error(c, NN_ERR_SHAPE, "scale %g makes dim %d of size %lld too large", (double)s, d,
+                                     (long long)in);
+            g->out[d] = (int64_t)out;
         }
     }
     return NN_OK;

@@ -4,8 +4,10 @@
 
 #include "cache_int.h"
 
-#define F(type, count, st, member) {type, count, offsetof(st, member)}
-#define DESC(table)                {table, (int)(sizeof table / sizeof *table)}
+#define F(type, count, st, member)                                                                                     \
+    { type, count, offsetof(st, member) }
+#define DESC(table)                                                                                                    \
+    { table, (int)(sizeof table / sizeof *table) }
 
 static const field header_fields[] = {
     F(FT_CHAR, 8, cache_header, magic),       F(FT_U32, 1, cache_header, format),
@@ -24,8 +26,9 @@ static const field graph_fields[] = {
     F(FT_U8, 1, graph_record, has_batch),   F(FT_U8, 1, graph_record, dynamic),
 };
 static const field value_fields[] = {
-    F(FT_I32, 1, value_record, dtype),    F(FT_I32, 1, value_record, ndim),  F(FT_I64, NN_MAX_DIMS, value_record, dims),
-    F(FT_I32, 1, value_record, producer), F(FT_U8, 1, value_record, flags),  F(FT_I32, 1, value_record, alias),
+    F(FT_I32, 1, value_record, dtype),          F(FT_I32, 1, value_record, ndim),
+    F(FT_I64, NN_MAX_DIMS, value_record, dims), F(FT_I32, 1, value_record, producer),
+    F(FT_U8, 1, value_record, flags),           F(FT_I32, 1, value_record, alias),
     F(FT_I64, 1, value_record, alias_offset),
 };
 static const field node_head_fields[] = {F(FT_I32, 1, node_head, n_in), F(FT_I32, 1, node_head, n_out)};

@@ -30,7 +30,7 @@ typedef struct reader {
     bool ok;
     const unsigned char *data; /* the data section */
     uint64_t data_bytes;
-    const char *why; /* first problem found */
+    const char *why;  /* first problem found */
     char detail[200]; /* why, when it needs words of its own (an op's check) */
 } reader;
 
@@ -203,8 +203,7 @@ static bool read_node(reader *r, nn_graph *g, nn_node *n) {
     n->prologue = (nn_prologue){.scale = t.scale, .shift = t.shift};
     n->elided = t.elided != 0;
     /* the enums are stored only once known to be in range */
-    if (t.act < NN_ACT_NONE || t.act >= NN_ACT_COUNT || t.prologue_act < NN_ACT_NONE ||
-        t.prologue_act >= NN_ACT_COUNT)
+    if (t.act < NN_ACT_NONE || t.act >= NN_ACT_COUNT || t.prologue_act < NN_ACT_NONE || t.prologue_act >= NN_ACT_COUNT)
         return fail(r, "a node has an unknown activation");
     n->epilogue.act = (nn_act)t.act;
     n->prologue.act = (nn_act)t.prologue_act;
@@ -328,8 +327,7 @@ static bool read_meta(reader *r, nn_model *m) {
     if (m->plan_batch < 1 || m->plan_batch > m->batch) return fail(r, "its plan batch is out of range");
     /* every value and node takes dozens of bytes of meta: bound the counts before allocating */
     size_t left = r->n - r->at;
-    if (gr.n_values > left / 32 || gr.n_nodes > left / 32 || gr.n_inputs > gr.n_values ||
-        gr.n_outputs > gr.n_values)
+    if (gr.n_values > left / 32 || gr.n_nodes > left / 32 || gr.n_inputs > gr.n_values || gr.n_outputs > gr.n_values)
         return fail(r, "counts larger than the meta section can hold");
     g->values = calloc((size_t)gr.n_values + 1, sizeof *g->values);
     g->nodes = calloc((size_t)gr.n_nodes + 1, sizeof *g->nodes);
@@ -346,8 +344,10 @@ static bool read_meta(reader *r, nn_model *m) {
         if (!read_node(r, g, &g->nodes[i])) return false;
     for (int i = 0; i < g->n_inputs + g->n_outputs && r->ok; i++) {
         int v = get_i32(r);
-        if (i < g->n_inputs) g->inputs[i] = v;
-        else g->outputs[i - g->n_inputs] = v;
+        if (i < g->n_inputs)
+            g->inputs[i] = v;
+        else
+            g->outputs[i - g->n_inputs] = v;
         if (r->ok && (v < 0 || v >= g->n_values)) return fail(r, "a graph input or output is out of range");
     }
     if (!r->ok) return false;

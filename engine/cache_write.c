@@ -249,8 +249,8 @@ static bool write_file(int fd, const nn_model *m, const writer *wr, cache_header
 void nn_cache_store(nn_model *m) {
     if (!m->cache_key_known || m->cache_state == NN_CACHE_HIT) return;
     if (m->g.external_data) {
-        cache_warn(m,
-                   "not cached: the model keeps its weights in external data files, which the cache key does not cover");
+        cache_warn(
+            m, "not cached: the model keeps its weights in external data files, which the cache key does not cover");
         return;
     }
     /* the device's measured choices (GPU algorithms) go along with the plan */

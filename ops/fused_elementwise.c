@@ -35,7 +35,8 @@ static nn_status fused_elementwise_check(const void *params, char *err, size_t e
         bool muladd = st->op == NN_EW_MulAdd, binary = nn_ew_is_binary(st->op);
         if (st->op < 0 || st->op >= NN_EW_OP_COUNT)
             return nn_check_error(err, err_size, "step %d: unknown opcode %d", s, st->op);
-        if ((st->op == NN_EW_Act || muladd) && (st->act < (muladd ? NN_ACT_NONE : NN_ACT_RELU) || st->act >= NN_ACT_COUNT))
+        if ((st->op == NN_EW_Act || muladd) &&
+            (st->act < (muladd ? NN_ACT_NONE : NN_ACT_RELU) || st->act >= NN_ACT_COUNT))
             return nn_check_error(err, err_size, "step %d: unknown activation %d", s, (int)st->act);
         if ((binary || muladd) && (st->operand < 0 || st->operand >= NN_EW_MAX_INPUTS))
             return nn_check_error(err, err_size, "step %d: operand %d out of range", s, st->operand);

@@ -208,9 +208,21 @@ const nn_op_desc nn_op_BatchNormalization = {.name = "BatchNormalization", .min_
                                              .min_outputs = 1, .max_outputs = 5, .flags = NN_OPF_ELEMENTWISE,
                                              .parse = parse_norm, .check = norm_check, .infer = infer_batch_norm,
                                              .run = run_batch_norm};
-const nn_op_desc nn_op_InstanceNormalization = {.name = "InstanceNormalization", .min_inputs = 3, .max_inputs = 3,
-                                                .min_outputs = 1, .max_outputs = 1, .parse = parse_norm, .check = norm_check,
-                                                .infer = infer_instance_norm, .run = run_instance_norm};
-const nn_op_desc nn_op_LayerNormalization = {.name = "LayerNormalization", .min_inputs = 2, .max_inputs = 3,
-                                             .min_outputs = 1, .max_outputs = 3, .parse = parse_norm, .check = norm_check,
-                                             .infer = infer_layer_norm, .run = run_layer_norm};
+const nn_op_desc nn_op_InstanceNormalization = {.name = "InstanceNormalization",
+                                                .min_inputs = 3,
+                                                .max_inputs = 3,
+                                                .min_outputs = 1,
+                                                .max_outputs = 1,
+                                                .parse = parse_norm,
+                                                .check = norm_check,
+                                                .infer = infer_instance_norm,
+                                                .run = run_instance_norm};
+const nn_op_desc nn_op_LayerNormalization = {.name = "LayerNormalization",
+                                             .min_inputs = 2,
+                                             .max_inputs = 3,
+                                             .min_outputs = 1,
+                                             .max_outputs = 3,
+                                             .parse = parse_norm,
+                                             .check = norm_check,
+                                             .infer = infer_layer_norm,
+                                             .run = run_layer_norm};

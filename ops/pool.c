@@ -34,7 +34,8 @@ static nn_status pool_check(const void *params, char *err, size_t err_size) {
     if (p->w.n_kernel < 1) return nn_check_error(err, err_size, "kernel_shape is required");
     if ((p->ceil_mode != 0 && p->ceil_mode != 1) || (p->count_include_pad != 0 && p->count_include_pad != 1) ||
         (p->storage_order != 0 && p->storage_order != 1))
-        return nn_check_error(err, err_size, "ceil_mode (%lld), count_include_pad (%lld) and storage_order (%lld) must be 0 or 1",
+        return nn_check_error(err, err_size,
+                              "ceil_mode (%lld), count_include_pad (%lld) and storage_order (%lld) must be 0 or 1",
                               (long long)p->ceil_mode, (long long)p->count_include_pad, (long long)p->storage_order);
     return NN_OK;
 }

@@ -386,6 +386,13 @@ static nn_status run_resize(nn_call *c) {
 const nn_op_desc nn_op_Resize = {.name = "Resize", .min_inputs = 1, .max_inputs = 4, .min_outputs = 1,
                                  .max_outputs = 1, .parse = parse_resize, .check = resize_check, .infer = infer_resize,
                                  .workspace = workspace_resize, .run = run_resize};
-const nn_op_desc nn_op_Upsample = {.name = "Upsample", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                   .max_outputs = 1, .parse = parse_upsample, .check = resize_check, .infer = infer_resize,
-                                   .workspace = workspace_resize, .run = run_resize};
+const nn_op_desc nn_op_Upsample = {.name = "Upsample",
+                                   .min_inputs = 1,
+                                   .max_inputs = 2,
+                                   .min_outputs = 1,
+                                   .max_outputs = 1,
+                                   .parse = parse_upsample,
+                                   .check = resize_check,
+                                   .infer = infer_resize,
+                                   .workspace = workspace_resize,
+                                   .run = run_resize};

@@ -145,8 +145,15 @@ static nn_status infer_reshape(nn_call *c) {
     return set_same_size(c, n, dims);
 }
 
-const nn_op_desc nn_op_Reshape = {.name = "Reshape", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_reshape, .check = reshape_check, .infer = infer_reshape, .run = run_copy};
+const nn_op_desc nn_op_Reshape = {.name = "Reshape",
+                                  .min_inputs = 1,
+                                  .max_inputs = 2,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_reshape,
+                                  .check = reshape_check,
+                                  .infer = infer_reshape,
+                                  .run = run_copy};
 
 /* ---- Flatten */
 
@@ -183,8 +190,15 @@ static nn_status infer_flatten(nn_call *c) {
     return set_same_size(c, 2, dims);
 }
 
-const nn_op_desc nn_op_Flatten = {.name = "Flatten", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_flatten, .check = flatten_check, .infer = infer_flatten, .run = run_copy};
+const nn_op_desc nn_op_Flatten = {.name = "Flatten",
+                                  .min_inputs = 1,
+                                  .max_inputs = 1,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_flatten,
+                                  .check = flatten_check,
+                                  .infer = infer_flatten,
+                                  .run = run_copy};
 
 /* ---- Squeeze */
 
@@ -209,8 +223,15 @@ static nn_status infer_squeeze(nn_call *c) {
     return set_same_size(c, r, dims);
 }
 
-const nn_op_desc nn_op_Squeeze = {.name = "Squeeze", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_axes, .check = axes_check, .infer = infer_squeeze, .run = run_copy};
+const nn_op_desc nn_op_Squeeze = {.name = "Squeeze",
+                                  .min_inputs = 1,
+                                  .max_inputs = 2,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_axes,
+                                  .check = axes_check,
+                                  .infer = infer_squeeze,
+                                  .run = run_copy};
 
 /* ---- Unsqueeze */
 
@@ -233,8 +254,15 @@ static nn_status infer_unsqueeze(nn_call *c) {
     return set_same_size(c, r, dims);
 }
 
-const nn_op_desc nn_op_Unsqueeze = {.name = "Unsqueeze", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                    .max_outputs = 1, .parse = parse_axes, .check = axes_check, .infer = infer_unsqueeze, .run = run_copy};
+const nn_op_desc nn_op_Unsqueeze = {.name = "Unsqueeze",
+                                    .min_inputs = 1,
+                                    .max_inputs = 2,
+                                    .min_outputs = 1,
+                                    .max_outputs = 1,
+                                    .parse = parse_axes,
+                                    .check = axes_check,
+                                    .infer = infer_unsqueeze,
+                                    .run = run_copy};
 
 /* ---- Shape and Size: their values follow from the input's shape, so run
  * never touches the input's data (it may not exist when they are folded). */
@@ -287,8 +315,15 @@ static nn_status run_shape(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Shape = {.name = "Shape", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                .flags = NN_OPF_SHAPE_ONLY, .parse = parse_shape, .check = shape_check, .infer = infer_shape,
+const nn_op_desc nn_op_Shape = {.name = "Shape",
+                                .min_inputs = 1,
+                                .max_inputs = 1,
+                                .min_outputs = 1,
+                                .max_outputs = 1,
+                                .flags = NN_OPF_SHAPE_ONLY,
+                                .parse = parse_shape,
+                                .check = shape_check,
+                                .infer = infer_shape,
                                 .run = run_shape};
 
 static nn_status infer_size(nn_call *c) {

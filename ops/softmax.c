@@ -154,9 +154,21 @@ static nn_status run_common(nn_call *c, bool log_form) {
 static nn_status run_softmax(nn_call *c) { return run_common(c, false); }
 static nn_status run_log_softmax(nn_call *c) { return run_common(c, true); }
 
-const nn_op_desc nn_op_Softmax = {.name = "Softmax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_softmax, .check = softmax_check, .infer = infer_softmax,
+const nn_op_desc nn_op_Softmax = {.name = "Softmax",
+                                  .min_inputs = 1,
+                                  .max_inputs = 1,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_softmax,
+                                  .check = softmax_check,
+                                  .infer = infer_softmax,
                                   .run = run_softmax};
-const nn_op_desc nn_op_LogSoftmax = {.name = "LogSoftmax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                     .max_outputs = 1, .parse = parse_softmax, .check = softmax_check, .infer = infer_softmax,
+const nn_op_desc nn_op_LogSoftmax = {.name = "LogSoftmax",
+                                     .min_inputs = 1,
+                                     .max_inputs = 1,
+                                     .min_outputs = 1,
+                                     .max_outputs = 1,
+                                     .parse = parse_softmax,
+                                     .check = softmax_check,
+                                     .infer = infer_softmax,
                                      .run = run_log_softmax};

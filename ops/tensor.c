@@ -123,8 +123,15 @@ static nn_status run_concat(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Concat = {.name = "Concat", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,
-                                 .max_outputs = 1, .parse = parse_concat, .check = axis_check, .infer = infer_concat, .run = run_concat};
+const nn_op_desc nn_op_Concat = {.name = "Concat",
+                                 .min_inputs = 1,
+                                 .max_inputs = -1,
+                                 .min_outputs = 1,
+                                 .max_outputs = 1,
+                                 .parse = parse_concat,
+                                 .check = axis_check,
+                                 .infer = infer_concat,
+                                 .run = run_concat};
 
 /* ---- Split */
 
@@ -231,8 +238,15 @@ static nn_status run_split(nn_call *c) {
 }
 
 /* any number of outputs */
-const nn_op_desc nn_op_Split = {.name = "Split", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                .max_outputs = -1, .parse = parse_split, .check = split_check, .infer = infer_split, .run = run_split};
+const nn_op_desc nn_op_Split = {.name = "Split",
+                                .min_inputs = 1,
+                                .max_inputs = 2,
+                                .min_outputs = 1,
+                                .max_outputs = -1,
+                                .parse = parse_split,
+                                .check = split_check,
+                                .infer = infer_split,
+                                .run = run_split};
 
 /* ---- Slice */
 
@@ -590,8 +604,14 @@ static nn_status run_transpose(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Transpose = {.name = "Transpose", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                    .max_outputs = 1, .parse = parse_transpose, .check = transpose_check, .infer = infer_transpose,
+const nn_op_desc nn_op_Transpose = {.name = "Transpose",
+                                    .min_inputs = 1,
+                                    .max_inputs = 1,
+                                    .min_outputs = 1,
+                                    .max_outputs = 1,
+                                    .parse = parse_transpose,
+                                    .check = transpose_check,
+                                    .infer = infer_transpose,
                                     .run = run_transpose};
 
 /* ---- Tile */
@@ -775,8 +795,14 @@ static nn_status run_constant(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Constant = {.name = "Constant", .min_inputs = 0, .max_inputs = 0, .min_outputs = 1,
-                                   .max_outputs = 1, .parse = parse_constant, .check = constant_check, .infer = infer_constant,
+const nn_op_desc nn_op_Constant = {.name = "Constant",
+                                   .min_inputs = 0,
+                                   .max_inputs = 0,
+                                   .min_outputs = 1,
+                                   .max_outputs = 1,
+                                   .parse = parse_constant,
+                                   .check = constant_check,
+                                   .infer = infer_constant,
                                    .run = run_constant};
 
 /* ---- ConstantOfShape */
@@ -830,9 +856,15 @@ static nn_status run_constant_of_shape(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_ConstantOfShape = {.name = "ConstantOfShape", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                          .max_outputs = 1, .parse = parse_constant_of_shape, .check = constant_of_shape_check,
-                                          .infer = infer_constant_of_shape, .run = run_constant_of_shape};
+const nn_op_desc nn_op_ConstantOfShape = {.name = "ConstantOfShape",
+                                          .min_inputs = 1,
+                                          .max_inputs = 1,
+                                          .min_outputs = 1,
+                                          .max_outputs = 1,
+                                          .parse = parse_constant_of_shape,
+                                          .check = constant_of_shape_check,
+                                          .infer = infer_constant_of_shape,
+                                          .run = run_constant_of_shape};
 
 /* ---- Range */
 
@@ -986,9 +1018,21 @@ static nn_status run_space_to_depth(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_DepthToSpace = {.name = "DepthToSpace", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                       .max_outputs = 1, .parse = parse_block, .check = block_check, .infer = infer_depth_to_space,
+const nn_op_desc nn_op_DepthToSpace = {.name = "DepthToSpace",
+                                       .min_inputs = 1,
+                                       .max_inputs = 1,
+                                       .min_outputs = 1,
+                                       .max_outputs = 1,
+                                       .parse = parse_block,
+                                       .check = block_check,
+                                       .infer = infer_depth_to_space,
                                        .run = run_depth_to_space};
-const nn_op_desc nn_op_SpaceToDepth = {.name = "SpaceToDepth", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                       .max_outputs = 1, .parse = parse_block, .check = block_check, .infer = infer_space_to_depth,
+const nn_op_desc nn_op_SpaceToDepth = {.name = "SpaceToDepth",
+                                       .min_inputs = 1,
+                                       .max_inputs = 1,
+                                       .min_outputs = 1,
+                                       .max_outputs = 1,
+                                       .parse = parse_block,
+                                       .check = block_check,
+                                       .infer = infer_space_to_depth,
                                        .run = run_space_to_depth};

@@ -292,9 +292,17 @@ static bool as_act_Clip(const nn_call *c, nn_epilogue *e) {
     return true;
 }
 
-const nn_op_desc nn_op_Clip = {.name = "Clip", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-                               .flags = NN_OPF_ELEMENTWISE, .parse = parse_Clip, .check = clip_check, .infer = infer_Clip,
-                               .run = run_Clip, .as_activation = as_act_Clip};
+const nn_op_desc nn_op_Clip = {.name = "Clip",
+                               .min_inputs = 1,
+                               .max_inputs = 3,
+                               .min_outputs = 1,
+                               .max_outputs = 1,
+                               .flags = NN_OPF_ELEMENTWISE,
+                               .parse = parse_Clip,
+                               .check = clip_check,
+                               .infer = infer_Clip,
+                               .run = run_Clip,
+                               .as_activation = as_act_Clip};
 
 /* ---- Identity */
 

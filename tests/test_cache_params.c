@@ -202,7 +202,9 @@ static void kernel_count(unsigned char *f, const places *pl) {
     memcpy(f + pl->conv_params + CONV_N_KERNEL, &n, sizeof n);
 }
 static void output_dims(unsigned char *f, const places *pl) { cache_put_le(f + pl->y_record + 8 + 8, C + 1, 8); }
-static void act_count(unsigned char *f, const places *pl) { cache_put_le(f + pl->conv_tail + TAIL_ACT, NN_ACT_COUNT, 4); }
+static void act_count(unsigned char *f, const places *pl) {
+    cache_put_le(f + pl->conv_tail + TAIL_ACT, NN_ACT_COUNT, 4);
+}
 static void act_negative(unsigned char *f, const places *pl) {
     cache_put_le(f + pl->conv_tail + TAIL_ACT, (uint32_t)-1, 4);
 }
@@ -226,8 +228,7 @@ static void test_crafted_plans(const char *model) {
     char warning[400];
     CHECK(load_run(model, ref, &state, warning, sizeof warning) && state == NN_CACHE_MISS,
           "first load: a miss that runs (state %d, %s)", (int)state, nn_last_error());
-    CHECK(load_run(model, y, &state, warning, sizeof warning) && state == NN_CACHE_HIT &&
-              !memcmp(y, ref, sizeof y),
+    CHECK(load_run(model, y, &state, warning, sizeof warning) && state == NN_CACHE_HIT && !memcmp(y, ref, sizeof y),
           "second load: a hit with the same outputs (state %d)", (int)state);
     char cmd[400], plan[400] = "";
     snprintf(cmd, sizeof cmd, "ls %s/*.nnplan", cache_dir);

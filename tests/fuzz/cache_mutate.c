@@ -97,8 +97,24 @@ static bool write_file(const char *path, const unsigned char *p, size_t size) {
 /* Change 1 to 4 places of the meta section: a random byte, a flipped bit,
  * or a 4- or 8-byte field set to a value parsers trip on. */
 static void mutate(unsigned char *meta, size_t n, char *what, size_t what_size) {
-    static const int64_t interesting[] = {0, 1, -1, 2, 7, 8, 9, 64, 65, 127, 255, 4096, INT32_MAX, INT32_MIN,
-                                          (int64_t)1 << 31, (int64_t)1 << 40, INT64_MAX, INT64_MIN};
+    static const int64_t interesting[] = {0,
+                                          1,
+                                          -1,
+                                          2,
+                                          7,
+                                          8,
+                                          9,
+                                          64,
+                                          65,
+                                          127,
+                                          255,
+                                          4096,
+                                          INT32_MAX,
+                                          INT32_MIN,
+                                          (int64_t)1 << 31,
+                                          (int64_t)1 << 40,
+                                          INT64_MAX,
+                                          INT64_MIN};
     int places = 1 + (int)(rng() % 4);
     size_t used = 0;
     what[0] = 0;
@@ -156,8 +172,7 @@ int main(int argc, char **argv) {
     cache_header h;
     cache_decode(&cache_header_desc, good, &h);
     printf("cache_mutate: %s, plan %zu bytes, meta %llu bytes at %llu; %ld mutations, seed %llu\n", model, size,
-           (unsigned long long)h.meta_bytes, (unsigned long long)h.meta_offset, count,
-           (unsigned long long)rng_state);
+           (unsigned long long)h.meta_bytes, (unsigned long long)h.meta_offset, count, (unsigned long long)rng_state);
     fflush(stdout);
 
     long hits = 0, misses = 0, differ = 0, failed_runs = 0;

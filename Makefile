@@ -159,13 +159,21 @@ fuzz-load: $(BUILD)/proto/onnx.pb-c.c | $(BUILD)/.deps-test
 	NN_CACHE_DIR=$$(mktemp -d) $(FUZZ_RUN) \
 	    $(BUILD)/fuzz_load -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
 	    -artifact_prefix=$(BUILD)/fuzz-crashes/ $(BUILD)/fuzz-corpus $(FUZZ_SEEDS)
-fuzz-cache: $(BUILD)/proto/onnx.pb-c.c $(BUILD)/nnrun | $(BUILD)/.deps-test
-	$(FUZZ_CC) -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION tests/fuzz/fuzz_cache.c $(ENGINE_SRC) $(PROTO_C) \
-	    -o $(BUILD)/fuzz_cache $(filter-out $(CUDA_LINK),$(LIBS))
+# The cache fuzzer's library is built like make sanitize's, into its own folder (incremental,
+# parallel), with coverage for libFuzzer and the reader's key and checksum comparisons left out.
+FUZZ_LIB := $(BUILD)/fuzz/libnn.a
+fuzz-cache: $(BUILD)/nnrun | $(BUILD)/.deps-test
+	$(MAKE) BUILD=$(BUILD)/fuzz SANITIZE=fuzzer-no-link,address,undefined FUZZ_BUILD=1 CUDA_HOME=/nonexistent $(FUZZ_LIB)
+	$(CC) $(filter-out -DNN_HAVE_CUDA,$(CFLAGS)) -fsanitize=fuzzer,address,undefined -Iengine tests/fuzz/fuzz_cache.c \
+	    -o $(BUILD)/fuzz_cache $(FUZZ_LIB) $(filter-out $(CUDA_LINK),$(LIBS))
 	tests/fuzz/cache_seeds.sh $(FUZZ_SEEDS)-cache $(ONNX_NODE_TESTS) $(BUILD)/nnrun 262144
 	@mkdir -p $(BUILD)/fuzz-corpus-cache $(BUILD)/fuzz-crashes
 	$(FUZZ_RUN) $(BUILD)/fuzz_cache -max_total_time=$(FUZZ_SECONDS) -max_len=262144 -print_final_stats=1 \
 	    -artifact_prefix=$(BUILD)/fuzz-crashes/cache- $(BUILD)/fuzz-corpus-cache $(FUZZ_SEEDS)-cache
+# (FUZZ_BUILD=1 is how that recursive make asks for it)
+ifneq ($(FUZZ_BUILD),)
+CFLAGS += -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+endif
 
 # ---- sanitizers: the same sources built into their own folders, never mixed with $(BUILD)
 #   make sanitize   library, tools and tests with ASan + UBSan in build/asan, then the whole suite

@@ -294,6 +294,28 @@ static bool check_memory(reader *r, const nn_model *m) {
     return true;
 }
 
+/* What the passes guaranteed when they fused and elided, which the kernels
+ * rely on: a residual is present and shaped like the output (kernels add it
+ * element by element), and an elided node's outputs alias other memory. */
+static bool check_fusion(reader *r, const nn_model *m) {
+    const nn_graph *g = &m->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (n->has_epilogue && n->epilogue.residual >= 0) {
+            int v = n->in[n->epilogue.residual], o = n->out[0];
+            const nn_tensor *res = v >= 0 ? &g->values[v].t : NULL, *out = o >= 0 ? &g->values[o].t : NULL;
+            if (!res || !out || !g->values[v].shape_known || !g->values[o].shape_known ||
+                res->dtype != NN_DTYPE_FLOAT || out->dtype != NN_DTYPE_FLOAT || res->ndim != out->ndim ||
+                memcmp(res->dims, out->dims, sizeof(int64_t) * (size_t)out->ndim))
+                return fail(r, "a node's residual is not shaped like its output");
+        }
+        for (int k = 0; n->elided && k < n->n_out; k++)
+            if (n->out[k] >= 0 && g->values[n->out[k]].alias < 0)
+                return fail(r, "an elided node has an output that aliases nothing");
+    }
+    return true;
+}
+
 /* Each prepared block must be exactly what its op makes for these shapes. */
 static bool check_prepared(reader *r, nn_model *m) {
     const nn_graph *g = &m->g;
@@ -391,7 +413,7 @@ static bool read_plan_file(nn_model *m, const unsigned char *file, size_t size, 
         nn_clear_error();
         return fail(r, "inconsistent: its shapes do not follow from its graph");
     }
-    if (!m->dynamic && !check_prepared(r, m)) return false;
+    if (!check_fusion(r, m) || (!m->dynamic && !check_prepared(r, m))) return false;
     m->g.weights.chunk_size = 1 << 20;
     m->cache_data_bytes = (size_t)h.data_bytes;
     return true;

@@ -209,6 +209,8 @@ static void act_negative(unsigned char *f, const places *pl) {
     cache_put_le(f + pl->conv_tail + TAIL_ACT, (uint32_t)-1, 4);
 }
 static void residual_99(unsigned char *f, const places *pl) { cache_put_le(f + pl->conv_tail + TAIL_RESIDUAL, 99, 4); }
+/* input 1 is W, smaller than the output: the kernel would read past it */
+static void residual_w(unsigned char *f, const places *pl) { cache_put_le(f + pl->conv_tail + TAIL_RESIDUAL, 1, 4); }
 /* The Conv's params cut out of the stream and their size set to "none":
  * the reader gives it zeros, group 0 among them. */
 static void params_none(unsigned char *f, const places *pl) {
@@ -269,6 +271,7 @@ static void test_crafted_plans(const char *model) {
         {"epilogue act NN_ACT_COUNT", "unknown activation", act_count},
         {"epilogue act -1", "unknown activation", act_negative},
         {"epilogue residual 99", "invalid epilogue", residual_99},
+        {"epilogue residual W", "residual is not shaped like its output", residual_w},
         {"Conv params none", "group must be >= 1", params_none},
     };
     for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {

@@ -162,14 +162,22 @@ fuzz-load: $(BUILD)/proto/onnx.pb-c.c | $(BUILD)/.deps-test
 # The cache fuzzer's library is built like make sanitize's, into its own folder (incremental,
 # parallel), with coverage for libFuzzer and the reader's key and checksum comparisons left out.
 FUZZ_LIB := $(BUILD)/fuzz/libnn.a
-fuzz-cache: $(BUILD)/nnrun | $(BUILD)/.deps-test
-	$(MAKE) BUILD=$(BUILD)/fuzz SANITIZE=fuzzer-no-link,address,undefined FUZZ_BUILD=1 CUDA_HOME=/nonexistent $(FUZZ_LIB)
+.PHONY: $(FUZZ_LIB)
+$(FUZZ_LIB): | $(BUILD)/.deps-test
+	$(MAKE) BUILD=$(BUILD)/fuzz SANITIZE=fuzzer-no-link,address,undefined FUZZ_BUILD=1 CUDA_HOME=/nonexistent $@
+fuzz-cache: $(BUILD)/nnrun $(FUZZ_LIB) | $(BUILD)/.deps-test
 	$(CC) $(filter-out -DNN_HAVE_CUDA,$(CFLAGS)) -fsanitize=fuzzer,address,undefined -Iengine tests/fuzz/fuzz_cache.c \
 	    -o $(BUILD)/fuzz_cache $(FUZZ_LIB) $(filter-out $(CUDA_LINK),$(LIBS))
 	tests/fuzz/cache_seeds.sh $(FUZZ_SEEDS)-cache $(ONNX_NODE_TESTS) $(BUILD)/nnrun 262144
 	@mkdir -p $(BUILD)/fuzz-corpus-cache $(BUILD)/fuzz-crashes
 	$(FUZZ_RUN) $(BUILD)/fuzz_cache -max_total_time=$(FUZZ_SECONDS) -max_len=262144 -print_final_stats=1 \
 	    -artifact_prefix=$(BUILD)/fuzz-crashes/cache- $(BUILD)/fuzz-corpus-cache $(FUZZ_SEEDS)-cache
+# The crafted-cache replay (tests/fuzz/cache_mutate.c) on that library, where its SLOT_MODEL works:
+#   make build/fuzz/tests/cache_mutate && build/fuzz/tests/cache_mutate MODEL COUNT SEED SMALL_MODEL
+$(BUILD)/fuzz/tests/cache_mutate: tests/fuzz/cache_mutate.c $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -DNN_HAVE_CUDA,$(CFLAGS)) -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+	    -Iengine $< -o $@ $(FUZZ_LIB) $(filter-out $(CUDA_LINK),$(LIBS))
 # (FUZZ_BUILD=1 is how that recursive make asks for it)
 ifneq ($(FUZZ_BUILD),)
 CFLAGS += -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION

@@ -8,12 +8,14 @@
  * activation's alpha, from the real one).
  *
  * usage: cache_mutate MODEL COUNT [SEED [SLOT_MODEL]]
- *   built with make BUILD=build/asan SANITIZE=address,undefined build/asan/tests/cache_mutate;
- *   the mutated file of a crash is left next to the scratch cache folder in /tmp.
- * SLOT_MODEL (only in fuzz builds, whose reader does not compare the key):
- * load MODEL's mutated plan through a small model's cache slot, so that a
- * miss rebuilds the small model instead of MODEL, many times faster; hits
- * still run MODEL's plan and are compared with MODEL's outputs.
+ *   make BUILD=build/asan SANITIZE=address,undefined build/asan/tests/cache_mutate   (ASan + UBSan)
+ *   make build/fuzz/tests/cache_mutate   (the same, on the cache fuzzer's library)
+ * The mutated file of a crash is left next to the scratch cache folder in /tmp.
+ * SLOT_MODEL, with the fuzzer's library only (its reader does not compare
+ * the key; a re-sealed file passes that comparison anyway): load MODEL's
+ * mutated plan through a small model's cache slot, so that a miss rebuilds
+ * the small model instead of MODEL, many times faster; hits still run
+ * MODEL's plan and are compared with MODEL's outputs.
  * Exit status 0 when every mutation loaded as a hit that runs or a miss with
  * a warning. */
 #include <math.h>

@@ -252,6 +252,9 @@ static bool read_plan(reader *r, nn_model *m) {
         if (!g->values[v].shape_known || !shape_bytes(&g->values[v].t, &bytes) ||
             (uint64_t)p->offset[v] > p->arena_bytes || bytes > p->arena_bytes - (uint64_t)p->offset[v])
             return fail(r, "a planned buffer lies outside the arena");
+        /* the planner puts buffers on 64-byte boundaries and values inside them on their elements' */
+        if ((uint64_t)p->offset[v] % (g->values[v].alias < 0 ? DATA_ALIGN : nn_dtype_size(g->values[v].t.dtype)))
+            return fail(r, "a planned buffer is misaligned");
     }
     return true;
 }
@@ -274,6 +277,8 @@ static bool check_memory(reader *r, const nn_model *m) {
             !shape_bytes(&host->t, &host_bytes) || (uint64_t)val->alias_offset > host_bytes ||
             bytes > host_bytes - (uint64_t)val->alias_offset)
             return fail(r, "an aliased value does not fit inside its host");
+        if ((uint64_t)val->alias_offset % nn_dtype_size(val->t.dtype))
+            return fail(r, "an aliased value is misaligned in its host");
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];

@@ -102,6 +102,7 @@ static bool load_run(const char *model, float *y, nn_cache_state *state, char *w
 typedef struct places {
     size_t conv_params, conv_params_size, conv_tail; /* file offsets */
     size_t y_record;
+    size_t moved_offset; /* the plan offset of a buffer at 64 bytes or more into the arena; 0 if none */
 } places;
 
 typedef struct cursor {
@@ -136,12 +137,16 @@ static bool find_places(const unsigned char *file, places *pl) {
     c.at += cache_record_bytes(&cache_graph_desc);
     char name[128], op[64];
     bool found_y = false, found_conv = false;
+    bool root[64] = {false};
     for (uint32_t v = 0; v < g.n_values; v++) {
         next_str(&c, name, sizeof name);
         if (!strcmp(name, "Y")) {
             pl->y_record = c.at;
             found_y = true;
         }
+        value_record vr;
+        cache_decode(&cache_value_desc, file + c.at, &vr);
+        if (v < 64) root[v] = vr.alias < 0;
         c.at += cache_record_bytes(&cache_value_desc);
         next_data(&c);
     }
@@ -164,7 +169,12 @@ static bool find_places(const unsigned char *file, places *pl) {
         c.at += cache_record_bytes(&cache_node_tail_desc);
         next_str(&c, name, sizeof name);
     }
-    return found_y && found_conv;
+    /* the graph's input and output ids, then the memory plan */
+    c.at += 4 * (size_t)(g.n_inputs + g.n_outputs) + cache_record_bytes(&cache_plan_desc);
+    pl->moved_offset = 0;
+    for (uint32_t v = 0; v < g.n_values && v < 64; v++)
+        if (root[v] && (int64_t)cache_get_le(file + c.at + 8 * v, 8) >= 64) pl->moved_offset = c.at + 8 * v;
+    return found_y && found_conv && pl->moved_offset;
 }
 
 /* Write `file` with its checksum recomputed, as anyone who can write the cache folder can. */
@@ -208,6 +218,10 @@ static void act_count(unsigned char *f, const places *pl) {
 static void act_negative(unsigned char *f, const places *pl) {
     cache_put_le(f + pl->conv_tail + TAIL_ACT, (uint32_t)-1, 4);
 }
+/* 60 bytes back: inside the arena, on a float's boundary, off the planner's 64 */
+static void misaligned(unsigned char *f, const places *pl) {
+    cache_put_le(f + pl->moved_offset, cache_get_le(f + pl->moved_offset, 8) - 60, 8);
+}
 static void residual_99(unsigned char *f, const places *pl) { cache_put_le(f + pl->conv_tail + TAIL_RESIDUAL, 99, 4); }
 /* input 1 is W, smaller than the output: the kernel would read past it */
 static void residual_w(unsigned char *f, const places *pl) { cache_put_le(f + pl->conv_tail + TAIL_RESIDUAL, 1, 4); }
@@ -250,7 +264,7 @@ static void test_crafted_plans(const char *model) {
     CHECK(fread(good, 1, size, f) == size, "reading %s", plan);
     fclose(f);
     places pl;
-    CHECK(find_places(good, &pl), "the plan has a Conv node and a value Y");
+    CHECK(find_places(good, &pl), "the plan has a Conv node, a value Y and a buffer 64 bytes or more in");
     CHECK(pl.conv_params_size != UINT32_MAX && pl.conv_params_size > CONV_GROUP,
           "the Conv's params (%zu bytes) hold a group", pl.conv_params_size);
     CHECK(good[pl.conv_tail + TAIL_HAS_EPILOGUE] == 1, "the Add and Relu fused into the Conv's epilogue");
@@ -272,6 +286,7 @@ static void test_crafted_plans(const char *model) {
         {"epilogue act -1", "unknown activation", act_negative},
         {"epilogue residual 99", "invalid epilogue", residual_99},
         {"epilogue residual W", "residual is not shaped like its output", residual_w},
+        {"a buffer off its 64-byte boundary", "misaligned", misaligned},
         {"Conv params none", "group must be >= 1", params_none},
     };
     for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {

@@ -24,7 +24,7 @@ CFLAGS    = -std=c11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Werror -Wno-missin
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
 BLAS_INC  := /usr/include/$(MULTIARCH)/openblas-serial
-LIBS     := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lprotobuf-c -fopenmp -lm -lpthread
+LIBS     := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lprotobuf-c -lxxhash -fopenmp -lm -lpthread
 
 # The CUDA backend (cuda/, --device gpuN) is built when a toolkit with cuDNN
 # is found; `make CUDA_HOME=/nonexistent` builds for the CPU only.
@@ -155,24 +155,56 @@ check-portable: $(BUILD)/proto/onnx.pb-c.h | $(BUILD)/.deps-test
 bench: all models
 	tools/bench
 
-# ---- fuzzing the loader (clang's libFuzzer + AddressSanitizer + UBSan); not part of make test.
-# Seeds: every conformance model, the malformed corpus, a .npy and .pb tensors; finds are
-# kept in $(FUZZ_CORPUS) between runs, crashes land in $(BUILD)/fuzz-crashes.
+# ---- fuzzing (clang's libFuzzer + AddressSanitizer + UBSan); not part of make test.
+#   make fuzz                                  every target below, FUZZ_SECONDS each
+#   make fuzz FUZZ_TARGETS=cache FUZZ_SECONDS=600   one of them
+# load:  the loader (ONNX models, .npy, .pb).  Seeds: every conformance model, the malformed
+#        corpus, a .npy and .pb tensors.
+# cache: the plan cache reader, built to skip its key and checksum comparisons (a re-sealed
+#        file passes them anyway).  Seeds: plans nnrun writes for the conformance models.
+# Finds are kept in $(BUILD)/fuzz-corpus (load) and fuzz-corpus-cache between runs; crashes land in
+# $(BUILD)/fuzz-crashes.
 FUZZ_SECONDS ?= 120
-FUZZ_CORPUS  := $(BUILD)/fuzz-corpus
+FUZZ_TARGETS ?= load cache
 FUZZ_SEEDS   := $(BUILD)/fuzz-seeds
 ONNX_NODE_TESTS := /usr/share/libonnx-testdata/data/node
-# The loader is the same with or without the CUDA backend: the fuzzer builds the CPU-only library.
-fuzz: $(BUILD)/proto/onnx.pb-c.c | $(BUILD)/.deps-test
-	$(CC) $(filter-out -fvisibility=hidden -DNN_HAVE_CUDA,$(CFLAGS)) -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all -Iengine tests/fuzz/fuzz_load.c $(ENGINE_SRC) $(PROTO_C) -o $(BUILD)/fuzz_load \
-	    $(filter-out $(CUDA_LINK),$(LIBS))
+# The loader is the same with or without the CUDA backend: the fuzzers build the CPU-only library.
+FUZZ_CC = $(CC) $(filter-out -fvisibility=hidden -DNN_HAVE_CUDA,$(CFLAGS)) -fsanitize=fuzzer,address,undefined \
+          -fno-sanitize-recover=all -Iengine
+FUZZ_RUN = ASAN_OPTIONS=allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1
+fuzz: $(FUZZ_TARGETS:%=fuzz-%)
+.PHONY: fuzz-load fuzz-cache
+fuzz-load: $(BUILD)/proto/onnx.pb-c.c | $(BUILD)/.deps-test
+	$(FUZZ_CC) tests/fuzz/fuzz_load.c $(ENGINE_SRC) $(PROTO_C) -o $(BUILD)/fuzz_load $(filter-out $(CUDA_LINK),$(LIBS))
 	$(PYTHON) tests/malformed/gen_corpus.py $(BUILD)/malformed
 	tests/fuzz/seeds.sh $(FUZZ_SEEDS) $(ONNX_NODE_TESTS) $(BUILD)/malformed
-	@mkdir -p $(FUZZ_CORPUS) $(BUILD)/fuzz-crashes
-	NN_CACHE_DIR=$$(mktemp -d) ASAN_OPTIONS=allocator_may_return_null=1 \
+	@mkdir -p $(BUILD)/fuzz-corpus $(BUILD)/fuzz-crashes
+	NN_CACHE_DIR=$$(mktemp -d) $(FUZZ_RUN) \
 	    $(BUILD)/fuzz_load -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
-	    -artifact_prefix=$(BUILD)/fuzz-crashes/ $(FUZZ_CORPUS) $(FUZZ_SEEDS)
+	    -artifact_prefix=$(BUILD)/fuzz-crashes/ $(BUILD)/fuzz-corpus $(FUZZ_SEEDS)
+# The cache fuzzer's library is built like make sanitize's, into its own folder (incremental,
+# parallel), with coverage for libFuzzer and the reader's key and checksum comparisons left out.
+FUZZ_LIB := $(BUILD)/fuzz/libnn.a
+.PHONY: $(FUZZ_LIB)
+$(FUZZ_LIB): | $(BUILD)/.deps-test
+	$(MAKE) BUILD=$(BUILD)/fuzz SANITIZE=fuzzer-no-link,address,undefined FUZZ_BUILD=1 CUDA_HOME=/nonexistent $@
+fuzz-cache: $(BUILD)/nnrun $(FUZZ_LIB) | $(BUILD)/.deps-test
+	$(CC) $(filter-out -DNN_HAVE_CUDA,$(CFLAGS)) -fsanitize=fuzzer,address,undefined -Iengine tests/fuzz/fuzz_cache.c \
+	    -o $(BUILD)/fuzz_cache $(FUZZ_LIB) $(filter-out $(CUDA_LINK),$(LIBS))
+	tests/fuzz/cache_seeds.sh $(FUZZ_SEEDS)-cache $(ONNX_NODE_TESTS) $(BUILD)/nnrun 262144
+	@mkdir -p $(BUILD)/fuzz-corpus-cache $(BUILD)/fuzz-crashes
+	$(FUZZ_RUN) $(BUILD)/fuzz_cache -max_total_time=$(FUZZ_SECONDS) -max_len=262144 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz-crashes/cache- $(BUILD)/fuzz-corpus-cache $(FUZZ_SEEDS)-cache
+# The crafted-cache replay (tests/fuzz/cache_mutate.c) on that library, where its SLOT_MODEL works:
+#   make build/fuzz/tests/cache_mutate && build/fuzz/tests/cache_mutate MODEL COUNT SEED SMALL_MODEL
+$(BUILD)/fuzz/tests/cache_mutate: tests/fuzz/cache_mutate.c $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -DNN_HAVE_CUDA,$(CFLAGS)) -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+	    -Iengine $< -o $@ $(FUZZ_LIB) $(filter-out $(CUDA_LINK),$(LIBS))
+# (FUZZ_BUILD=1 is how that recursive make asks for it)
+ifneq ($(FUZZ_BUILD),)
+CFLAGS += -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+endif
 
 # ---- sanitizers: the same sources built into their own folders, never mixed with $(BUILD)
 #   make sanitize   library, tools and tests with ASan + UBSan in build/asan, then the whole suite
@@ -189,6 +221,11 @@ test: $(EXTRA_TESTS)
 test-programs: all $(TEST_BINS) $(EXTRA_TESTS)
 
 $(BUILD)/tests/nn_load: tests/malformed/nn_load.c $(BUILD)/libnn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
+
+# the crafted-cache attack (tests/fuzz/cache_mutate.c): run from an ASan + UBSan build
+$(BUILD)/tests/cache_mutate: tests/fuzz/cache_mutate.c $(BUILD)/libnn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
 

@@ -1,6 +1,6 @@
 /* The plan cache: the optimized graph, its packed weights and its memory
  * plan in one file, so that the next load of the same model with the same
- * options skips parsing and every pass (engine/cache.c has the format). */
+ * options skips parsing and every pass (engine/cache_int.h has the format). */
 #ifndef NN_CACHE_H
 #define NN_CACHE_H
 

@@ -43,23 +43,6 @@ int nn_graph_add_node(nn_graph *g, const char *name, int op, int n_in, int n_out
     return g->n_nodes++;
 }
 
-/* Only engine/cache.c still calls this: it goes once the cache builds its
- * calls with nn_node_call (model.h), the one builder. */
-nn_call nn_node_infer_call(const nn_node *n, const nn_tensor *in, nn_tensor *out, int threads, char *err,
-                           size_t err_size) {
-    err[0] = 0;
-    return (nn_call){.params = n->params,
-                     .n_in = n->n_in,
-                     .n_out = n->n_out,
-                     .in = in,
-                     .out = out,
-                     .threads = threads,
-                     .epilogue = n->has_epilogue ? &n->epilogue : NULL,
-                     .prologue = n->has_prologue ? &n->prologue : NULL,
-                     .err = err,
-                     .err_size = err_size};
-}
-
 int nn_value_root(const nn_graph *g, int v, int64_t *offset) {
     int64_t off = 0;
     while (g->values[v].alias >= 0) {

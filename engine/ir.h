@@ -65,11 +65,6 @@ void nn_graph_free(nn_graph *g);
  * byte offset of v inside it. */
 int nn_value_root(const nn_graph *g, int v, int64_t *offset);
 
-/* Superseded by nn_node_call (model.h); kept only until engine/cache.c
- * calls that. */
-nn_call nn_node_infer_call(const nn_node *n, const nn_tensor *in, nn_tensor *out, int threads, char *err,
-                           size_t err_size);
-
 /* Check and establish topological order: every used value has exactly one
  * producer (or is an input/constant), and there are no cycles.  Reorders
  * g->nodes when the file listed them out of order. */

@@ -50,7 +50,7 @@ struct nn_model {
     void *device_state;               /* the backend's */
     const void *device_choices;       /* from the plan cache: what an earlier attach measured (backend.h) */
     size_t device_choices_bytes;
-    /* plan cache (engine/cache.c) */
+    /* plan cache (engine/cache_*.c) */
     nn_cache_state cache_state;
     bool from_cache;            /* graph, plan and prepared weights came from the cache file */
     bool cache_key_known;       /* cache_key was computed (the model file was readable) */
@@ -118,6 +118,9 @@ void nn_chunk_out(const nn_value *v, const void *src, nn_tensor *out, int64_t st
 /* The lanes (exec.c) and each one's run-time tensors, after inference;
  * their arenas and workspaces come with nn_runtime_alloc. */
 nn_status nn_runtime_init(nn_model *m);
+/* Check the IR's invariants (passes/verify.c; the passes and the plan cache
+ * reader run it); NN_OK or NN_ERR_INTERNAL naming the first violation. */
+nn_status nn_verify_graph(nn_model *m, const char *after_pass);
 /* Assign arena offsets by liveness (static models). */
 nn_status nn_plan_memory(nn_model *m);
 void nn_plan_free(nn_plan *p);

@@ -288,6 +288,11 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
                         .err_size = sizeof err};
     if (d->parse && (st = d->parse(&ctx)) != NN_OK)
         return nn_set_error(st, "node '%s' (%s): %s", name, op_type, err[0] ? err : nn_strerror(st));
+    if (d->parse && ctx.params_size > NN_PARAMS_MAX)
+        return nn_set_error(NN_ERR_UNSUPPORTED, "node '%s' (%s): its attributes take %zu bytes, at most %d supported",
+                            name, op_type, ctx.params_size, NN_PARAMS_MAX);
+    if (d->check && (st = d->check(ctx.params, err, sizeof err)) != NN_OK)
+        return nn_set_error(st, "node '%s' (%s): %s", name, op_type, err[0] ? err : nn_strerror(st));
     g->nodes[id].params = ctx.params;
     g->nodes[id].params_size = ctx.params_size;
     return NN_OK;

@@ -288,6 +288,14 @@ static nn_status parse_PRelu(nn_parse_ctx *ctx) {
     return st;
 }
 
+static nn_status binary_check(const void *params, char *err, size_t err_size) {
+    const bin_params *p = params;
+    if (!nn_check_bool(&p->legacy_axis) || !nn_check_bool(&p->channel_slope))
+        return nn_check_error(err, err_size, "broadcast flags are not booleans");
+    if (!nn_check_axis(p->axis)) return nn_check_error(err, err_size, "axis %lld is out of range", (long long)p->axis);
+    return NN_OK;
+}
+
 /* B's shape as numpy broadcasting should see it: legacy placements pad B with
  * trailing 1s so its dims line up with A's from the given axis. */
 static nn_status view_b(nn_call *c, nn_tensor *b) {
@@ -348,7 +356,7 @@ static nn_status binary_run(nn_call *c, row_fn row) {
     static nn_status run_##Name(nn_call *c) { return binary_run(c, op##_rows[c->in[0].dtype]); } \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,   \
                                      .max_outputs = 1, .flags = (op_flags) | NN_OPF_ANY_DTYPE,         \
-                                     .parse = parse_binary,                                            \
+                                     .parse = parse_binary, .check = binary_check,                     \
                                      .infer = infer_##Name, .run = run_##Name};
 
 BINARY(Add, add, false, NN_OPF_EPILOGUE)
@@ -377,7 +385,8 @@ static nn_status infer_PRelu(nn_call *c) {
 static nn_status run_PRelu(nn_call *c) { return binary_run(c, prelu_rows[c->in[0].dtype]); }
 
 const nn_op_desc nn_op_PRelu = {.name = "PRelu", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
-                                .max_outputs = 1, .parse = parse_PRelu, .infer = infer_PRelu, .run = run_PRelu};
+                                .max_outputs = 1, .parse = parse_PRelu, .check = binary_check, .infer = infer_PRelu,
+                                .run = run_PRelu};
 
 /* ---- Pow: the exponent may have another dtype than the base; the output has
  * the base's.  Integer powers stay exact; mixed ones go through double. */
@@ -423,7 +432,7 @@ static nn_status infer_Pow(nn_call *c) {
 static nn_status run_Pow(nn_call *c) { return binary_run(c, pow_row(c->in[0].dtype, c->in[1].dtype)); }
 
 const nn_op_desc nn_op_Pow = {.name = "Pow", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-                              .flags = NN_OPF_ANY_DTYPE, .parse = parse_binary, .infer = infer_Pow, .run = run_Pow};
+                              .flags = NN_OPF_ANY_DTYPE, .parse = parse_binary, .check = binary_check, .infer = infer_Pow, .run = run_Pow};
 
 /* ---- Where(cond, x, y): selection only moves bytes, so one kernel per element size. */
 

@@ -41,8 +41,29 @@ static nn_status parse_conv(nn_parse_ctx *ctx) {
         (st = nn_attr_ints(ctx, "output_padding", p->out_padding, NSP_MAX, &p->n_out_padding)) ||
         (st = nn_attr_ints(ctx, "output_shape", p->out_shape, NN_MAX_DIMS, &p->n_out_shape)))
         return st;
-    if (p->group < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "group must be >= 1, got %lld", (long long)p->group);
     ctx->params = p;
+    return NN_OK;
+}
+
+/* group divides channel counts and multiplies them (conv_resolve): at
+ * least 1, and small enough that the product cannot overflow. */
+static nn_status conv_check(const void *params, char *err, size_t err_size) {
+    const conv_params *p = params;
+    nn_status st = nn_window_check(&p->w, err, err_size);
+    if (st != NN_OK) return st;
+    if (p->group < 1 || p->group > NN_ATTR_EXTENT_MAX)
+        return nn_check_error(err, err_size, "group must be >= 1, got %lld", (long long)p->group);
+    if (!nn_check_count(p->n_out_padding, NSP_MAX) || !nn_check_count(p->n_out_shape, NN_MAX_DIMS))
+        return nn_check_error(err, err_size, "output_padding (%d) or output_shape (%d) has too many values",
+                              p->n_out_padding, p->n_out_shape);
+    for (int k = 0; k < p->n_out_padding; k++)
+        if (!nn_check_extent(p->out_padding[k]))
+            return nn_check_error(err, err_size, "output_padding[%d] = %lld is out of range", k,
+                                  (long long)p->out_padding[k]);
+    for (int k = 0; k < p->n_out_shape; k++)
+        if (!nn_check_extent(p->out_shape[k]))
+            return nn_check_error(err, err_size, "output_shape[%d] = %lld is out of range", k,
+                                  (long long)p->out_shape[k]);
     return NN_OK;
 }
 
@@ -94,9 +115,12 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
             return nn_call_error(c, NN_ERR_SHAPE,
                                  "W dim 0 (%lld) must equal X channels (%lld), divisible by group %lld",
                                  (long long)w->dims[0], (long long)g->in_ch, (long long)g->group);
-        g->out_ch = w->dims[1] * g->group;
+        if (__builtin_mul_overflow(w->dims[1], g->group, &g->out_ch))
+            return nn_call_error(c, NN_ERR_SHAPE, "W dim 1 (%lld) times group %lld overflows", (long long)w->dims[1],
+                                 (long long)g->group);
     } else {
-        if (w->dims[1] * g->group != g->in_ch || w->dims[0] % g->group)
+        int64_t in_ch; /* shapes are untrusted (a model's declared input, a plan cache): no overflow */
+        if (__builtin_mul_overflow(w->dims[1], g->group, &in_ch) || in_ch != g->in_ch || w->dims[0] % g->group)
             return nn_call_error(c, NN_ERR_SHAPE, "W %lldx%lld does not fit X channels %lld with group %lld",
                                  (long long)w->dims[0], (long long)w->dims[1], (long long)g->in_ch,
                                  (long long)g->group);
@@ -474,6 +498,7 @@ const nn_op_desc nn_op_Conv = {.name = "Conv",
                                .max_outputs = 1,
                                .flags = NN_OPF_EPILOGUE | NN_OPF_PROLOGUE,
                                .parse = parse_conv,
+                               .check = conv_check,
                                .infer = infer_conv,
                                .workspace = workspace_conv,
                                .run = run_conv,
@@ -488,6 +513,7 @@ const nn_op_desc nn_op_ConvTranspose = {.name = "ConvTranspose",
                                         .max_outputs = 1,
                                         .flags = NN_OPF_EPILOGUE,
                                         .parse = parse_conv,
+                                        .check = conv_check,
                                         .infer = infer_conv_transpose,
                                         .workspace = workspace_conv_transpose,
                                         .run = run_conv_transpose};

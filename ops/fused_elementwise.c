@@ -23,6 +23,29 @@ static nn_status parse_FusedElementwise(nn_parse_ctx *ctx) {
                           "FusedElementwise is made by the optimizer and cannot be read from a model file");
 }
 
+/* The program passes/fuse_elementwise.c builds: opcodes and activations
+ * known, operands among the node's possible inputs. */
+static nn_status fused_elementwise_check(const void *params, char *err, size_t err_size) {
+    const nn_ew_program *p = params;
+    if (p->n_steps < 1 || p->n_steps > NN_EW_MAX_STEPS)
+        return nn_check_error(err, err_size, "program of %d steps (1 to %d)", p->n_steps, NN_EW_MAX_STEPS);
+    for (int s = 0; s < p->n_steps; s++) {
+        const nn_ew_step *st = &p->steps[s];
+        bool muladd = st->op == NN_EW_MulAdd, binary = nn_ew_is_binary(st->op);
+        if (st->op < 0 || st->op >= NN_EW_OP_COUNT)
+            return nn_check_error(err, err_size, "step %d: unknown opcode %d", s, st->op);
+        if ((st->op == NN_EW_Act || muladd) &&
+            (st->act < (muladd ? NN_ACT_NONE : NN_ACT_RELU) || st->act >= NN_ACT_COUNT))
+            return nn_check_error(err, err_size, "step %d: unknown activation %d", s, (int)st->act);
+        if ((binary || muladd) && (st->operand < 0 || st->operand >= NN_EW_MAX_INPUTS))
+            return nn_check_error(err, err_size, "step %d: operand %d out of range", s, st->operand);
+        if (muladd && (st->operand2 < 0 || st->operand2 >= NN_EW_MAX_INPUTS))
+            return nn_check_error(err, err_size, "step %d: operand %d out of range", s, st->operand2);
+        if (st->swap != 0 && st->swap != 1) return nn_check_error(err, err_size, "step %d: swap is %d", s, st->swap);
+    }
+    return NN_OK;
+}
+
 /* How operand t lies against the output: its non-1 dims (aligned from the
  * right) must be one unbroken run of the output's dims.  false if they are not. */
 static bool layout(const nn_tensor *t, const nn_tensor *out, int64_t *inner, int64_t *period) {
@@ -288,5 +311,6 @@ const nn_op_desc nn_op_FusedElementwise = {.name = "FusedElementwise",
                                            .min_outputs = 1,
                                            .max_outputs = 1,
                                            .parse = parse_FusedElementwise,
+                                           .check = fused_elementwise_check,
                                            .infer = infer_FusedElementwise,
                                            .run = run_FusedElementwise};

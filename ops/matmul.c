@@ -211,6 +211,14 @@ static nn_status parse_gemm(nn_parse_ctx *ctx) {
     return NN_OK;
 }
 
+static nn_status gemm_check(const void *params, char *err, size_t err_size) {
+    const nn_gemm_params *p = params;
+    if ((p->trans_a != 0 && p->trans_a != 1) || (p->trans_b != 0 && p->trans_b != 1))
+        return nn_check_error(err, err_size, "transA (%lld) and transB (%lld) must be 0 or 1", (long long)p->trans_a,
+                              (long long)p->trans_b);
+    return NN_OK;
+}
+
 typedef struct gemm_geom {
     int64_t m, k, n;
     int64_t c_row, c_col; /* element strides of C over Y's rows / columns; 0 where broadcast */
@@ -361,6 +369,7 @@ const nn_op_desc nn_op_Gemm = {.name = "Gemm",
                                .max_outputs = 1,
                                .flags = NN_OPF_EPILOGUE,
                                .parse = parse_gemm,
+                               .check = gemm_check,
                                .infer = infer_gemm,
                                .workspace = workspace_gemm,
                                .run = run_gemm,

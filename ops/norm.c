@@ -22,6 +22,17 @@ static nn_status parse_norm(nn_parse_ctx *ctx) {
     return NN_OK;
 }
 
+static nn_status norm_check(const void *params, char *err, size_t err_size) {
+    const nn_norm_params *p = params;
+    if (!isfinite(p->epsilon) || p->epsilon < 0.0f)
+        return nn_check_error(err, err_size, "epsilon %g must be finite and >= 0", (double)p->epsilon);
+    if (!nn_check_axis(p->axis)) return nn_check_error(err, err_size, "axis %lld is out of range", (long long)p->axis);
+    if ((p->training_mode != 0 && p->training_mode != 1) || (p->spatial != 0 && p->spatial != 1))
+        return nn_check_error(err, err_size, "training_mode (%lld) and spatial (%lld) must be 0 or 1",
+                              (long long)p->training_mode, (long long)p->spatial);
+    return NN_OK;
+}
+
 static nn_status check_float_inputs(nn_call *c) {
     for (int i = 0; i < c->n_in; i++)
         if (nn_present(c, i) && c->in[i].dtype != NN_DTYPE_FLOAT)
@@ -198,14 +209,14 @@ static nn_status run_layer_norm(nn_call *c) {
 /* BatchNormalization maps each element on its own (per-channel constants): safe in place. */
 const nn_op_desc nn_op_BatchNormalization = {.name = "BatchNormalization", .min_inputs = 5, .max_inputs = 5,
                                              .min_outputs = 1, .max_outputs = 5, .flags = NN_OPF_ELEMENTWISE,
-                                             .parse = parse_norm, .infer = infer_batch_norm,
+                                             .parse = parse_norm, .check = norm_check, .infer = infer_batch_norm,
                                              .run = run_batch_norm};
 const nn_op_desc nn_op_InstanceNormalization = {.name = "InstanceNormalization", .min_inputs = 3, .max_inputs = 3,
                                                 .min_outputs = 1, .max_outputs = 1, .parse = parse_norm,
-                                                .infer = infer_instance_norm, .run = run_instance_norm};
+                                                .check = norm_check, .infer = infer_instance_norm, .run = run_instance_norm};
 const nn_op_desc nn_op_LayerNormalization = {.name = "LayerNormalization", .min_inputs = 2, .max_inputs = 3,
                                              .min_outputs = 1, .max_outputs = 3, .parse = parse_norm,
-                                             .infer = infer_layer_norm, .run = run_layer_norm};
+                                             .check = norm_check, .infer = infer_layer_norm, .run = run_layer_norm};
 
 /* ---- LRN */
 
@@ -221,8 +232,14 @@ static nn_status parse_lrn(nn_parse_ctx *ctx) {
     if ((st = nn_attr_int(ctx, "size", 0, &p->size)) || (st = nn_attr_float(ctx, "alpha", 1e-4f, &p->alpha)) ||
         (st = nn_attr_float(ctx, "beta", 0.75f, &p->beta)) || (st = nn_attr_float(ctx, "bias", 1.0f, &p->bias)))
         return st;
-    if (p->size < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "size must be >= 1");
     ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status lrn_check(const void *params, char *err, size_t err_size) {
+    const lrn_params *p = params;
+    if (p->size < 1 || p->size > NN_ATTR_EXTENT_MAX)
+        return nn_check_error(err, err_size, "size must be >= 1, got %lld", (long long)p->size);
     return NN_OK;
 }
 
@@ -269,6 +286,7 @@ const nn_op_desc nn_op_LRN = {.name = "LRN",
                               .min_outputs = 1,
                               .max_outputs = 1,
                               .parse = parse_lrn,
+                              .check = lrn_check,
                               .infer = infer_lrn,
                               .run = run_lrn};
 

@@ -5,6 +5,9 @@
  *
  *   parse     once at import: read attributes into a small typed params struct
  *             (allocated with nn_params_alloc; freed with the model).
+ *   check     after parse, and on every params block the plan cache reads
+ *             back: every field in range, so that no later arithmetic on
+ *             params can overflow, divide by zero or index out of bounds.
  *   infer     output dtypes and shapes from input dtypes/shapes.  An input's
  *             `data` is non-NULL when its value is known (an initializer, a
  *             folded constant, or at run time); an op whose output shape needs
@@ -25,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../engine/nn.h"
 
@@ -59,7 +63,10 @@ typedef struct nn_attr {
 
 /* Params are plain bytes (no pointers; Constant's are the one exception, and
  * Constant nodes are always folded away before a plan exists): the plan
- * cache stores them as they are. */
+ * cache stores them as they are.  They take at most NN_PARAMS_MAX bytes: the
+ * cache reads each block back into that many zeroed bytes, so that a block
+ * shorter than its op's struct reads zeros, which check then judges. */
+#define NN_PARAMS_MAX 1024
 typedef struct nn_parse_ctx {
     const nn_attr *attrs;
     int n_attrs;
@@ -88,6 +95,9 @@ typedef enum nn_act {
     NN_ACT_SILU, /* y * sigmoid(y) */
     NN_ACT_TANH,
 } nn_act;
+/* How many activations there are, for range checks on untrusted params (kept
+ * out of the enum so that switches over nn_act need no case for it). */
+enum { NN_ACT_COUNT = NN_ACT_TANH + 1 };
 
 typedef struct nn_epilogue {
     int residual; /* index of the input added to the output (same shape), -1 for none */
@@ -200,6 +210,26 @@ nn_status nn_attr_tensor(nn_parse_ctx *ctx, const char *name, const nn_tensor **
 void *nn_params_alloc(nn_parse_ctx *ctx, size_t size);
 nn_status nn_parse_error(nn_parse_ctx *ctx, nn_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 nn_status nn_call_error(const nn_call *call, nn_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- helpers for check: a params block read back from the plan cache may
+ *      hold any bytes, so every field is tested before anything uses it. */
+/* NN_ERR_INVALID with the message in err (what check returns on a bad field). */
+nn_status nn_check_error(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A bool field holds 0 or 1: it is read as a byte, since loading any other
+ * byte as a bool is undefined behaviour. */
+static inline bool nn_check_bool(const bool *b) {
+    unsigned char c;
+    memcpy(&c, b, 1);
+    return c <= 1;
+}
+/* An element count of an array attribute: -1 (absent) to cap. */
+static inline bool nn_check_count(int n, int cap) { return n >= -1 && n <= cap; }
+/* An axis attribute: within [-NN_MAX_DIMS, NN_MAX_DIMS) (infer checks it against the rank). */
+static inline bool nn_check_axis(int64_t axis) { return axis >= -NN_MAX_DIMS && axis < NN_MAX_DIMS; }
+/* Sizes, strides, pads and groups: far beyond any real model, small enough
+ * that products of two of them and sums of a few fit an int64. */
+#define NN_ATTR_EXTENT_MAX INT32_MAX
+static inline bool nn_check_extent(int64_t v) { return v >= -NN_ATTR_EXTENT_MAX && v <= NN_ATTR_EXTENT_MAX; }
 
 /* ---- shape helpers */
 int64_t nn_shape_elements(const int64_t *dims, int ndim);

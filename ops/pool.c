@@ -27,8 +27,20 @@ static nn_status parse_pool(nn_parse_ctx *ctx) {
         (st = nn_attr_int(ctx, "count_include_pad", 0, &p->count_include_pad)) ||
         (st = nn_attr_int(ctx, "storage_order", 0, &p->storage_order)))
         return st;
-    if (p->w.n_kernel < 1) return nn_parse_error(ctx, NN_ERR_INVALID, "kernel_shape is required");
     ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status pool_check(const void *params, char *err, size_t err_size) {
+    const pool_params *p = params;
+    nn_status st = nn_window_check(&p->w, err, err_size);
+    if (st != NN_OK) return st;
+    if (p->w.n_kernel < 1) return nn_check_error(err, err_size, "kernel_shape is required");
+    if ((p->ceil_mode != 0 && p->ceil_mode != 1) || (p->count_include_pad != 0 && p->count_include_pad != 1) ||
+        (p->storage_order != 0 && p->storage_order != 1))
+        return nn_check_error(err, err_size,
+                              "ceil_mode (%lld), count_include_pad (%lld) and storage_order (%lld) must be 0 or 1",
+                              (long long)p->ceil_mode, (long long)p->count_include_pad, (long long)p->storage_order);
     return NN_OK;
 }
 
@@ -680,6 +692,7 @@ const nn_op_desc nn_op_MaxPool = {.name = "MaxPool",
                                   .min_outputs = 1,
                                   .max_outputs = 2,
                                   .parse = parse_pool,
+                                  .check = pool_check,
                                   .infer = infer_max_pool,
                                   .workspace = workspace_max_pool,
                                   .run = run_max_pool};
@@ -689,6 +702,7 @@ const nn_op_desc nn_op_AveragePool = {.name = "AveragePool",
                                       .min_outputs = 1,
                                       .max_outputs = 1,
                                       .parse = parse_pool,
+                                      .check = pool_check,
                                       .infer = infer_float_pool,
                                       .workspace = workspace_average_pool,
                                       .run = run_average_pool};

@@ -37,6 +37,21 @@ static nn_status parse_reduce(nn_parse_ctx *ctx, reduce_kind kind) {
     return st;
 }
 
+/* `kind` is the op's own: each Reduce op's check passes the kind its parse sets. */
+static nn_status reduce_check(const void *params, reduce_kind kind, char *err, size_t err_size) {
+    const reduce_params *p = params;
+    if (p->kind != kind) return nn_check_error(err, err_size, "reduction kind %d is not this op's", (int)p->kind);
+    if ((p->keepdims != 0 && p->keepdims != 1) || (p->noop_with_empty_axes != 0 && p->noop_with_empty_axes != 1))
+        return nn_check_error(err, err_size, "keepdims (%lld) and noop_with_empty_axes (%lld) must be 0 or 1",
+                              (long long)p->keepdims, (long long)p->noop_with_empty_axes);
+    if (!nn_check_count(p->n_axes, NN_MAX_DIMS))
+        return nn_check_error(err, err_size, "axes has %d values (at most %d)", p->n_axes, NN_MAX_DIMS);
+    for (int k = 0; k < p->n_axes; k++)
+        if (!nn_check_axis(p->axes[k]))
+            return nn_check_error(err, err_size, "axes[%d] = %lld is out of range", k, (long long)p->axes[k]);
+    return NN_OK;
+}
+
 /* Marks the reduced dims of input 0.  Axes come from the attribute (before
  * opset 13 for ReduceSum, 18 for the others) or from input 1; none at all
  * means every dim, or none when noop_with_empty_axes is set. */
@@ -81,19 +96,6 @@ static bool reduce_dtype_ok(nn_dtype t) {
 /* The logarithmic kinds would truncate every exp/log to an integer
  * accumulator, so they take floats only. */
 static bool reduce_kind_float_only(reduce_kind k) { return k == R_LOG_SUM || k == R_LOG_SUM_EXP; }
-
-static nn_status check_reduce(const void *params, char *err, size_t err_size) {
-    const reduce_params *p = params;
-    if ((unsigned)p->kind >= R_KIND_COUNT) {
-        snprintf(err, err_size, "reduction kind %d out of range", (int)p->kind);
-        return NN_ERR_INVALID;
-    }
-    if (p->n_axes < -1 || p->n_axes > NN_MAX_DIMS) {
-        snprintf(err, err_size, "axes: %d values (at most %d)", p->n_axes, NN_MAX_DIMS);
-        return NN_ERR_INVALID;
-    }
-    return NN_OK;
-}
 
 static nn_status infer_reduce(nn_call *c) {
     const reduce_params *p = c->params;
@@ -308,8 +310,11 @@ static nn_status run_reduce(nn_call *c) {
 
 #define DEFINE_REDUCE_OP(Name, K)                                                                   \
     static nn_status parse_##Name(nn_parse_ctx *ctx) { return parse_reduce(ctx, K); }               \
+    static nn_status Name##_check(const void *params, char *err, size_t err_size) {                 \
+        return reduce_check(params, K, err, err_size);                                              \
+    }                                                                                               \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,     \
-                                     .max_outputs = 1, .parse = parse_##Name, .check = check_reduce,          \
+                                     .max_outputs = 1, .parse = parse_##Name, .check = Name##_check,         \
                                      .infer = infer_reduce, .run = run_reduce};
 
 DEFINE_REDUCE_OP(ReduceSum, R_SUM)
@@ -342,6 +347,23 @@ static nn_status parse_arg(nn_parse_ctx *ctx, bool is_max) {
 }
 static nn_status parse_ArgMax(nn_parse_ctx *ctx) { return parse_arg(ctx, true); }
 static nn_status parse_ArgMin(nn_parse_ctx *ctx) { return parse_arg(ctx, false); }
+
+static nn_status arg_check(const void *params, bool is_max, char *err, size_t err_size) {
+    const arg_params *p = params;
+    if (!nn_check_bool(&p->is_max) || p->is_max != is_max)
+        return nn_check_error(err, err_size, "the params are another arg op's");
+    if (!nn_check_axis(p->axis)) return nn_check_error(err, err_size, "axis %lld is out of range", (long long)p->axis);
+    if ((p->keepdims != 0 && p->keepdims != 1) || (p->select_last_index != 0 && p->select_last_index != 1))
+        return nn_check_error(err, err_size, "keepdims (%lld) and select_last_index (%lld) must be 0 or 1",
+                              (long long)p->keepdims, (long long)p->select_last_index);
+    return NN_OK;
+}
+static nn_status ArgMax_check(const void *params, char *err, size_t err_size) {
+    return arg_check(params, true, err, err_size);
+}
+static nn_status ArgMin_check(const void *params, char *err, size_t err_size) {
+    return arg_check(params, false, err, err_size);
+}
 
 static nn_status infer_arg(nn_call *c) {
     const arg_params *p = c->params;
@@ -422,6 +444,6 @@ static nn_status run_arg(nn_call *c) {
 }
 
 const nn_op_desc nn_op_ArgMax = {.name = "ArgMax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                 .parse = parse_ArgMax, .infer = infer_arg, .run = run_arg};
+                                 .parse = parse_ArgMax, .check = ArgMax_check, .infer = infer_arg, .run = run_arg};
 const nn_op_desc nn_op_ArgMin = {.name = "ArgMin", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                 .parse = parse_ArgMin, .infer = infer_arg, .run = run_arg};
+                                 .parse = parse_ArgMin, .check = ArgMin_check, .infer = infer_arg, .run = run_arg};

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "gemm.h"
+
 #define NN_OP(name, family) extern const nn_op_desc nn_op_##name;
 #include "ops.def"
 #undef NN_OP
@@ -53,3 +55,5 @@ nn_status nn_op_check_dtypes(const nn_op_desc *d, nn_call *c) {
                                  nn_dtype_name(c->in[k].dtype), d->name);
     return NN_OK;
 }
+
+const char *nn_ops_cpu_kernels(void) { return nn_gemm_kernel_name(); }

@@ -20,5 +20,8 @@ int nn_op_lookup(const char *name);
 nn_status nn_op_check_dtypes(const nn_op_desc *d, nn_call *c);
 /* 0 when the table is sorted and every descriptor's name matches its line */
 int nn_op_table_check(void);
+/* The CPU kernel set the ops run with ("avx512", "avx2", "portable"): packed
+ * weights made for one do not fit another, so the plan cache keys on it. */
+const char *nn_ops_cpu_kernels(void);
 
 #endif

@@ -123,6 +123,31 @@ static nn_status parse_upsample(nn_parse_ctx *ctx) {
     return st;
 }
 
+/* Resize and Upsample: the forms parse_resize and parse_upsample make. */
+static nn_status resize_check(const void *params, char *err, size_t err_size) {
+    const resize_params *p = params;
+    if (!nn_check_bool(&p->linear)) return nn_check_error(err, err_size, "mode is not a boolean");
+    if (p->coord < COORD_HALF_PIXEL || p->coord > COORD_TF_HALF_PIXEL_FOR_NN)
+        return nn_check_error(err, err_size, "coordinate_transformation_mode %d is unknown", (int)p->coord);
+    if (p->nearest < NEAREST_ROUND_PREFER_FLOOR || p->nearest > NEAREST_CEIL)
+        return nn_check_error(err, err_size, "nearest_mode %d is unknown", (int)p->nearest);
+    if ((p->scales_input != -1 && p->scales_input != 1 && p->scales_input != 2) ||
+        (p->sizes_input != -1 && p->sizes_input != 3))
+        return nn_check_error(err, err_size, "scales (input %d) or sizes (input %d) at an impossible position",
+                              p->scales_input, p->sizes_input);
+    if (!nn_check_count(p->n_scales_attr, NN_MAX_DIMS) || !nn_check_count(p->n_axes, NN_MAX_DIMS))
+        return nn_check_error(err, err_size, "scales (%d) or axes (%d) has too many values", p->n_scales_attr,
+                              p->n_axes);
+    for (int k = 0; k < p->n_scales_attr; k++)
+        if (!(p->scales_attr[k] > 0.0f && p->scales_attr[k] <= (float)NN_ATTR_EXTENT_MAX))
+            return nn_check_error(err, err_size, "scales[%d] = %g must be positive and finite", k,
+                                  (double)p->scales_attr[k]);
+    for (int k = 0; k < p->n_axes; k++)
+        if (!nn_check_axis(p->axes[k]))
+            return nn_check_error(err, err_size, "axes[%d] = %lld is out of range", k, (long long)p->axes[k]);
+    return NN_OK;
+}
+
 /* Per axis: output dim and the scale used in the coordinate transform. */
 typedef struct resize_geom {
     int64_t out[NN_MAX_DIMS];
@@ -189,7 +214,11 @@ static nn_status resize_geometry(nn_call *c, resize_geom *g) {
             if (!(s > 0.0f) || !isfinite(s))
                 return nn_call_error(c, NN_ERR_INVALID, "scale %g for dim %d must be positive", (double)s, d);
             g->scale[d] = s;
-            g->out[d] = (int64_t)floor((double)in * (double)s);
+            double out = floor((double)in * (double)s);
+            if (out >= 0x1p62) /* converting a larger double to int64 is undefined */
+                return nn_call_error(c, NN_ERR_SHAPE, "scale %g makes dim %d of size %lld too large", (double)s, d,
+                                     (long long)in);
+            g->out[d] = (int64_t)out;
         }
     }
     return NN_OK;
@@ -355,8 +384,15 @@ static nn_status run_resize(nn_call *c) {
 }
 
 const nn_op_desc nn_op_Resize = {.name = "Resize", .min_inputs = 1, .max_inputs = 4, .min_outputs = 1,
-                                 .max_outputs = 1, .parse = parse_resize, .infer = infer_resize,
+                                 .max_outputs = 1, .parse = parse_resize, .check = resize_check, .infer = infer_resize,
                                  .workspace = workspace_resize, .run = run_resize};
-const nn_op_desc nn_op_Upsample = {.name = "Upsample", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                   .max_outputs = 1, .parse = parse_upsample, .infer = infer_resize,
-                                   .workspace = workspace_resize, .run = run_resize};
+const nn_op_desc nn_op_Upsample = {.name = "Upsample",
+                                   .min_inputs = 1,
+                                   .max_inputs = 2,
+                                   .min_outputs = 1,
+                                   .max_outputs = 1,
+                                   .parse = parse_upsample,
+                                   .check = resize_check,
+                                   .infer = infer_resize,
+                                   .workspace = workspace_resize,
+                                   .run = run_resize};

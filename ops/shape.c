@@ -44,6 +44,16 @@ static nn_status parse_axes(nn_parse_ctx *ctx) {
     return nn_attr_ints(ctx, "axes", p->axes, NN_MAX_DIMS, &p->n_axes);
 }
 
+static nn_status axes_check(const void *params, char *err, size_t err_size) {
+    const axes_params *p = params;
+    if (!nn_check_count(p->n_axes, NN_MAX_DIMS))
+        return nn_check_error(err, err_size, "axes has %d values (at most %d)", p->n_axes, NN_MAX_DIMS);
+    for (int k = 0; k < p->n_axes; k++)
+        if (!nn_check_axis(p->axes[k]))
+            return nn_check_error(err, err_size, "axes[%d] = %lld is out of range", k, (long long)p->axes[k]);
+    return NN_OK;
+}
+
 /* Axes given to Squeeze / Unsqueeze, normalized against `rank`, each once.
  * *n = -1 when there are none. */
 static nn_status read_axes(nn_call *c, int rank, int64_t *axes, int *n) {
@@ -83,6 +93,15 @@ static nn_status parse_reshape(nn_parse_ctx *ctx) {
     st = nn_attr_ints(ctx, "shape", p->shape, NN_MAX_DIMS, &p->n_shape);
     if (st == NN_OK && p->n_shape < 0) return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'shape' is required");
     return st;
+}
+
+static nn_status reshape_check(const void *params, char *err, size_t err_size) {
+    const reshape_params *p = params;
+    if (p->allowzero != 0 && p->allowzero != 1)
+        return nn_check_error(err, err_size, "allowzero must be 0 or 1, got %lld", (long long)p->allowzero);
+    if (!nn_check_count(p->n_shape, NN_MAX_DIMS))
+        return nn_check_error(err, err_size, "shape has %d values (at most %d)", p->n_shape, NN_MAX_DIMS);
+    return NN_OK;
 }
 
 static nn_status infer_reshape(nn_call *c) {
@@ -126,8 +145,15 @@ static nn_status infer_reshape(nn_call *c) {
     return set_same_size(c, n, dims);
 }
 
-const nn_op_desc nn_op_Reshape = {.name = "Reshape", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_reshape, .infer = infer_reshape, .run = run_copy};
+const nn_op_desc nn_op_Reshape = {.name = "Reshape",
+                                  .min_inputs = 1,
+                                  .max_inputs = 2,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_reshape,
+                                  .check = reshape_check,
+                                  .infer = infer_reshape,
+                                  .run = run_copy};
 
 /* ---- Flatten */
 
@@ -140,6 +166,14 @@ static nn_status parse_flatten(nn_parse_ctx *ctx) {
     if (!p) return NN_ERR_NOMEM;
     ctx->params = p;
     return nn_attr_int(ctx, "axis", 1, &p->axis);
+}
+
+static nn_status flatten_check(const void *params, char *err, size_t err_size) {
+    const flatten_params *p = params;
+    /* axis may equal the rank */
+    if (p->axis < -NN_MAX_DIMS || p->axis > NN_MAX_DIMS)
+        return nn_check_error(err, err_size, "axis %lld is out of range", (long long)p->axis);
+    return NN_OK;
 }
 
 static nn_status infer_flatten(nn_call *c) {
@@ -156,8 +190,15 @@ static nn_status infer_flatten(nn_call *c) {
     return set_same_size(c, 2, dims);
 }
 
-const nn_op_desc nn_op_Flatten = {.name = "Flatten", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_flatten, .infer = infer_flatten, .run = run_copy};
+const nn_op_desc nn_op_Flatten = {.name = "Flatten",
+                                  .min_inputs = 1,
+                                  .max_inputs = 1,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_flatten,
+                                  .check = flatten_check,
+                                  .infer = infer_flatten,
+                                  .run = run_copy};
 
 /* ---- Squeeze */
 
@@ -182,8 +223,15 @@ static nn_status infer_squeeze(nn_call *c) {
     return set_same_size(c, r, dims);
 }
 
-const nn_op_desc nn_op_Squeeze = {.name = "Squeeze", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_axes, .infer = infer_squeeze, .run = run_copy};
+const nn_op_desc nn_op_Squeeze = {.name = "Squeeze",
+                                  .min_inputs = 1,
+                                  .max_inputs = 2,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_axes,
+                                  .check = axes_check,
+                                  .infer = infer_squeeze,
+                                  .run = run_copy};
 
 /* ---- Unsqueeze */
 
@@ -206,8 +254,15 @@ static nn_status infer_unsqueeze(nn_call *c) {
     return set_same_size(c, r, dims);
 }
 
-const nn_op_desc nn_op_Unsqueeze = {.name = "Unsqueeze", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                    .max_outputs = 1, .parse = parse_axes, .infer = infer_unsqueeze, .run = run_copy};
+const nn_op_desc nn_op_Unsqueeze = {.name = "Unsqueeze",
+                                    .min_inputs = 1,
+                                    .max_inputs = 2,
+                                    .min_outputs = 1,
+                                    .max_outputs = 1,
+                                    .parse = parse_axes,
+                                    .check = axes_check,
+                                    .infer = infer_unsqueeze,
+                                    .run = run_copy};
 
 /* ---- Shape and Size: their values follow from the input's shape, so run
  * never touches the input's data (it may not exist when they are folded). */
@@ -225,6 +280,13 @@ static nn_status parse_shape(nn_parse_ctx *ctx) {
     nn_status st = nn_attr_int(ctx, "start", 0, &p->start);
     if (st == NN_OK) st = nn_attr_int(ctx, "end", 0, &p->end);
     return st;
+}
+
+/* start and end may be anything: Shape clamps them to the rank. */
+static nn_status shape_check(const void *params, char *err, size_t err_size) {
+    const shape_params *p = params;
+    if (!nn_check_bool(&p->has_end)) return nn_check_error(err, err_size, "has_end is not a boolean");
+    return NN_OK;
 }
 
 /* The [start, end) range of axes, clamped into [0, rank] as the spec says. */
@@ -253,8 +315,15 @@ static nn_status run_shape(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Shape = {.name = "Shape", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                .flags = NN_OPF_SHAPE_ONLY, .parse = parse_shape, .infer = infer_shape,
+const nn_op_desc nn_op_Shape = {.name = "Shape",
+                                .min_inputs = 1,
+                                .max_inputs = 1,
+                                .min_outputs = 1,
+                                .max_outputs = 1,
+                                .flags = NN_OPF_SHAPE_ONLY,
+                                .parse = parse_shape,
+                                .check = shape_check,
+                                .infer = infer_shape,
                                 .run = run_shape};
 
 static nn_status infer_size(nn_call *c) {

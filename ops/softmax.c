@@ -26,6 +26,13 @@ static nn_status parse_softmax(nn_parse_ctx *ctx) {
     return st;
 }
 
+static nn_status softmax_check(const void *params, char *err, size_t err_size) {
+    const softmax_params *p = params;
+    if (!nn_check_bool(&p->flatten)) return nn_check_error(err, err_size, "flatten is not a boolean");
+    if (!nn_check_axis(p->axis)) return nn_check_error(err, err_size, "axis %lld is out of range", (long long)p->axis);
+    return NN_OK;
+}
+
 /* The [outer, n, inner] view of the input around the normalized axis. */
 static nn_status softmax_view(nn_call *c, int64_t *outer, int64_t *n, int64_t *inner) {
     const softmax_params *p = c->params;
@@ -149,11 +156,23 @@ static nn_status run_common(nn_call *c, bool log_form) {
 static nn_status run_softmax(nn_call *c) { return run_common(c, false); }
 static nn_status run_log_softmax(nn_call *c) { return run_common(c, true); }
 
-const nn_op_desc nn_op_Softmax = {.name = "Softmax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                  .max_outputs = 1, .parse = parse_softmax, .infer = infer_softmax,
+const nn_op_desc nn_op_Softmax = {.name = "Softmax",
+                                  .min_inputs = 1,
+                                  .max_inputs = 1,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .parse = parse_softmax,
+                                  .check = softmax_check,
+                                  .infer = infer_softmax,
                                   .run = run_softmax};
-const nn_op_desc nn_op_LogSoftmax = {.name = "LogSoftmax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                     .max_outputs = 1, .parse = parse_softmax, .infer = infer_softmax,
+const nn_op_desc nn_op_LogSoftmax = {.name = "LogSoftmax",
+                                     .min_inputs = 1,
+                                     .max_inputs = 1,
+                                     .min_outputs = 1,
+                                     .max_outputs = 1,
+                                     .parse = parse_softmax,
+                                     .check = softmax_check,
+                                     .infer = infer_softmax,
                                      .run = run_log_softmax};
 
 /* ---- Hardmax: 1 at the first maximum along the axis, 0 elsewhere; the

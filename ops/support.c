@@ -27,6 +27,14 @@ nn_status nn_parse_error(nn_parse_ctx *ctx, nn_status st, const char *fmt, ...) 
     return st;
 }
 
+nn_status nn_check_error(char *err, size_t err_size, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_size, fmt, ap);
+    va_end(ap);
+    return NN_ERR_INVALID;
+}
+
 nn_status nn_call_error(const nn_call *call, nn_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -63,6 +63,13 @@ static nn_status parse_concat(nn_parse_ctx *ctx) {
     return parse_axis(ctx, 1);
 }
 
+/* Concat and Gather */
+static nn_status axis_check(const void *params, char *err, size_t err_size) {
+    const axis_params *p = params;
+    if (!nn_check_axis(p->axis)) return nn_check_error(err, err_size, "axis %lld is out of range", (long long)p->axis);
+    return NN_OK;
+}
+
 static nn_status infer_concat(nn_call *c) {
     const axis_params *p = c->params;
     const nn_tensor *a = &c->in[0];
@@ -116,8 +123,15 @@ static nn_status run_concat(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Concat = {.name = "Concat", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,
-                                 .max_outputs = 1, .parse = parse_concat, .infer = infer_concat, .run = run_concat};
+const nn_op_desc nn_op_Concat = {.name = "Concat",
+                                 .min_inputs = 1,
+                                 .max_inputs = -1,
+                                 .min_outputs = 1,
+                                 .max_outputs = 1,
+                                 .parse = parse_concat,
+                                 .check = axis_check,
+                                 .infer = infer_concat,
+                                 .run = run_concat};
 
 /* ---- Split */
 
@@ -137,6 +151,16 @@ static nn_status parse_split(nn_parse_ctx *ctx) {
     if (st != NN_OK) return st;
     p->n_split = -1;
     if (a) return nn_attr_ints(ctx, "split", p->split, n, &p->n_split);
+    return NN_OK;
+}
+
+/* The sizes must fit in NN_PARAMS_MAX bytes (op.h). */
+static nn_status split_check(const void *params, char *err, size_t err_size) {
+    const split_params *p = params;
+    const int cap = (int)((NN_PARAMS_MAX - sizeof *p) / sizeof(int64_t));
+    if (!nn_check_axis(p->axis)) return nn_check_error(err, err_size, "axis %lld is out of range", (long long)p->axis);
+    if (!nn_check_count(p->n_split, cap))
+        return nn_check_error(err, err_size, "split has %d sizes (at most %d)", p->n_split, cap);
     return NN_OK;
 }
 
@@ -214,8 +238,15 @@ static nn_status run_split(nn_call *c) {
 }
 
 /* any number of outputs */
-const nn_op_desc nn_op_Split = {.name = "Split", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
-                                .max_outputs = -1, .parse = parse_split, .infer = infer_split, .run = run_split};
+const nn_op_desc nn_op_Split = {.name = "Split",
+                                .min_inputs = 1,
+                                .max_inputs = 2,
+                                .min_outputs = 1,
+                                .max_outputs = -1,
+                                .parse = parse_split,
+                                .check = split_check,
+                                .infer = infer_split,
+                                .run = run_split};
 
 /* ---- Slice */
 
@@ -240,6 +271,14 @@ static nn_status parse_slice(nn_parse_ctx *ctx) {
         return nn_parse_error(ctx, NN_ERR_INVALID, "starts, ends and axes must be given with equal lengths");
     p->n = ns;
     p->has_axes = na >= 0;
+    return NN_OK;
+}
+
+static nn_status slice_check(const void *params, char *err, size_t err_size) {
+    const slice_params *p = params;
+    if (!nn_check_bool(&p->has_axes)) return nn_check_error(err, err_size, "has_axes is not a boolean");
+    if (!nn_check_count(p->n, NN_MAX_DIMS))
+        return nn_check_error(err, err_size, "starts has %d values (at most %d)", p->n, NN_MAX_DIMS);
     return NN_OK;
 }
 
@@ -331,7 +370,7 @@ static nn_status run_slice(nn_call *c) {
 }
 
 const nn_op_desc nn_op_Slice = {.name = "Slice", .min_inputs = 1, .max_inputs = 5, .min_outputs = 1, .max_outputs = 1,
-                                .parse = parse_slice, .infer = infer_slice, .run = run_slice};
+                                .parse = parse_slice, .check = slice_check, .infer = infer_slice, .run = run_slice};
 
 /* ---- Pad */
 
@@ -363,6 +402,18 @@ static nn_status parse_pad(nn_parse_ctx *ctx) {
     if (st == NN_OK) st = nn_attr_float(ctx, "value", 0.0f, &p->value);
     if (st == NN_OK && p->n_pads < 0) return nn_parse_error(ctx, NN_ERR_INVALID, "attribute 'pads' is required");
     return st;
+}
+
+static nn_status pad_check(const void *params, char *err, size_t err_size) {
+    const pad_params *p = params;
+    if (p->mode != PAD_CONSTANT && p->mode != PAD_REFLECT && p->mode != PAD_EDGE)
+        return nn_check_error(err, err_size, "mode %d is unknown", p->mode);
+    if (!nn_check_count(p->n_pads, 2 * NN_MAX_DIMS))
+        return nn_check_error(err, err_size, "pads has %d values (at most %d)", p->n_pads, 2 * NN_MAX_DIMS);
+    for (int k = 0; k < p->n_pads; k++)
+        if (!nn_check_extent(p->pads[k]))
+            return nn_check_error(err, err_size, "pads[%d] = %lld is out of range", k, (long long)p->pads[k]);
+    return NN_OK;
 }
 
 /* Padding before and after each axis of the input. */
@@ -484,7 +535,7 @@ static nn_status run_pad(nn_call *c) {
 }
 
 const nn_op_desc nn_op_Pad = {.name = "Pad", .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
-                              .parse = parse_pad, .infer = infer_pad, .run = run_pad};
+                              .parse = parse_pad, .check = pad_check, .infer = infer_pad, .run = run_pad};
 
 /* ---- Transpose */
 
@@ -498,6 +549,13 @@ static nn_status parse_transpose(nn_parse_ctx *ctx) {
     if (!p) return NN_ERR_NOMEM;
     ctx->params = p;
     return nn_attr_ints(ctx, "perm", p->perm, NN_MAX_DIMS, &p->n_perm);
+}
+
+static nn_status transpose_check(const void *params, char *err, size_t err_size) {
+    const transpose_params *p = params;
+    if (!nn_check_count(p->n_perm, NN_MAX_DIMS))
+        return nn_check_error(err, err_size, "perm has %d values (at most %d)", p->n_perm, NN_MAX_DIMS);
+    return NN_OK;
 }
 
 static nn_status transpose_perm(nn_call *c, int64_t *perm) {
@@ -546,8 +604,14 @@ static nn_status run_transpose(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Transpose = {.name = "Transpose", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                    .max_outputs = 1, .parse = parse_transpose, .infer = infer_transpose,
+const nn_op_desc nn_op_Transpose = {.name = "Transpose",
+                                    .min_inputs = 1,
+                                    .max_inputs = 1,
+                                    .min_outputs = 1,
+                                    .max_outputs = 1,
+                                    .parse = parse_transpose,
+                                    .check = transpose_check,
+                                    .infer = infer_transpose,
                                     .run = run_transpose};
 
 /* ---- Tile */
@@ -653,7 +717,7 @@ static nn_status run_gather(nn_call *c) {
 }
 
 const nn_op_desc nn_op_Gather = {.name = "Gather", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-                                 .parse = parse_gather, .infer = infer_gather, .run = run_gather};
+                                 .parse = parse_gather, .check = axis_check, .infer = infer_gather, .run = run_gather};
 
 /* ---- Constant */
 
@@ -709,6 +773,15 @@ static nn_status parse_constant(nn_parse_ctx *ctx) {
     return NN_OK;
 }
 
+/* Fresh params only: the value points into the model, so Constant nodes are
+ * folded before a plan exists and the plan cache refuses them. */
+static nn_status constant_check(const void *params, char *err, size_t err_size) {
+    const constant_params *p = params;
+    if (!nn_dtype_size(p->value.dtype) || p->value.ndim < 0 || p->value.ndim > NN_MAX_DIMS)
+        return nn_check_error(err, err_size, "value has dtype %d and rank %d", (int)p->value.dtype, p->value.ndim);
+    return NN_OK;
+}
+
 static nn_status infer_constant(nn_call *c) {
     const constant_params *p = c->params;
     nn_tensor_set_shape(&c->out[0], p->value.dtype, p->value.ndim, p->value.dims);
@@ -722,8 +795,14 @@ static nn_status run_constant(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_Constant = {.name = "Constant", .min_inputs = 0, .max_inputs = 0, .min_outputs = 1,
-                                   .max_outputs = 1, .parse = parse_constant, .infer = infer_constant,
+const nn_op_desc nn_op_Constant = {.name = "Constant",
+                                   .min_inputs = 0,
+                                   .max_inputs = 0,
+                                   .min_outputs = 1,
+                                   .max_outputs = 1,
+                                   .parse = parse_constant,
+                                   .check = constant_check,
+                                   .infer = infer_constant,
                                    .run = run_constant};
 
 /* ---- ConstantOfShape */
@@ -751,6 +830,13 @@ static nn_status parse_constant_of_shape(nn_parse_ctx *ctx) {
     return NN_OK;
 }
 
+static nn_status constant_of_shape_check(const void *params, char *err, size_t err_size) {
+    const constant_of_shape_params *p = params;
+    if (!nn_dtype_size(p->dtype) || nn_dtype_size(p->dtype) > sizeof p->value)
+        return nn_check_error(err, err_size, "value of dtype %d not supported", (int)p->dtype);
+    return NN_OK;
+}
+
 static nn_status infer_constant_of_shape(nn_call *c) {
     const constant_of_shape_params *p = c->params;
     int64_t dims[NN_MAX_DIMS];
@@ -770,9 +856,15 @@ static nn_status run_constant_of_shape(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_ConstantOfShape = {.name = "ConstantOfShape", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                          .max_outputs = 1, .parse = parse_constant_of_shape,
-                                          .infer = infer_constant_of_shape, .run = run_constant_of_shape};
+const nn_op_desc nn_op_ConstantOfShape = {.name = "ConstantOfShape",
+                                          .min_inputs = 1,
+                                          .max_inputs = 1,
+                                          .min_outputs = 1,
+                                          .max_outputs = 1,
+                                          .parse = parse_constant_of_shape,
+                                          .check = constant_of_shape_check,
+                                          .infer = infer_constant_of_shape,
+                                          .run = run_constant_of_shape};
 
 /* ---- Range */
 
@@ -857,10 +949,17 @@ static nn_status parse_block(nn_parse_ctx *ctx) {
     nn_status st = nn_attr_int(ctx, "blocksize", 0, &p->blocksize);
     if (st == NN_OK) st = nn_attr_string(ctx, "mode", "DCR", &mode);
     if (st != NN_OK) return st;
-    if (p->blocksize <= 0)
-        return nn_parse_error(ctx, NN_ERR_INVALID, "blocksize must be positive, got %lld", (long long)p->blocksize);
     if (strcmp(mode, "CRD") == 0) p->crd = true;
     else if (strcmp(mode, "DCR") != 0) return nn_parse_error(ctx, NN_ERR_INVALID, "mode '%s' is not DCR or CRD", mode);
+    return NN_OK;
+}
+
+/* blocksize is squared against channel counts: bounded so that cannot overflow */
+static nn_status block_check(const void *params, char *err, size_t err_size) {
+    const block_params *p = params;
+    if (p->blocksize <= 0 || p->blocksize > NN_ATTR_EXTENT_MAX)
+        return nn_check_error(err, err_size, "blocksize must be positive, got %lld", (long long)p->blocksize);
+    if (!nn_check_bool(&p->crd)) return nn_check_error(err, err_size, "mode is not a boolean");
     return NN_OK;
 }
 
@@ -919,9 +1018,21 @@ static nn_status run_space_to_depth(nn_call *c) {
     return NN_OK;
 }
 
-const nn_op_desc nn_op_DepthToSpace = {.name = "DepthToSpace", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                       .max_outputs = 1, .parse = parse_block, .infer = infer_depth_to_space,
+const nn_op_desc nn_op_DepthToSpace = {.name = "DepthToSpace",
+                                       .min_inputs = 1,
+                                       .max_inputs = 1,
+                                       .min_outputs = 1,
+                                       .max_outputs = 1,
+                                       .parse = parse_block,
+                                       .check = block_check,
+                                       .infer = infer_depth_to_space,
                                        .run = run_depth_to_space};
-const nn_op_desc nn_op_SpaceToDepth = {.name = "SpaceToDepth", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-                                       .max_outputs = 1, .parse = parse_block, .infer = infer_space_to_depth,
+const nn_op_desc nn_op_SpaceToDepth = {.name = "SpaceToDepth",
+                                       .min_inputs = 1,
+                                       .max_inputs = 1,
+                                       .min_outputs = 1,
+                                       .max_outputs = 1,
+                                       .parse = parse_block,
+                                       .check = block_check,
+                                       .infer = infer_space_to_depth,
                                        .run = run_space_to_depth};

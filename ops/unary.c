@@ -37,6 +37,15 @@ static nn_status parse_act(nn_parse_ctx *ctx, const act_attr *attrs, int n) {
     return NN_OK;
 }
 
+/* Any finite value is one a model may give; inf or NaN is no activation's. */
+static nn_status act_check(const void *params, char *err, size_t err_size) {
+    const act_params *p = params;
+    if (!isfinite(p->alpha) || !isfinite(p->beta) || !isfinite(p->gamma))
+        return nn_check_error(err, err_size, "alpha, beta and gamma must be finite (%g, %g, %g)", (double)p->alpha,
+                              (double)p->beta, (double)p->gamma);
+    return NN_OK;
+}
+
 #define ACT_ATTRS(Name, ...)                                                                  \
     static nn_status parse_##Name(nn_parse_ctx *ctx) {                                        \
         static const act_attr attrs[] = {__VA_ARGS__};                                        \
@@ -103,11 +112,12 @@ static void copy_data(const nn_call *c) {
         }                                                                                      \
         return NN_OK;                                                                          \
     }
-#define UNARY(Name, TYPES, parse_fn, act_fn, expr)                                             \
+#define UNARY(Name, TYPES, parse_fn, check_fn, act_fn, expr)                                             \
     UNARY_FNS(Name, TYPES, expr)                                                               \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,  \
                                      .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .parse = parse_fn,  \
-                                     .infer = infer_##Name, .run = run_##Name, .as_activation = act_fn};
+                                     .check = check_fn, .infer = infer_##Name, .run = run_##Name,            \
+                                     .as_activation = act_fn};
 
 /* log(1 + e^x) without overflow for large x */
 static inline float softplus(float x) { return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
@@ -138,29 +148,29 @@ AS_ACT(HardSigmoid, NN_ACT_HARD_SIGMOID)
 AS_ACT(HardSwish, NN_ACT_HARD_SWISH)
 AS_ACT(Tanh, NN_ACT_TANH)
 
-UNARY(Abs, T_SIGNED, NULL, NULL, ABSV(x))
-UNARY(Neg, T_SIGNED, NULL, NULL, NEGV(x))
-UNARY(Sign, T_SIGNED, NULL, NULL, (x > 0) - (x < 0))
-UNARY(Relu, T_SIGNED, NULL, as_act_Relu, x > 0 ? x : 0)
-UNARY(Not, T_BOOL, NULL, NULL, !x)
-UNARY(Sqrt, T_FLOAT, NULL, NULL, sqrtf(x))
-UNARY(Exp, T_FLOAT, NULL, NULL, expf(x))
-UNARY(Log, T_FLOAT, NULL, NULL, logf(x))
-UNARY(Reciprocal, T_FLOAT, NULL, NULL, 1.0f / x)
-UNARY(Floor, T_FLOAT, NULL, NULL, floorf(x))
-UNARY(Ceil, T_FLOAT, NULL, NULL, ceilf(x))
-UNARY(Sin, T_FLOAT, NULL, NULL, sinf(x))
-UNARY(Cos, T_FLOAT, NULL, NULL, cosf(x))
-UNARY(Tanh, T_FLOAT, NULL, as_act_Tanh, tanhf(x))
-UNARY(Erf, T_FLOAT, NULL, NULL, erff(x))
-UNARY(Sigmoid, T_FLOAT, NULL, as_act_Sigmoid, nn_act_apply(NN_ACT_SIGMOID, 0.0f, 0.0f, x))
-UNARY(Softplus, T_FLOAT, NULL, NULL, softplus(x))
-UNARY(Softsign, T_FLOAT, NULL, NULL, x / (1.0f + fabsf(x)))
-UNARY(HardSwish, T_FLOAT, NULL, as_act_HardSwish, nn_act_apply(NN_ACT_HARD_SWISH, 0.0f, 0.0f, x))
-UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, as_act_LeakyRelu, nn_act_apply(NN_ACT_LEAKY_RELU, p->alpha, 0.0f, x))
-UNARY(Elu, T_FLOAT, parse_Elu, NULL, x >= 0.0f ? x : p->alpha * expm1f(x))
-UNARY(Selu, T_FLOAT, parse_Selu, NULL, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
-UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, as_act_HardSigmoid, nn_act_apply(NN_ACT_HARD_SIGMOID, p->alpha, p->beta, x))
+UNARY(Abs, T_SIGNED, NULL, NULL, NULL, ABSV(x))
+UNARY(Neg, T_SIGNED, NULL, NULL, NULL, NEGV(x))
+UNARY(Sign, T_SIGNED, NULL, NULL, NULL, (x > 0) - (x < 0))
+UNARY(Relu, T_SIGNED, NULL, NULL, as_act_Relu, x > 0 ? x : 0)
+UNARY(Not, T_BOOL, NULL, NULL, NULL, !x)
+UNARY(Sqrt, T_FLOAT, NULL, NULL, NULL, sqrtf(x))
+UNARY(Exp, T_FLOAT, NULL, NULL, NULL, expf(x))
+UNARY(Log, T_FLOAT, NULL, NULL, NULL, logf(x))
+UNARY(Reciprocal, T_FLOAT, NULL, NULL, NULL, 1.0f / x)
+UNARY(Floor, T_FLOAT, NULL, NULL, NULL, floorf(x))
+UNARY(Ceil, T_FLOAT, NULL, NULL, NULL, ceilf(x))
+UNARY(Sin, T_FLOAT, NULL, NULL, NULL, sinf(x))
+UNARY(Cos, T_FLOAT, NULL, NULL, NULL, cosf(x))
+UNARY(Tanh, T_FLOAT, NULL, NULL, as_act_Tanh, tanhf(x))
+UNARY(Erf, T_FLOAT, NULL, NULL, NULL, erff(x))
+UNARY(Sigmoid, T_FLOAT, NULL, NULL, as_act_Sigmoid, nn_act_apply(NN_ACT_SIGMOID, 0.0f, 0.0f, x))
+UNARY(Softplus, T_FLOAT, NULL, NULL, NULL, softplus(x))
+UNARY(Softsign, T_FLOAT, NULL, NULL, NULL, x / (1.0f + fabsf(x)))
+UNARY(HardSwish, T_FLOAT, NULL, NULL, as_act_HardSwish, nn_act_apply(NN_ACT_HARD_SWISH, 0.0f, 0.0f, x))
+UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, act_check, as_act_LeakyRelu, nn_act_apply(NN_ACT_LEAKY_RELU, p->alpha, 0.0f, x))
+UNARY(Elu, T_FLOAT, parse_Elu, act_check, NULL, x >= 0.0f ? x : p->alpha * expm1f(x))
+UNARY(Selu, T_FLOAT, parse_Selu, act_check, NULL, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
+UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, act_check, as_act_HardSigmoid, nn_act_apply(NN_ACT_HARD_SIGMOID, p->alpha, p->beta, x))
 
 /* ---- Clip: bounds are attributes before opset 11, optional scalar inputs since. */
 
@@ -177,6 +187,13 @@ static nn_status parse_Clip(nn_parse_ctx *ctx) {
     if (!p->from_attrs) return NN_OK;
     nn_status st = nn_attr_float(ctx, "min", -FLT_MAX, &p->lo);
     return st != NN_OK ? st : nn_attr_float(ctx, "max", FLT_MAX, &p->hi);
+}
+
+static nn_status clip_check(const void *params, char *err, size_t err_size) {
+    const clip_params *p = params;
+    if (!nn_check_bool(&p->from_attrs)) return nn_check_error(err, err_size, "from_attrs is not a boolean");
+    if (isnan(p->lo) || isnan(p->hi)) return nn_check_error(err, err_size, "min or max is NaN");
+    return NN_OK;
 }
 
 #define CLIP_MASK (DT(FLOAT) | DT(INT8) | DT(UINT8) | DT(INT32) | DT(INT64))
@@ -251,8 +268,16 @@ static bool as_act_Clip(const nn_call *c, nn_epilogue *e) {
     return true;
 }
 
-const nn_op_desc nn_op_Clip = {.name = "Clip", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-                               .flags = NN_OPF_ELEMENTWISE, .parse = parse_Clip, .infer = infer_Clip, .run = run_Clip,
+const nn_op_desc nn_op_Clip = {.name = "Clip",
+                               .min_inputs = 1,
+                               .max_inputs = 3,
+                               .min_outputs = 1,
+                               .max_outputs = 1,
+                               .flags = NN_OPF_ELEMENTWISE,
+                               .parse = parse_Clip,
+                               .check = clip_check,
+                               .infer = infer_Clip,
+                               .run = run_Clip,
                                .as_activation = as_act_Clip};
 
 /* ---- Identity */
@@ -280,6 +305,12 @@ static nn_status parse_Dropout(nn_parse_ctx *ctx) {
     if (!p) return NN_ERR_NOMEM;
     p->bool_mask = ctx->opset >= 10;
     ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status dropout_check(const void *params, char *err, size_t err_size) {
+    const dropout_params *p = params;
+    if (!nn_check_bool(&p->bool_mask)) return nn_check_error(err, err_size, "bool_mask is not a boolean");
     return NN_OK;
 }
 
@@ -320,7 +351,7 @@ static nn_status run_Dropout(nn_call *c) {
 
 const nn_op_desc nn_op_Dropout = {.name = "Dropout", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1,
                                   .max_outputs = 2, .flags = NN_OPF_ELEMENTWISE, .parse = parse_Dropout,
-                                  .infer = infer_Dropout, .run = run_Dropout};
+                                  .check = dropout_check, .infer = infer_Dropout, .run = run_Dropout};
 
 /* ---- Cast between the engine's dtypes.  Float to integer saturates (NaN gives 0):
  * ONNX leaves out-of-range casts undefined, C makes them undefined behaviour. */
@@ -352,6 +383,13 @@ static nn_status parse_Cast(nn_parse_ctx *ctx) {
             return NN_OK;
         }
     return nn_parse_error(ctx, NN_ERR_UNSUPPORTED, "cast to %s not supported", a->s);
+}
+
+/* `to` is any integer parse read; infer says which it supports.  Here: a dtype the engine knows. */
+static nn_status cast_check(const void *params, char *err, size_t err_size) {
+    const cast_params *p = params;
+    if (p->to < 0 || p->to >= 32) return nn_check_error(err, err_size, "to = %lld is no dtype", (long long)p->to);
+    return NN_OK;
 }
 
 /* Cast and CastLike convert between every dtype nn holds. */
@@ -455,7 +493,7 @@ static nn_status run_Cast(nn_call *c) {
 }
 
 const nn_op_desc nn_op_Cast = {.name = "Cast", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                               .flags = NN_OPF_ANY_DTYPE, .parse = parse_Cast, .infer = infer_Cast, .run = run_Cast};
+                               .flags = NN_OPF_ANY_DTYPE, .parse = parse_Cast, .check = cast_check, .infer = infer_Cast, .run = run_Cast};
 
 /* CastLike: Cast to the dtype of a second input, whose values are not read. */
 static nn_status infer_CastLike(nn_call *c) { return infer_cast_to(c, c->in[1].dtype); }
@@ -467,16 +505,16 @@ const nn_op_desc nn_op_CastLike = {.name = "CastLike", .min_inputs = 2, .max_inp
 /* ---- inverse and hyperbolic trigonometry, Round (halves to even: rintf in
  * the default rounding mode) */
 
-UNARY(Tan, T_FLOAT, NULL, NULL, tanf(x))
-UNARY(Asin, T_FLOAT, NULL, NULL, asinf(x))
-UNARY(Acos, T_FLOAT, NULL, NULL, acosf(x))
-UNARY(Atan, T_FLOAT, NULL, NULL, atanf(x))
-UNARY(Sinh, T_FLOAT, NULL, NULL, sinhf(x))
-UNARY(Cosh, T_FLOAT, NULL, NULL, coshf(x))
-UNARY(Asinh, T_FLOAT, NULL, NULL, asinhf(x))
-UNARY(Acosh, T_FLOAT, NULL, NULL, acoshf(x))
-UNARY(Atanh, T_FLOAT, NULL, NULL, atanhf(x))
-UNARY(Round, T_FLOAT, NULL, NULL, rintf(x))
+UNARY(Tan, T_FLOAT, NULL, NULL, NULL, tanf(x))
+UNARY(Asin, T_FLOAT, NULL, NULL, NULL, asinf(x))
+UNARY(Acos, T_FLOAT, NULL, NULL, NULL, acosf(x))
+UNARY(Atan, T_FLOAT, NULL, NULL, NULL, atanf(x))
+UNARY(Sinh, T_FLOAT, NULL, NULL, NULL, sinhf(x))
+UNARY(Cosh, T_FLOAT, NULL, NULL, NULL, coshf(x))
+UNARY(Asinh, T_FLOAT, NULL, NULL, NULL, asinhf(x))
+UNARY(Acosh, T_FLOAT, NULL, NULL, NULL, acoshf(x))
+UNARY(Atanh, T_FLOAT, NULL, NULL, NULL, atanhf(x))
+UNARY(Round, T_FLOAT, NULL, NULL, NULL, rintf(x))
 
 /* ---- activations with attributes the generic parse reads under other names */
 

@@ -25,6 +25,29 @@ nn_status nn_window_parse(nn_parse_ctx *ctx, nn_window_attrs *w) {
     return NN_OK;
 }
 
+nn_status nn_window_check(const nn_window_attrs *w, char *err, size_t err_size) {
+    if (w->auto_pad < NN_AUTO_PAD_NOTSET || w->auto_pad > NN_AUTO_PAD_VALID)
+        return nn_check_error(err, err_size, "auto_pad %d is not a known mode", (int)w->auto_pad);
+    const struct {
+        const char *name;
+        int n, cap;
+        const int64_t *v;
+    } lists[] = {{"kernel_shape", w->n_kernel, NSP_MAX, w->kernel},
+                 {"strides", w->n_strides, NSP_MAX, w->strides},
+                 {"dilations", w->n_dilations, NSP_MAX, w->dilations},
+                 {"pads", w->n_pads, 2 * NSP_MAX, w->pads}};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        if (!nn_check_count(lists[i].n, lists[i].cap))
+            return nn_check_error(err, err_size, "%s has %d values (at most %d)", lists[i].name, lists[i].n,
+                                  lists[i].cap);
+        for (int k = 0; k < lists[i].n; k++)
+            if (!nn_check_extent(lists[i].v[k]))
+                return nn_check_error(err, err_size, "%s[%d] = %lld is out of range", lists[i].name, k,
+                                      (long long)lists[i].v[k]);
+    }
+    return NN_OK;
+}
+
 void nn_valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi) {
     int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
     int64_t h = limit - off <= 0 ? 0 : (limit - 1 - off) / stride + 1;

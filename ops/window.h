@@ -24,6 +24,8 @@ typedef struct nn_window_attrs {
 
 /* Read auto_pad, kernel_shape, strides, dilations and pads. */
 nn_status nn_window_parse(nn_parse_ctx *ctx, nn_window_attrs *w);
+/* Their counts and values in range (for the op's check). */
+nn_status nn_window_check(const nn_window_attrs *w, char *err, size_t err_size);
 /* Indices i in [0, count) with 0 <= i*stride + off < limit form [*lo, *hi). */
 void nn_valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi);
 /* Length of one axis of an input plane padded so that every output's window

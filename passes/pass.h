@@ -28,8 +28,6 @@ typedef struct nn_pass {
 nn_status nn_optimize(nn_model *m, nn_pass_hook hook, void *hook_ctx);
 /* The default pipeline, in order; NULL-terminated. */
 extern const nn_pass *const nn_default_pipeline[];
-/* Check the IR's invariants; NN_OK or NN_ERR_INTERNAL naming the first violation. */
-nn_status nn_verify_graph(nn_model *m, const char *after_pass);
 
 /* ---- helpers shared by the passes (passes/rewrite.c) */
 /* uses[v] = how many node inputs read value v (graph outputs count once more). */

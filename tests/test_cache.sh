@@ -67,7 +67,7 @@ run good "$tmp/cache-good" "$MODEL" || fail "first cached run failed"
 plan=$(ls "$tmp/cache-good"/*.nnplan)
 size=$(wc -c <"$plan")
 # ways to damage a file, each given the file last; header offsets follow
-# engine/cache.c's cache_header: key 16, file size 32, sections 40..71,
+# engine/cache_int.h's header record: key 16, file size 32, sections 40..71,
 # model hash 72, model identity 88, checksum 128
 poke() { printf '\377\377\377\377' | dd of="$2" bs=1 seek="$1" conv=notrunc 2>/dev/null; }
 cut() { truncate -s "$1" "$2"; }

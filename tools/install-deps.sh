@@ -3,7 +3,7 @@
 # usage: tools/install-deps.sh build|test|bench
 set -eu
 case "${1:-build}" in
-build) pkgs="clang libomp-dev make pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-serial-dev libopenblas0-serial" ;;
+build) pkgs="clang libomp-dev make pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-serial-dev libopenblas0-serial libxxhash-dev" ;;
 # libclang-rt-14-dev: the sanitizer and libFuzzer runtimes (make sanitize, make tsan, make fuzz);
 # libc6-dev-arm64-cross: the headers make check-portable compiles against for aarch64
 test) pkgs="libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy graphviz valgrind libclang-rt-14-dev libc6-dev-arm64-cross" ;;

@@ -565,23 +565,6 @@ static nn_status infer_eyelike(nn_call *c) {
     return NN_OK;
 }
 
-/* Store 1 into one element of dtype dt (every dtype the IR holds: EyeLike's
- * dtype attribute, unlike its input, is not limited by the dtype guard). */
-static void store_one(void *dst, nn_dtype dt) {
-    switch (dt) {
-    case NN_DTYPE_FLOAT: *(float *)dst = 1.0f; break;
-    case NN_DTYPE_DOUBLE: *(double *)dst = 1.0; break;
-    case NN_DTYPE_FLOAT16: *(uint16_t *)dst = 0x3c00; break; /* binary16 1.0 */
-    case NN_DTYPE_INT64: *(int64_t *)dst = 1; break;
-    case NN_DTYPE_UINT64: *(uint64_t *)dst = 1; break;
-    case NN_DTYPE_INT32: *(int32_t *)dst = 1; break;
-    case NN_DTYPE_UINT32: *(uint32_t *)dst = 1; break;
-    case NN_DTYPE_INT16: *(int16_t *)dst = 1; break;
-    case NN_DTYPE_UINT16: *(uint16_t *)dst = 1; break;
-    default: *(uint8_t *)dst = 1; break; /* the one-byte dtypes */
-    }
-}
-
 static nn_status run_eyelike(nn_call *c) {
     const eyelike_params *p = c->params;
     nn_tensor *y = &c->out[0];
@@ -590,7 +573,7 @@ static nn_status run_eyelike(nn_call *c) {
     memset(y->data, 0, (size_t)(rows * cols) * esz);
     for (int64_t i = 0; i < rows; i++) {
         int64_t j = i + p->k;
-        if (j >= 0 && j < cols) store_one((char *)y->data + (size_t)(i * cols + j) * esz, y->dtype);
+        if (j >= 0 && j < cols) nn_store_double((char *)y->data + (size_t)(i * cols + j) * esz, y->dtype, 1.0);
     }
     return NN_OK;
 }

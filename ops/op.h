@@ -241,6 +241,9 @@ void nn_tensor_set_shape(nn_tensor *t, nn_dtype dtype, int ndim, const int64_t *
 int64_t nn_tensor_get_int(const nn_tensor *t, int64_t i);
 /* read element i of a FLOAT / INT32 / INT64 tensor as double */
 double nn_tensor_get_double(const nn_tensor *t, int64_t i);
+/* Store v into one element of dtype dt, any dtype the IR holds (v must be
+ * in the dtype's range: callers check) */
+void nn_store_double(void *dst, nn_dtype dt, double v);
 static inline bool nn_present(const nn_call *c, int i) { return i < c->n_in && c->in[i].dtype != NN_DTYPE_UNDEFINED; }
 /* x rounded up to a multiple of m (> 0) */
 static inline int64_t nn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../engine/arena.h"
+#include "half.h"
 #include "op.h"
 
 static const char *attr_type_name(nn_attr_type t) {
@@ -151,6 +152,24 @@ int64_t nn_tensor_get_int(const nn_tensor *t, int64_t i) {
 double nn_tensor_get_double(const nn_tensor *t, int64_t i) {
     if (t->dtype == NN_DTYPE_FLOAT) return ((const float *)t->data)[i];
     return (double)nn_tensor_get_int(t, i);
+}
+
+void nn_store_double(void *dst, nn_dtype dt, double v) {
+    switch (dt) {
+    case NN_DTYPE_FLOAT: *(float *)dst = (float)v; break;
+    case NN_DTYPE_DOUBLE: *(double *)dst = v; break;
+    case NN_DTYPE_FLOAT16: *(uint16_t *)dst = nn_half_from_double(v); break;
+    case NN_DTYPE_INT64: *(int64_t *)dst = (int64_t)v; break;
+    case NN_DTYPE_UINT64: *(uint64_t *)dst = (uint64_t)v; break;
+    case NN_DTYPE_INT32: *(int32_t *)dst = (int32_t)v; break;
+    case NN_DTYPE_UINT32: *(uint32_t *)dst = (uint32_t)v; break;
+    case NN_DTYPE_INT16: *(int16_t *)dst = (int16_t)v; break;
+    case NN_DTYPE_UINT16: *(uint16_t *)dst = (uint16_t)v; break;
+    case NN_DTYPE_INT8: *(int8_t *)dst = (int8_t)v; break;
+    case NN_DTYPE_UINT8: *(uint8_t *)dst = (uint8_t)v; break;
+    case NN_DTYPE_BOOL: *(uint8_t *)dst = v != 0.0; break;
+    default: break;
+    }
 }
 
 nn_status nn_broadcast_shape(nn_call *call, const nn_tensor *a, const nn_tensor *b, nn_tensor *out) {

@@ -622,7 +622,8 @@ static nn_status run_Mod(nn_call *c) { return binary_run(c, mod_rows(c)[c->in[0]
 
 /* binary_infer checks the dtype against the row tables, hence NN_OPF_ANY_DTYPE */
 const nn_op_desc nn_op_Mod = {.name = "Mod", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-                              .flags = NN_OPF_ANY_DTYPE, .parse = parse_Mod, .check = check_Mod, .infer = infer_Mod, .run = run_Mod};
+                              .flags = NN_OPF_ANY_DTYPE, .parse = parse_Mod, .check = check_Mod, .infer = infer_Mod,
+                              .run = run_Mod};
 
 /* ---- BitShift on the unsigned dtypes.  A shift by the width or more gives 0
  * (C leaves it undefined); the left shift runs in uint64 (no int promotion to
@@ -670,5 +671,5 @@ static nn_status infer_BitShift(nn_call *c) { return binary_infer(c, shift_rows(
 static nn_status run_BitShift(nn_call *c) { return binary_run(c, shift_rows(c)[c->in[0].dtype]); }
 
 const nn_op_desc nn_op_BitShift = {.name = "BitShift", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
-                                   .max_outputs = 1, .flags = NN_OPF_ANY_DTYPE, .parse = parse_BitShift, .check = check_BitShift,
-                                   .infer = infer_BitShift, .run = run_BitShift};
+                                   .max_outputs = 1, .flags = NN_OPF_ANY_DTYPE, .parse = parse_BitShift,
+                                   .check = check_BitShift, .infer = infer_BitShift, .run = run_BitShift};

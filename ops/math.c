@@ -57,8 +57,8 @@ static bool cumsum_dtype_ok(nn_dtype t) {
 static nn_status infer_CumSum(nn_call *c) {
     nn_dtype t = c->in[0].dtype;
     if (!cumsum_dtype_ok(t))
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT, DOUBLE, INT32, INT64, UINT32, UINT64)",
-                             nn_dtype_name(t));
+        return nn_call_error(c, NN_ERR_UNSUPPORTED,
+                             "dtype %s not supported (FLOAT, DOUBLE, INT32, INT64, UINT32, UINT64)", nn_dtype_name(t));
     if (c->in[0].ndim == 0) return nn_call_error(c, NN_ERR_SHAPE, "x must have rank >= 1");
     int64_t axis;
     nn_status st = cumsum_axis(c, &axis);

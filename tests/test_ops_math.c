@@ -568,6 +568,17 @@ static void test_wide_dtypes(void) {
         if (cpu_run(&r, "ReduceLogSumExp", 13, at, 2, NULL, in, 1, 1, NULL))
             expect_f64("ReduceLogSumExp double", &r, want, 2, 1e-13);
         release(&r);
+        /* the other kinds share the DOUBLE row: 1 + 2^-40 tells apart values float would tie */
+        const double v[] = {1.0, 1.0 + 0x1p-40, 4503599627370496.0, 1.0}, ws[] = {2.0 + 0x1p-40, 4503599627370497.0};
+        nn_tensor sv[1] = {values_of(NN_DTYPE_DOUBLE, 4, v)};
+        sv[0].ndim = 2, sv[0].dims[0] = 2, sv[0].dims[1] = 2;
+        if (cpu_run(&r, "ReduceSum", 11, at, 2, NULL, sv, 1, 1, NULL)) expect_f64("ReduceSum double", &r, ws, 2, 0);
+        release(&r);
+        const uint64_t want_arg[] = {1};
+        nn_attr am[2] = {attr_int("axis", 0), attr_int("keepdims", 0)};
+        nn_tensor av[1] = {values_of(NN_DTYPE_DOUBLE, 2, v)};
+        if (cpu_run(&r, "ArgMax", 13, am, 2, NULL, av, 1, 1, NULL)) expect_uint("ArgMax double", &r, want_arg, 1);
+        release(&r);
         nn_tensor h[1] = {tensor(NN_DTYPE_FLOAT16, 2, 2, 2)};
         expect_refused("ReduceLogSumExp on FLOAT16", "ReduceLogSumExp", 13, at, 2, h, 1);
     }

@@ -557,16 +557,34 @@ static inline int64_t imod_floor(int64_t x, int64_t y) {
     return r != 0 && (r < 0) != (y < 0) ? r + y : r;
 }
 
-#define FMODV(x, y) _Generic((x), float: fmodf((float)(x), (float)(y)), default: imod_trunc((x), (y)))
+/* UINT64 stays unsigned: through int64 the values from 2^63 on would turn negative */
+static inline uint64_t umod(uint64_t x, uint64_t y) { return y ? x % y : 0; }
+
+/* FLOAT16 through fp32: fmod's result is exact in any binary format, and the
+ * remainder of two halves is itself a half, so rounding back changes nothing */
+static inline uint16_t fmodh(uint16_t x, uint16_t y) {
+    return nn_half_from_float(fmodf(nn_half_to_float(x), nn_half_to_float(y)));
+}
+
+#define FMODV(x, y)                                                                            \
+    _Generic((x), float: fmodf((float)(x), (float)(y)), double: fmod((double)(x), (double)(y)), \
+             uint64_t: umod((uint64_t)(x), (uint64_t)(y)), default: imod_trunc((x), (y)))
+#define FLOORMODV(x, y) _Generic((x), uint64_t: umod((uint64_t)(x), (uint64_t)(y)), default: imod_floor((x), (y)))
 
 #define INTEGERS(X, ...)                                                                       \
     X(INT32, int32_t, __VA_ARGS__)                                                             \
     X(INT64, int64_t, __VA_ARGS__)                                                             \
     X(UINT8, uint8_t, __VA_ARGS__)                                                             \
-    X(INT8, int8_t, __VA_ARGS__)
+    X(INT8, int8_t, __VA_ARGS__)                                                               \
+    X(INT16, int16_t, __VA_ARGS__)                                                             \
+    X(UINT16, uint16_t, __VA_ARGS__)                                                           \
+    X(UINT32, uint32_t, __VA_ARGS__)                                                           \
+    X(UINT64, uint64_t, __VA_ARGS__)
 
-ROWS(mod_floor, INTEGERS, SAME_ROW, imod_floor(x, y))
-ROWS(mod_trunc, NUMERIC, SAME_ROW, FMODV(x, y))
+ROWS(mod_floor, INTEGERS, SAME_ROW, FLOORMODV(x, y))
+ARITH(SAME_ROW, mod_trunc, FMODV(x, y))
+BIN_ROW(mod_trunc_FLOAT16, uint16_t, uint16_t, uint16_t, fmodh(x, y))
+static const row_table mod_trunc_rows = {ARITH(ROW_ENTRY, mod_trunc)[NN_DTYPE_FLOAT16] = mod_trunc_FLOAT16};
 
 /* The broadcast params come first: binary_infer and binary_run read them. */
 typedef struct mod_params {
@@ -593,23 +611,32 @@ static const row_fn *mod_rows(const nn_call *c) {
 }
 
 static nn_status infer_Mod(nn_call *c) {
-    if (c->in[0].dtype == NN_DTYPE_FLOAT && !((const mod_params *)c->params)->fmod)
-        return nn_call_error(c, NN_ERR_INVALID, "fmod must be 1 for FLOAT inputs");
+    nn_dtype t = c->in[0].dtype;
+    if ((t == NN_DTYPE_FLOAT || t == NN_DTYPE_DOUBLE || t == NN_DTYPE_FLOAT16) &&
+        !((const mod_params *)c->params)->fmod)
+        return nn_call_error(c, NN_ERR_INVALID, "fmod must be 1 for %s inputs", nn_dtype_name(t));
     return binary_infer(c, mod_rows(c), false);
 }
 
 static nn_status run_Mod(nn_call *c) { return binary_run(c, mod_rows(c)[c->in[0].dtype]); }
 
+/* binary_infer checks the dtype against the row tables, hence NN_OPF_ANY_DTYPE */
 const nn_op_desc nn_op_Mod = {.name = "Mod", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-                              .parse = parse_Mod, .check = check_Mod, .infer = infer_Mod, .run = run_Mod};
+                              .flags = NN_OPF_ANY_DTYPE, .parse = parse_Mod, .check = check_Mod, .infer = infer_Mod,
+                              .run = run_Mod};
 
-/* ---- BitShift on UINT8, the one unsigned dtype the engine has.  A shift by
- * the width or more gives 0 (C leaves it undefined). */
+/* ---- BitShift on the unsigned dtypes.  A shift by the width or more gives 0
+ * (C leaves it undefined); the left shift runs in uint64 (no int promotion to
+ * overflow) and the row's cast back to the dtype drops the bits shifted out. */
 
-#define UNSIGNED(X, ...) X(UINT8, uint8_t, __VA_ARGS__)
+#define UNSIGNED(X, ...)                                                                       \
+    X(UINT8, uint8_t, __VA_ARGS__)                                                             \
+    X(UINT16, uint16_t, __VA_ARGS__)                                                           \
+    X(UINT32, uint32_t, __VA_ARGS__)                                                           \
+    X(UINT64, uint64_t, __VA_ARGS__)
 
-ROWS(shl, UNSIGNED, SAME_ROW, y >= 8 ? 0 : (uint8_t)(x << y))
-ROWS(shr, UNSIGNED, SAME_ROW, y >= 8 ? 0 : x >> y)
+ROWS(shl, UNSIGNED, SAME_ROW, y >= 8 * sizeof x ? 0 : (uint64_t)x << y)
+ROWS(shr, UNSIGNED, SAME_ROW, y >= 8 * sizeof x ? 0 : x >> y)
 
 typedef struct bitshift_params {
     bin_params bin; /* first, as for Mod */
@@ -644,5 +671,5 @@ static nn_status infer_BitShift(nn_call *c) { return binary_infer(c, shift_rows(
 static nn_status run_BitShift(nn_call *c) { return binary_run(c, shift_rows(c)[c->in[0].dtype]); }
 
 const nn_op_desc nn_op_BitShift = {.name = "BitShift", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
-                                   .max_outputs = 1, .parse = parse_BitShift, .check = check_BitShift,
-                                   .infer = infer_BitShift, .run = run_BitShift};
+                                   .max_outputs = 1, .flags = NN_OPF_ANY_DTYPE, .parse = parse_BitShift,
+                                   .check = check_BitShift, .infer = infer_BitShift, .run = run_BitShift};

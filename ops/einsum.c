@@ -1,4 +1,4 @@
-/* Einsum: a general contraction over labelled dims (FLOAT).
+/* Einsum: a general contraction over labelled dims (FLOAT or DOUBLE).
  *
  * The equation is kept as text in the params and parsed again wherever it
  * is needed (it is short), so params read back from the plan cache are
@@ -9,7 +9,7 @@
  * the output is the ellipsis dims, then the letters named once in all, in
  * ASCII order.  Each output element sums, in double, the product of the
  * inputs over every label the output leaves out; two inputs run as a
- * batched GEMM instead (einsum_gemm). */
+ * batched GEMM instead (einsum_gemm), in the inputs' own dtype. */
 #include <stdio.h>
 #include <string.h>
 
@@ -144,9 +144,12 @@ static nn_status einsum_resolve(const nn_call *c, einsum_plan *pl) {
     int ell_rank = 0;
     for (int k = 0; k < s.n_in; k++) {
         const nn_tensor *x = &c->in[k];
-        if (x->dtype != NN_DTYPE_FLOAT)
-            return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d: dtype %s not supported (FLOAT only)", k,
+        if (x->dtype != NN_DTYPE_FLOAT && x->dtype != NN_DTYPE_DOUBLE)
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d: dtype %s not supported (FLOAT, DOUBLE)", k,
                                  nn_dtype_name(x->dtype));
+        if (x->dtype != c->in[0].dtype)
+            return nn_call_error(c, NN_ERR_INVALID, "input %d is %s, input 0 %s", k, nn_dtype_name(x->dtype),
+                                 nn_dtype_name(c->in[0].dtype));
         bool ell = memchr(s.in[k].label, EINSUM_ELLIPSIS, (size_t)s.in[k].n) != NULL;
         int letters = s.in[k].n - ell, ell_dims = x->ndim - letters;
         if (ell ? ell_dims < 0 : ell_dims != 0)
@@ -236,7 +239,7 @@ static nn_status einsum_resolve(const nn_call *c, einsum_plan *pl) {
 static nn_status infer_Einsum(nn_call *c) {
     einsum_plan pl;
     nn_status st = einsum_resolve(c, &pl);
-    if (st == NN_OK) nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, pl.n_out, pl.out_size);
+    if (st == NN_OK) nn_tensor_set_shape(&c->out[0], c->in[0].dtype, pl.n_out, pl.out_size);
     return st;
 }
 
@@ -254,6 +257,7 @@ typedef struct einsum_gemm {
     int64_t batch, m, n, k;
 } einsum_gemm;
 
+/* elements of the three dense copies */
 static int64_t einsum_gemm_floats(const einsum_gemm *g) { return g->batch * (g->m * g->k + g->k * g->n + g->m * g->n); }
 
 static bool einsum_gemm_plan(const nn_call *c, const einsum_plan *pl, einsum_gemm *g) {
@@ -312,29 +316,74 @@ static size_t workspace_Einsum(const nn_call *c) {
     einsum_plan pl;
     einsum_gemm g;
     if (einsum_resolve(c, &pl) != NN_OK || !einsum_gemm_plan(c, &pl, &g)) return 0;
-    return sizeof(float) * (size_t)einsum_gemm_floats(&g);
+    return nn_dtype_size(c->in[0].dtype) * (size_t)einsum_gemm_floats(&g);
 }
 
-static void einsum_run_gemm(nn_call *c, const einsum_plan *pl, const einsum_gemm *g) {
-    float *ap = c->workspace, *bp = ap + g->batch * g->m * g->k, *cp = bp + g->batch * g->k * g->n;
-    nn_copy_strided(ap, c->in[0].data, sizeof(float), g->na, g->a_dims, g->a_str, c->threads);
-    nn_copy_strided(bp, c->in[1].data, sizeof(float), g->nb, g->b_dims, g->b_str, c->threads);
-    int64_t rows = g->batch * g->m, m = g->m, n = g->n, k = g->k;
-#pragma omp parallel for num_threads(c->threads) if (rows * n * k > 32768)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *a = ap + r * k, *b = bp + r / m * k * n;
-        float *y = cp + r * n;
-        for (int64_t j = 0; j < n; j++)
-            y[j] = 0.0f;
-        for (int64_t t = 0; t < k; t++) {
-            float av = a[t];
-            const float *br = b + t * n;
-            for (int64_t j = 0; j < n; j++)
-                y[j] += av * br[j];
-        }
+/* The GEMM path for element type T (c's workspace holds the three copies). */
+#define EINSUM_GEMM_BODY(T)                                                                                            \
+    {                                                                                                                  \
+        T *ap = c->workspace, *bp = ap + g->batch * g->m * g->k, *cp = bp + g->batch * g->k * g->n;                    \
+        nn_copy_strided(ap, c->in[0].data, sizeof(T), g->na, g->a_dims, g->a_str, c->threads);                         \
+        nn_copy_strided(bp, c->in[1].data, sizeof(T), g->nb, g->b_dims, g->b_str, c->threads);                         \
+        int64_t rows = g->batch * g->m, m = g->m, n = g->n, k = g->k;                                                  \
+        _Pragma("omp parallel for num_threads(c->threads) if (rows * n * k > 32768)")                                  \
+        for (int64_t r = 0; r < rows; r++) {                                                                           \
+            const T *a = ap + r * k, *b = bp + r / m * k * n;                                                          \
+            T *y = cp + r * n;                                                                                         \
+            for (int64_t j = 0; j < n; j++)                                                                            \
+                y[j] = 0;                                                                                              \
+            for (int64_t t = 0; t < k; t++) {                                                                          \
+                T av = a[t];                                                                                           \
+                const T *br = b + t * n;                                                                               \
+                for (int64_t j = 0; j < n; j++)                                                                        \
+                    y[j] += av * br[j];                                                                                \
+            }                                                                                                          \
+        }                                                                                                              \
+        nn_copy_strided(c->out[0].data, cp, sizeof(T), pl->n_out, pl->out_size, g->c_str, c->threads);                 \
     }
-    nn_copy_strided(c->out[0].data, cp, sizeof(float), pl->n_out, pl->out_size, g->c_str, c->threads);
+
+static void einsum_run_gemm(nn_call *c, const einsum_plan *pl, const einsum_gemm *g) {
+    if (c->in[0].dtype == NN_DTYPE_DOUBLE)
+        EINSUM_GEMM_BODY(double)
+    else
+        EINSUM_GEMM_BODY(float)
 }
+
+/* The direct path for element type T: every output element sums its products in double. */
+#define EINSUM_DIRECT_BODY(T)                                                                                          \
+    {                                                                                                                  \
+        const T *x[EINSUM_MAX_IN];                                                                                     \
+        for (int k = 0; k < n_in; k++)                                                                                 \
+            x[k] = c->in[k].data;                                                                                      \
+        T *y = c->out[0].data;                                                                                         \
+        _Pragma("omp parallel for num_threads(c->threads) if (total * pl.sum_total > 16384)")                          \
+        for (int64_t o = 0; o < total; o++) {                                                                          \
+            int64_t off[EINSUM_MAX_IN] = {0}, rem = o;                                                                 \
+            for (int i = pl.n_out - 1; i >= 0; i--) {                                                                  \
+                int64_t idx = rem % pl.out_size[i];                                                                    \
+                rem /= pl.out_size[i];                                                                                 \
+                for (int k = 0; k < n_in; k++)                                                                         \
+                    off[k] += idx * pl.out_stride[k][i];                                                               \
+            }                                                                                                          \
+            double acc = 0.0;                                                                                          \
+            int64_t idx[EINSUM_LABELS] = {0};                                                                          \
+            for (int64_t r = 0; r < pl.sum_total; r++) {                                                               \
+                double prod = 1.0;                                                                                     \
+                for (int k = 0; k < n_in; k++)                                                                         \
+                    prod *= x[k][off[k]];                                                                              \
+                acc += prod;                                                                                           \
+                for (int i = pl.n_sum - 1; i >= 0; i--) { /* odometer over the summed labels */                        \
+                    for (int k = 0; k < n_in; k++)                                                                     \
+                        off[k] += pl.sum_stride[k][i];                                                                 \
+                    if (++idx[i] < pl.sum_size[i]) break;                                                              \
+                    for (int k = 0; k < n_in; k++)                                                                     \
+                        off[k] -= pl.sum_stride[k][i] * pl.sum_size[i];                                                \
+                    idx[i] = 0;                                                                                        \
+                }                                                                                                      \
+            }                                                                                                          \
+            y[o] = (T)acc;                                                                                             \
+        }                                                                                                              \
+    }
 
 static nn_status run_Einsum(nn_call *c) {
     einsum_plan pl;
@@ -343,43 +392,16 @@ static nn_status run_Einsum(nn_call *c) {
     if (nn_shape_elements(pl.out_size, pl.n_out) == 0) return NN_OK;
     einsum_gemm g;
     if (c->workspace && einsum_gemm_plan(c, &pl, &g) &&
-        c->workspace_size >= sizeof(float) * (size_t)einsum_gemm_floats(&g)) {
+        c->workspace_size >= nn_dtype_size(c->in[0].dtype) * (size_t)einsum_gemm_floats(&g)) {
         einsum_run_gemm(c, &pl, &g);
         return NN_OK;
     }
     int n_in = c->n_in;
-    const float *x[EINSUM_MAX_IN];
-    for (int k = 0; k < n_in; k++)
-        x[k] = c->in[k].data;
-    float *y = c->out[0].data;
     int64_t total = nn_shape_elements(pl.out_size, pl.n_out);
-#pragma omp parallel for num_threads(c->threads) if (total * pl.sum_total > 16384)
-    for (int64_t o = 0; o < total; o++) {
-        int64_t off[EINSUM_MAX_IN] = {0}, rem = o;
-        for (int i = pl.n_out - 1; i >= 0; i--) {
-            int64_t idx = rem % pl.out_size[i];
-            rem /= pl.out_size[i];
-            for (int k = 0; k < n_in; k++)
-                off[k] += idx * pl.out_stride[k][i];
-        }
-        double acc = 0.0;
-        int64_t idx[EINSUM_LABELS] = {0};
-        for (int64_t r = 0; r < pl.sum_total; r++) {
-            double prod = 1.0;
-            for (int k = 0; k < n_in; k++)
-                prod *= x[k][off[k]];
-            acc += prod;
-            for (int i = pl.n_sum - 1; i >= 0; i--) { /* odometer over the summed labels */
-                for (int k = 0; k < n_in; k++)
-                    off[k] += pl.sum_stride[k][i];
-                if (++idx[i] < pl.sum_size[i]) break;
-                for (int k = 0; k < n_in; k++)
-                    off[k] -= pl.sum_stride[k][i] * pl.sum_size[i];
-                idx[i] = 0;
-            }
-        }
-        y[o] = (float)acc;
-    }
+    if (c->in[0].dtype == NN_DTYPE_DOUBLE)
+        EINSUM_DIRECT_BODY(double)
+    else
+        EINSUM_DIRECT_BODY(float)
     return NN_OK;
 }
 
@@ -388,6 +410,7 @@ const nn_op_desc nn_op_Einsum = {.name = "Einsum",
                                  .max_inputs = EINSUM_MAX_IN,
                                  .min_outputs = 1,
                                  .max_outputs = 1,
+                                 .flags = NN_OPF_ANY_DTYPE, /* einsum_resolve checks every input's dtype */
                                  .parse = parse_Einsum,
                                  .check = check_Einsum,
                                  .infer = infer_Einsum,

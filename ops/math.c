@@ -44,10 +44,21 @@ static nn_status cumsum_axis(nn_call *c, int64_t *axis) {
     return NN_OK;
 }
 
+/* The dtypes CumSum runs on, X(code, C type): ONNX's list but the 16-bit floats. */
+#define CUMSUM_DTYPES(X)                                                                                               \
+    X(FLOAT, float) X(DOUBLE, double) X(INT32, int32_t) X(INT64, int64_t) X(UINT32, uint32_t) X(UINT64, uint64_t)
+
+static bool cumsum_dtype_ok(nn_dtype t) {
+#define CUMSUM_IS(code, T) t == NN_DTYPE_##code ||
+    return CUMSUM_DTYPES(CUMSUM_IS) false;
+#undef CUMSUM_IS
+}
+
 static nn_status infer_CumSum(nn_call *c) {
     nn_dtype t = c->in[0].dtype;
-    if (t != NN_DTYPE_FLOAT && t != NN_DTYPE_INT32 && t != NN_DTYPE_INT64)
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT, INT32, INT64)", nn_dtype_name(t));
+    if (!cumsum_dtype_ok(t))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED,
+                             "dtype %s not supported (FLOAT, DOUBLE, INT32, INT64, UINT32, UINT64)", nn_dtype_name(t));
     if (c->in[0].ndim == 0) return nn_call_error(c, NN_ERR_SHAPE, "x must have rank >= 1");
     int64_t axis;
     nn_status st = cumsum_axis(c, &axis);
@@ -61,7 +72,7 @@ static nn_status infer_CumSum(nn_call *c) {
 #define CUMSUM_CHUNK 1024
 
 /* Integer sums wrap (through uint64) instead of overflowing. */
-#define CUMSUM_ADD(a, b) _Generic((a), float : (a) + (b), default : (uint64_t)(a) + (uint64_t)(b))
+#define CUMSUM_ADD(a, b) _Generic((a), float : (a) + (b), double : (a) + (b), default : (uint64_t)(a) + (uint64_t)(b))
 
 /* Columns [j0, j1) of block o of the [outer, n, inner] view.  Each output row
  * is the previous output row plus one input row; the first is x or 0. */
@@ -94,12 +105,14 @@ static nn_status run_CumSum(nn_call *c) {
     for (int64_t it = 0; it < items; it++) {
         int64_t o = it / chunks, j0 = (it % chunks) * CUMSUM_CHUNK;
         int64_t j1 = j0 + CUMSUM_CHUNK < inner ? j0 + CUMSUM_CHUNK : inner;
-        if (t == NN_DTYPE_FLOAT)
-            CUMSUM_BODY(float)
-        else if (t == NN_DTYPE_INT32)
-            CUMSUM_BODY(int32_t)
-        else
-            CUMSUM_BODY(int64_t)
+        switch (t) {
+#define CUMSUM_CASE(code, T)                                                                                           \
+    case NN_DTYPE_##code:                                                                                              \
+        CUMSUM_BODY(T) break;
+            CUMSUM_DTYPES(CUMSUM_CASE)
+#undef CUMSUM_CASE
+        default: break; /* infer refused it */
+        }
     }
     return NN_OK;
 }
@@ -109,6 +122,7 @@ const nn_op_desc nn_op_CumSum = {.name = "CumSum",
                                  .max_inputs = 2,
                                  .min_outputs = 1,
                                  .max_outputs = 1,
+                                 .flags = NN_OPF_ANY_DTYPE, /* infer_CumSum checks the dtype */
                                  .parse = parse_CumSum,
                                  .check = check_CumSum,
                                  .infer = infer_CumSum,

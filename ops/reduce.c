@@ -90,7 +90,7 @@ static nn_status reduce_mask(nn_call *c, bool reduced[NN_MAX_DIMS], bool *noop) 
 nn_status nn_reduce_mask(nn_call *c, bool reduced[NN_MAX_DIMS], bool *noop) { return reduce_mask(c, reduced, noop); }
 
 static bool reduce_dtype_ok(nn_dtype t) {
-    return t == NN_DTYPE_FLOAT || t == NN_DTYPE_INT32 || t == NN_DTYPE_INT64;
+    return t == NN_DTYPE_FLOAT || t == NN_DTYPE_DOUBLE || t == NN_DTYPE_INT32 || t == NN_DTYPE_INT64;
 }
 
 /* The logarithmic kinds would truncate every exp/log to an integer
@@ -101,10 +101,10 @@ static nn_status infer_reduce(nn_call *c) {
     const reduce_params *p = c->params;
     const nn_tensor *x = &c->in[0];
     if (!reduce_dtype_ok(x->dtype))
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT, INT32, INT64)",
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT, DOUBLE, INT32, INT64)",
                              nn_dtype_name(x->dtype));
-    if (reduce_kind_float_only(p->kind) && x->dtype != NN_DTYPE_FLOAT)
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT only)", nn_dtype_name(x->dtype));
+    if (reduce_kind_float_only(p->kind) && x->dtype != NN_DTYPE_FLOAT && x->dtype != NN_DTYPE_DOUBLE)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "dtype %s not supported (FLOAT, DOUBLE)", nn_dtype_name(x->dtype));
     bool reduced[NN_MAX_DIMS], noop;
     nn_status st = reduce_mask(c, reduced, &noop);
     if (st != NN_OK) return st;
@@ -266,11 +266,13 @@ typedef void (*reduce_item_fn)(const reduce_plan *p, const void *src, void *dst,
     X(sfx, T, min, R_MIN) X(sfx, T, prod, R_PROD) X(sfx, T, l2, R_L2) X(sfx, T, l1, R_L1) \
     X(sfx, T, sum_square, R_SUM_SQUARE) X(sfx, T, log_sum, R_LOG_SUM) X(sfx, T, log_sum_exp, R_LOG_SUM_EXP)
 
-/* float accumulates in double: sums over whole feature maps stay accurate */
+/* float accumulates in double: sums over whole feature maps stay accurate.
+ * Rows in dtype_row's order. */
 #define REDUCE_DTYPES(X)                                                         \
     X(f32, float, double, -INFINITY, INFINITY)                                   \
     X(i32, int32_t, int64_t, INT64_MIN, INT64_MAX)                               \
-    X(i64, int64_t, int64_t, INT64_MIN, INT64_MAX)
+    X(i64, int64_t, int64_t, INT64_MIN, INT64_MAX)                               \
+    X(f64, double, double, -INFINITY, INFINITY)
 
 #define DEFINE_REDUCE_DTYPE(sfx, T, ACC, LO, HI) \
     DEFINE_REDUCE_BODY(sfx, T, ACC, LO, HI)      \
@@ -281,7 +283,9 @@ REDUCE_DTYPES(DEFINE_REDUCE_DTYPE)
 #define REDUCE_FN_ROW(sfx, T, ACC, LO, HI) {REDUCE_KINDS(REDUCE_FN_ENTRY, sfx, T)},
 static const reduce_item_fn reduce_fns[][R_KIND_COUNT] = {REDUCE_DTYPES(REDUCE_FN_ROW)};
 
-static int dtype_row(nn_dtype t) { return t == NN_DTYPE_FLOAT ? 0 : t == NN_DTYPE_INT32 ? 1 : 2; }
+static int dtype_row(nn_dtype t) {
+    return t == NN_DTYPE_FLOAT ? 0 : t == NN_DTYPE_INT32 ? 1 : t == NN_DTYPE_INT64 ? 2 : 3;
+}
 
 static nn_status run_reduce(nn_call *c) {
     const reduce_params *p = c->params;
@@ -314,8 +318,8 @@ static nn_status run_reduce(nn_call *c) {
         return reduce_check(params, K, err, err_size);                                              \
     }                                                                                               \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,     \
-                                     .max_outputs = 1, .parse = parse_##Name, .check = Name##_check,         \
-                                     .infer = infer_reduce, .run = run_reduce};
+                                     .max_outputs = 1, .flags = NN_OPF_ANY_DTYPE, .parse = parse_##Name,   \
+                                     .check = Name##_check, .infer = infer_reduce, .run = run_reduce};
 
 DEFINE_REDUCE_OP(ReduceSum, R_SUM)
 DEFINE_REDUCE_OP(ReduceMean, R_MEAN)
@@ -328,7 +332,7 @@ DEFINE_REDUCE_OP(ReduceSumSquare, R_SUM_SQUARE)
 DEFINE_REDUCE_OP(ReduceLogSum, R_LOG_SUM)
 DEFINE_REDUCE_OP(ReduceLogSumExp, R_LOG_SUM_EXP)
 
-/* ---- ArgMax / ArgMin */
+/* ---- ArgMax / ArgMin (DOUBLE included: infer_arg checks the dtype) */
 
 typedef struct arg_params {
     int64_t axis, keepdims, select_last_index;
@@ -416,7 +420,7 @@ typedef void (*arg_item_fn)(const void *src, int64_t *y, int64_t n, int64_t inne
     }
 
 /* same row order as REDUCE_DTYPES (see dtype_row) */
-#define ARG_DTYPES(X) X(f32, float) X(i32, int32_t) X(i64, int64_t)
+#define ARG_DTYPES(X) X(f32, float) X(i32, int32_t) X(i64, int64_t) X(f64, double)
 #define DEFINE_ARG_DTYPE(sfx, T) DEFINE_ARG_ITEM(argmax_##sfx, T, >) DEFINE_ARG_ITEM(argmin_##sfx, T, <)
 ARG_DTYPES(DEFINE_ARG_DTYPE)
 #define ARG_FN_ROW(sfx, T) {argmin_##sfx, argmax_##sfx},
@@ -444,6 +448,8 @@ static nn_status run_arg(nn_call *c) {
 }
 
 const nn_op_desc nn_op_ArgMax = {.name = "ArgMax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                 .parse = parse_ArgMax, .check = ArgMax_check, .infer = infer_arg, .run = run_arg};
+                                 .flags = NN_OPF_ANY_DTYPE, .parse = parse_ArgMax, .check = ArgMax_check,
+                                 .infer = infer_arg, .run = run_arg};
 const nn_op_desc nn_op_ArgMin = {.name = "ArgMin", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                 .parse = parse_ArgMin, .check = ArgMin_check, .infer = infer_arg, .run = run_arg};
+                                 .flags = NN_OPF_ANY_DTYPE, .parse = parse_ArgMin, .check = ArgMin_check,
+                                 .infer = infer_arg, .run = run_arg};

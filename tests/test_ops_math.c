@@ -3,8 +3,10 @@
  * divisors, every CumSum mode in FLOAT and INT32 and a long axis,
  * LogSumExp on values whose exp overflows, Hardmax before and after opset
  * 13, Einsum's diagonals, ellipsis and implicit output against plain
- * loops, Det, BitShift, IsInf, Round, Shrink on integers, and the params
- * checks. */
+ * loops, Det, BitShift, IsInf, Round, Shrink on integers, the wider
+ * dtypes (UINT64 Mod near 2^64, DOUBLE sums past float's precision) and the
+ * params checks. */
+#include "../ops/half.h"
 #include "op_harness.h"
 
 /* ---- helpers */
@@ -443,6 +445,165 @@ static void test_misc(void) {
     }
 }
 
+/* ---- the dtypes added to the IR later: exact in their own type, where
+ * float or int64 arithmetic would give another answer */
+
+static nn_tensor values_of(nn_dtype dt, int n, const void *v) {
+    nn_tensor t = tensor(dt, 1, n);
+    memcpy(t.data, v, nn_dtype_size(dt) * (size_t)n);
+    return t;
+}
+
+/* Integers of any width up to 64 bits, read as unsigned of size esz. */
+static void expect_uint(const char *what, const op_run *r, const uint64_t *want, int n) {
+    size_t esz = nn_dtype_size(r->out[0].dtype);
+    for (int i = 0; i < n; i++) {
+        uint64_t got = 0;
+        memcpy(&got, (const char *)r->out[0].data + (size_t)i * esz, esz); /* little-endian */
+        uint64_t w = esz == 8 ? want[i] : want[i] & ((UINT64_C(1) << (8 * esz)) - 1);
+        if (got != w) {
+            CHECK(false, "%s: element %d is %llu, expected %llu", what, i, (unsigned long long)got,
+                  (unsigned long long)w);
+            return;
+        }
+    }
+    CHECK(true, "%s", what);
+}
+
+static void expect_f64(const char *what, const op_run *r, const double *want, int n, double tol) {
+    const double *got = r->out[0].data;
+    for (int i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= tol)) {
+            CHECK(false, "%s: element %d is %.17g, expected %.17g", what, i, got[i], want[i]);
+            return;
+        }
+    CHECK(true, "%s", what);
+}
+
+static void test_wide_dtypes(void) {
+    op_run r;
+    /* UINT64 Mod past 2^63 (through int64 these would be negative), both fmod modes */
+    for (int fmod = 0; fmod < 2; fmod++) {
+        const uint64_t x[] = {UINT64_MAX, (UINT64_C(1) << 63) + 5, UINT64_MAX, 10};
+        const uint64_t y[] = {10, UINT64_C(1) << 63, UINT64_C(1) << 32, 0};
+        const uint64_t want[] = {5, 5, 0xffffffffu, 0};
+        nn_attr at = attr_int("fmod", fmod);
+        nn_tensor in[2] = {values_of(NN_DTYPE_UINT64, 4, x), values_of(NN_DTYPE_UINT64, 4, y)};
+        if (cpu_run(&r, "Mod", 13, &at, 1, NULL, in, 2, 1, NULL))
+            expect_uint(fmod ? "Mod uint64 fmod=1" : "Mod uint64 fmod=0", &r, want, 4);
+        release(&r);
+    }
+    {
+        const int16_t x[] = {-7, 7, INT16_MIN, 5}, y[] = {3, -3, 7, 0};
+        const uint64_t want[] = {2, (uint16_t)-2, 6, 0}; /* fmod=0: the divisor's sign */
+        nn_attr at = attr_int("fmod", 0);
+        nn_tensor in[2] = {values_of(NN_DTYPE_INT16, 4, x), values_of(NN_DTYPE_INT16, 4, y)};
+        if (cpu_run(&r, "Mod", 13, &at, 1, NULL, in, 2, 1, NULL)) expect_uint("Mod int16 fmod=0", &r, want, 4);
+        release(&r);
+    }
+    {
+        /* 2^53 - 1 is exact in double only */
+        const double x[] = {9007199254740991.0, -5.5}, y[] = {10.0, 2.0}, want[] = {1.0, -1.5};
+        nn_attr at = attr_int("fmod", 1);
+        nn_tensor in[2] = {values_of(NN_DTYPE_DOUBLE, 2, x), values_of(NN_DTYPE_DOUBLE, 2, y)};
+        if (cpu_run(&r, "Mod", 13, &at, 1, NULL, in, 2, 1, NULL)) expect_f64("Mod double fmod=1", &r, want, 2, 0);
+        release(&r);
+    }
+    {
+        /* 1000.5 fmod 3 = 1.5, -5.5 fmod 2 = -1.5, 65504 fmod 0.1 (0x2e66 = 0.0999755859375) */
+        const uint16_t x[] = {0x63d1, 0xc580, 0x7bff}, y[] = {0x4200, 0x4000, 0x2e66};
+        float w2 = fmodf(65504.0f, 0.0999755859375f);
+        const uint64_t want[] = {0x3e00, 0xbe00, nn_half_from_float(w2)};
+        nn_attr at = attr_int("fmod", 1);
+        nn_tensor in[2] = {values_of(NN_DTYPE_FLOAT16, 3, x), values_of(NN_DTYPE_FLOAT16, 3, y)};
+        if (cpu_run(&r, "Mod", 13, &at, 1, NULL, in, 2, 1, NULL)) expect_uint("Mod float16 fmod=1", &r, want, 3);
+        release(&r);
+        CHECK(nn_half_to_float(nn_half_from_float(w2)) == w2, "Mod float16: %.9g is not a half", w2);
+        nn_tensor in0[2] = {values_of(NN_DTYPE_FLOAT16, 1, x), values_of(NN_DTYPE_FLOAT16, 1, y)};
+        expect_refused("Mod float16 fmod=0", "Mod", 13, NULL, 0, in0, 2);
+    }
+    /* BitShift at each unsigned width: bits shifted out drop, a shift by the width gives 0 */
+    {
+        const uint64_t x64[] = {1, UINT64_MAX, 5}, s64[] = {63, 60, 64};
+        const uint64_t want[2][3] = {{UINT64_C(1) << 63, UINT64_MAX << 60, 0}, {0, 15, 0}};
+        const uint16_t x16[] = {0x8001, 0xffff, 7}, s16[] = {1, 12, 16};
+        const uint64_t want16[2][3] = {{0x0002, 0xf000, 0}, {0x4000, 0xf, 0}};
+        for (int right = 0; right < 2; right++) {
+            nn_attr at = attr_string("direction", right ? "RIGHT" : "LEFT");
+            nn_tensor in[2] = {values_of(NN_DTYPE_UINT64, 3, x64), values_of(NN_DTYPE_UINT64, 3, s64)};
+            if (cpu_run(&r, "BitShift", 11, &at, 1, NULL, in, 2, 1, NULL))
+                expect_uint(right ? "BitShift uint64 RIGHT" : "BitShift uint64 LEFT", &r, want[right], 3);
+            release(&r);
+            nn_tensor in16[2] = {values_of(NN_DTYPE_UINT16, 3, x16), values_of(NN_DTYPE_UINT16, 3, s16)};
+            if (cpu_run(&r, "BitShift", 11, &at, 1, NULL, in16, 2, 1, NULL))
+                expect_uint(right ? "BitShift uint16 RIGHT" : "BitShift uint16 LEFT", &r, want16[right], 3);
+            release(&r);
+        }
+        nn_attr left = attr_string("direction", "LEFT");
+        nn_tensor in[2] = {tensor(NN_DTYPE_INT16, 1, 1), tensor(NN_DTYPE_INT16, 1, 1)};
+        expect_refused("BitShift on INT16", "BitShift", 11, &left, 1, in, 2);
+    }
+    /* CumSum: 2^52 + 1 and + 2 exist in double, not in float; UINT64 wraps in its own width */
+    {
+        const double x[] = {4503599627370496.0, 1.0, 1.0, 0.1};
+        const double want[] = {4503599627370496.0, 4503599627370497.0, 4503599627370498.0, 4503599627370498.1};
+        nn_tensor in[2] = {values_of(NN_DTYPE_DOUBLE, 4, x), scalar_i64(0)};
+        if (cpu_run(&r, "CumSum", 14, NULL, 0, NULL, in, 2, 1, NULL)) expect_f64("CumSum double", &r, want, 4, 0);
+        release(&r);
+        const uint64_t u[] = {UINT64_MAX - 1, 1, 1}, wu[] = {UINT64_MAX - 1, UINT64_MAX, 0};
+        nn_tensor inu[2] = {values_of(NN_DTYPE_UINT64, 3, u), scalar_i64(0)};
+        if (cpu_run(&r, "CumSum", 14, NULL, 0, NULL, inu, 2, 1, NULL)) expect_uint("CumSum uint64", &r, wu, 3);
+        release(&r);
+        nn_tensor in16[2] = {tensor(NN_DTYPE_INT16, 1, 2), scalar_i64(0)};
+        expect_refused("CumSum on INT16", "CumSum", 14, NULL, 0, in16, 2);
+    }
+    /* ReduceLogSumExp in double: exp(710) overflows double, the shift keeps it finite */
+    {
+        const int64_t axes1[] = {1};
+        const double x[] = {710.0, 710.0, 1.0, 1.0 + 1e-12};
+        const double want[] = {710.0 + log(2.0), 1.0 + 5e-13 + log(2.0)};
+        nn_attr at[2] = {attr_ints("axes", 1, axes1), attr_int("keepdims", 0)};
+        nn_tensor in[1] = {values_of(NN_DTYPE_DOUBLE, 4, x)};
+        in[0].ndim = 2, in[0].dims[0] = 2, in[0].dims[1] = 2;
+        if (cpu_run(&r, "ReduceLogSumExp", 13, at, 2, NULL, in, 1, 1, NULL))
+            expect_f64("ReduceLogSumExp double", &r, want, 2, 1e-13);
+        release(&r);
+        /* the other kinds share the DOUBLE row: 1 + 2^-40 tells apart values float would tie */
+        const double v[] = {1.0, 1.0 + 0x1p-40, 4503599627370496.0, 1.0}, ws[] = {2.0 + 0x1p-40, 4503599627370497.0};
+        nn_tensor sv[1] = {values_of(NN_DTYPE_DOUBLE, 4, v)};
+        sv[0].ndim = 2, sv[0].dims[0] = 2, sv[0].dims[1] = 2;
+        if (cpu_run(&r, "ReduceSum", 11, at, 2, NULL, sv, 1, 1, NULL)) expect_f64("ReduceSum double", &r, ws, 2, 0);
+        release(&r);
+        const uint64_t want_arg[] = {1};
+        nn_attr am[2] = {attr_int("axis", 0), attr_int("keepdims", 0)};
+        nn_tensor av[1] = {values_of(NN_DTYPE_DOUBLE, 2, v)};
+        if (cpu_run(&r, "ArgMax", 13, am, 2, NULL, av, 1, 1, NULL)) expect_uint("ArgMax double", &r, want_arg, 1);
+        release(&r);
+        nn_tensor h[1] = {tensor(NN_DTYPE_FLOAT16, 2, 2, 2)};
+        expect_refused("ReduceLogSumExp on FLOAT16", "ReduceLogSumExp", 13, at, 2, h, 1);
+    }
+    /* Einsum in double, by the GEMM path (two inputs) and the direct one (one):
+     * (1 + 2^-40) - 1 is 0 in float */
+    {
+        const double a[] = {1.0 + 0x1p-40, 1.0}, b[] = {1.0, -1.0}, want[] = {0x1p-40};
+        nn_attr eq = attr_string("equation", "ij,jk->ik");
+        nn_tensor in[2] = {values_of(NN_DTYPE_DOUBLE, 2, a), values_of(NN_DTYPE_DOUBLE, 2, b)};
+        in[0].ndim = 2, in[0].dims[0] = 1, in[0].dims[1] = 2;
+        in[1].ndim = 2, in[1].dims[0] = 2, in[1].dims[1] = 1;
+        if (cpu_run(&r, "Einsum", 12, &eq, 1, NULL, in, 2, 1, NULL)) expect_f64("Einsum double ij,jk", &r, want, 1, 0);
+        release(&r);
+        const double d[] = {1.0 + 0x1p-40, -1.0, 5.0, 7.0}, wd[] = {8.0 + 0x1p-40};
+        nn_attr tr = attr_string("equation", "ii->");
+        nn_tensor one[1] = {values_of(NN_DTYPE_DOUBLE, 4, d)};
+        one[0].ndim = 2, one[0].dims[0] = 2, one[0].dims[1] = 2;
+        if (cpu_run(&r, "Einsum", 12, &tr, 1, NULL, one, 1, 1, NULL)) expect_f64("Einsum double trace", &r, wd, 1, 0);
+        release(&r);
+        nn_tensor mixed[2] = {tensor(NN_DTYPE_DOUBLE, 1, 2), tensor(NN_DTYPE_FLOAT, 1, 2)};
+        nn_attr dot = attr_string("equation", "i,i->");
+        expect_refused("Einsum DOUBLE with FLOAT", "Einsum", 12, &dot, 1, mixed, 2);
+    }
+}
+
 /* ---- params read back from a plan cache: checks reject out-of-range bytes */
 
 static void test_checks(void) {
@@ -474,6 +635,7 @@ int main(void) {
     test_hardmax();
     test_einsum();
     test_misc();
+    test_wide_dtypes();
     test_checks();
     return check_summary();
 }

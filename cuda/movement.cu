@@ -139,6 +139,10 @@ nn_status cu_resize_setup(cu_ctx *c, cu_node *dn, nn_call *call, const char **wh
         *why = "scales or sizes known only at run time";
         return NN_ERR_UNSUPPORTED;
     }
+    if (st == NN_ERR_UNSUPPORTED) {
+        *why = "cubic and tf_crop_and_resize resizing run on the CPU";
+        return NN_ERR_UNSUPPORTED;
+    }
     if (st != NN_OK) return nn_set_error(st, "%s", call->err);
     nn_cu_resize_make(&dn->u.resize, y, linear);
     return NN_OK;

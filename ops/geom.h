@@ -53,7 +53,9 @@ typedef struct nn_resize_tap {
 /* The taps of every output coordinate, axis after axis (out dims[0] taps for
  * axis 0 first), into `taps` (room for the sum of the output dims); *linear
  * tells whether the last axis blends its two taps (linear mode) or reads i0
- * (nearest).  NN_DYNAMIC when scales or sizes are not known yet. */
+ * (nearest).  NN_DYNAMIC when scales or sizes are not known yet;
+ * NN_ERR_UNSUPPORTED for mode cubic and tf_crop_and_resize, which need
+ * more taps or extrapolation (ops/resize.c runs them). */
 nn_status nn_resize_taps(nn_call *c, nn_resize_tap *taps, bool *linear);
 
 #endif

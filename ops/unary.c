@@ -97,10 +97,9 @@ static void copy_data(const nn_call *c) {
         break;                                                                                 \
     }
 
-/* One generic body per operator: `expr` computes y from x and the params p.
- * UNARY_FNS makes infer_<Name> and run_<Name>; UNARY adds the descriptor,
- * whose `act_fn` is the as_activation hook (NULL when the op cannot be fused). */
-#define UNARY_FNS(Name, TYPES, expr)                                                           \
+/* One generic body per operator: `expr` computes y from x and the params p;
+ * `act_fn` is the as_activation hook (NULL when the op cannot be fused). */
+#define UNARY(Name, TYPES, parse_fn, check_fn, act_fn, expr)                                 \
     static nn_status infer_##Name(nn_call *c) { return infer_same(c, TYPES##_MASK); }         \
     static nn_status run_##Name(nn_call *c) {                                                  \
         const act_params *p = c->params ? c->params : &no_params;                              \
@@ -111,9 +110,7 @@ static void copy_data(const nn_call *c) {
         default: return reject_dtype(c, c->in[0].dtype);                                       \
         }                                                                                      \
         return NN_OK;                                                                          \
-    }
-#define UNARY(Name, TYPES, parse_fn, check_fn, act_fn, expr)                                             \
-    UNARY_FNS(Name, TYPES, expr)                                                               \
+    }                                                                                          \
     const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,  \
                                      .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .parse = parse_fn,  \
                                      .check = check_fn, .infer = infer_##Name, .run = run_##Name,            \
@@ -565,18 +562,9 @@ static inline int64_t sat_int(double v, int64_t lo, int64_t hi) {
 #define T_SHRINK(X, e) T_SIGNED(X, e) X(UINT8, uint8_t, e)
 #define T_SHRINK_MASK (T_SIGNED_MASK | DT(UINT8))
 
-UNARY_FNS(Celu, T_FLOAT, fmaxf(x, 0.0f) + fminf(0.0f, p->alpha * expm1f(x / p->alpha)))
-UNARY_FNS(ThresholdedRelu, T_FLOAT, x > p->alpha ? x : 0.0f)
-UNARY_FNS(Shrink, T_SHRINK, SHRINK(x))
-
-#define UNARY_WITH_CHECK(Name)                                                                 \
-    const nn_op_desc nn_op_##Name = {.name = #Name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,  \
-                                     .max_outputs = 1, .flags = NN_OPF_ELEMENTWISE, .parse = parse_##Name, \
-                                     .check = check_##Name, .infer = infer_##Name, .run = run_##Name};
-
-UNARY_WITH_CHECK(Celu)
-UNARY_WITH_CHECK(ThresholdedRelu)
-UNARY_WITH_CHECK(Shrink)
+UNARY(Celu, T_FLOAT, parse_Celu, check_Celu, NULL, fmaxf(x, 0.0f) + fminf(0.0f, p->alpha * expm1f(x / p->alpha)))
+UNARY(ThresholdedRelu, T_FLOAT, parse_ThresholdedRelu, check_ThresholdedRelu, NULL, x > p->alpha ? x : 0.0f)
+UNARY(Shrink, T_SHRINK, parse_Shrink, check_Shrink, NULL, SHRINK(x))
 
 /* ---- IsNaN, IsInf: FLOAT in, BOOL out */
 

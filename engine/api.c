@@ -321,6 +321,7 @@ NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tenso
     int64_t samples;
     nn_status st = check_inputs(m, in, n_in, &samples);
     if (st == NN_OK && samples == 0) st = nn_set_error(NN_ERR_SHAPE, "inputs hold no samples");
+    if (st == NN_OK) st = nn_batch_check_samples(m, samples);
     if (st == NN_OK) {
         if (m->backend)
             st = predict_on_device(m, in, out, n_out, samples);

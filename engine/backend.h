@@ -12,10 +12,11 @@
  * such nodes ask for the capability (nn_target_has), never the device's
  * name. */
 enum nn_target_cap {
-    NN_TARGET_PROLOGUE = 1u << 0, /* a Conv's fused input scale, shift and Relu (nn_prologue) */
+    NN_TARGET_PROLOGUE = 1u << 0,    /* a Conv's fused input scale, shift and Relu (nn_prologue) */
+    NN_TARGET_MICRO_BATCH = 1u << 1, /* runs micro-batches on lanes side by side (batch.c) */
 };
 /* The CPU executor's kernels apply every fusion the passes make. */
-#define NN_TARGET_CPU_CAPS ((unsigned)NN_TARGET_PROLOGUE)
+#define NN_TARGET_CPU_CAPS ((unsigned)(NN_TARGET_PROLOGUE | NN_TARGET_MICRO_BATCH))
 
 typedef struct nn_backend {
     const char *name;

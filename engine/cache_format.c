@@ -24,6 +24,7 @@ static const field graph_fields[] = {
     F(FT_I32, 1, graph_record, opset),      F(FT_I32, 1, graph_record, nodes_parsed),
     F(FT_I64, 1, graph_record, parameters), F(FT_I32, 1, graph_record, plan_batch),
     F(FT_U8, 1, graph_record, has_batch),   F(FT_U8, 1, graph_record, dynamic),
+    F(FT_U8, 1, graph_record, whole_batch), F(FT_CHAR, 200, graph_record, whole_batch_why),
 };
 static const field value_fields[] = {
     F(FT_I32, 1, value_record, dtype),          F(FT_I32, 1, value_record, ndim),

@@ -26,7 +26,7 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes: older files then read as stale. */
-#define CACHE_FORMAT 7
+#define CACHE_FORMAT 8
 #define CACHE_MAGIC  "nnplan\n"
 enum {
     DATA_ALIGN = 64,
@@ -71,7 +71,8 @@ typedef struct graph_record {
     int32_t opset, nodes_parsed;
     int64_t parameters;
     int32_t plan_batch;
-    uint8_t has_batch, dynamic;
+    uint8_t has_batch, dynamic, whole_batch;
+    char whole_batch_why[200]; /* NUL-terminated by the reader */
 } graph_record;
 
 /* then each value: its name, this record, then a data reference */

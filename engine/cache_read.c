@@ -351,6 +351,9 @@ static bool read_meta(reader *r, nn_model *m) {
     m->plan_batch = gr.plan_batch;
     m->has_batch = gr.has_batch != 0;
     m->dynamic = gr.dynamic != 0;
+    m->whole_batch = gr.whole_batch != 0;
+    gr.whole_batch_why[sizeof gr.whole_batch_why - 1] = 0;
+    memcpy(m->whole_batch_why, gr.whole_batch_why, sizeof m->whole_batch_why);
     if (m->plan_batch < 1 || m->plan_batch > m->batch) return fail(r, "its plan batch is out of range");
     /* every value and node takes dozens of bytes of meta: bound the counts before allocating */
     size_t left = r->n - r->at;
@@ -414,6 +417,8 @@ static bool read_plan_file(nn_model *m, const unsigned char *file, size_t size, 
     r->data = file + h.data_offset;
     r->data_bytes = h.data_bytes;
     if (!read_meta(r, m)) return false;
+    const char *batch_wrong = nn_batch_check(m);
+    if (batch_wrong) return fail(r, batch_wrong);
     if (nn_verify_graph(m, "loading the plan cache") != NN_OK) {
         nn_clear_error();
         return fail(r, "inconsistent: its shapes do not follow from its graph");
@@ -475,7 +480,7 @@ void nn_cache_load(nn_model *m, const char *model_path, bool *hit) {
     nn_plan_free(&m->plan);
     memset(&m->plan, 0, sizeof m->plan);
     nn_graph_free(&m->g);
-    m->has_batch = m->dynamic = false;
+    m->has_batch = m->dynamic = m->whole_batch = false;
     m->plan_batch = m->batch;
     m->device_choices = NULL;
     m->device_choices_bytes = 0;

@@ -157,7 +157,9 @@ static void write_meta(writer *wr, const nn_model *m, const void *choices, size_
                        .parameters = g->parameters,
                        .plan_batch = m->plan_batch,
                        .has_batch = m->has_batch,
-                       .dynamic = m->dynamic};
+                       .dynamic = m->dynamic,
+                       .whole_batch = m->whole_batch};
+    memcpy(gr.whole_batch_why, m->whole_batch_why, sizeof gr.whole_batch_why);
     put_record(w, &cache_graph_desc, &gr);
     for (int v = 0; v < g->n_values; v++) {
         const nn_value *val = &g->values[v];

@@ -42,38 +42,6 @@ nn_status nn_node_check_wiring(const nn_node *n, const nn_op_desc *d) {
     return NN_OK;
 }
 
-nn_status nn_bind_inputs(nn_model *m) {
-    nn_graph *g = &m->g;
-    /* a symbolic dim 0 is the batch, unless an op runs across it (an RNN's
-     * time axis): then it stays a run-time dimension, so nothing splits it */
-    bool dim0_batch = true;
-    for (int n = 0; n < g->n_nodes; n++)
-        if (nn_op_get(g->nodes[n].op)->flags & NN_OPF_SPANS_DIM0) dim0_batch = false;
-    for (int i = 0; i < g->n_inputs; i++) {
-        nn_value *v = &g->values[g->inputs[i]];
-        if (v->t.ndim < 0) {
-            m->dynamic = true;
-            continue;
-        }
-        bool known = true;
-        for (int d = 0; d < v->t.ndim; d++) {
-            if (v->t.dims[d] >= 0) continue;
-            if (d == 0 && dim0_batch) {
-                v->t.dims[0] = m->plan_batch;
-                m->has_batch = true;
-            } else {
-                known = false; /* only the batch dimension is bound at load */
-            }
-        }
-        v->shape_known = known;
-        if (!dim0_batch) v->batched = false;
-        if (!known) m->dynamic = true;
-        if (known && nn_dtype_size(v->t.dtype) && !bytes_fit(&v->t))
-            return nn_set_error(NN_ERR_SHAPE, "graph input '%s': its size overflows 64 bits", v->name);
-    }
-    return NN_OK;
-}
-
 static nn_status fold_node(nn_model *m, const nn_node *n, nn_call *call) {
     nn_graph *g = &m->g;
     const nn_op_desc *d = nn_op_get(n->op);
@@ -178,7 +146,6 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_out; k++)
             m->dynamic |= g->nodes[i].out[k] >= 0 && !g->values[g->nodes[i].out[k]].shape_known;
-    nn_batch_refine_outputs(m);
 done:
     free(in);
     free(out);

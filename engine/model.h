@@ -39,6 +39,8 @@ struct nn_model {
     int plan_batch;     /* samples one run of the plan holds: `batch`, or less when a batch is split over lanes */
     int kernel_threads; /* threads each kernel uses: `threads`, or 1 once lanes run side by side */
     bool has_batch;     /* some input has a symbolic dim 0 */
+    bool whole_batch;   /* the samples do not stay in their rows: a call holds exactly `batch` of them (batch.c) */
+    char whole_batch_why[200];
     bool dynamic;       /* some shape depends on run-time values: infer while running */
     nn_plan plan;
     nn_lane *lanes; /* lanes[0] serves every run but a split batch's */
@@ -75,8 +77,6 @@ nn_call nn_node_call(const nn_model *m, const nn_node *n, const nn_tensor *in, n
  * tensors) into in[] and out[]; absent ones are zeroed. */
 void nn_node_gather(const nn_node *n, const nn_tensor *values, nn_tensor *in, nn_tensor *out);
 
-/* Bind the symbolic batch dimension of the graph inputs to m->plan_batch. */
-nn_status nn_bind_inputs(nn_model *m);
 /* Infer the shapes not yet known, in node order.  Nodes without inputs
  * (Constant) are always evaluated: that is how their value is defined.  With
  * `fold`, so is every node whose inputs are all known (constant folding);
@@ -86,16 +86,27 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded);
  * requires is absent (an empty name in the file). */
 nn_status nn_node_check_wiring(const nn_node *n, const nn_op_desc *d);
 
-/* ---- the micro-batch policy (batch.c) */
+/* ---- the batch and the micro-batch policy (batch.c).  nn_value.batched
+ * is set here only (and restored by the plan cache, which checks it with
+ * nn_batch_check). */
+/* Bind the symbolic batch dimension of the graph inputs to m->plan_batch;
+ * those inputs are the batched ones. */
+nn_status nn_bind_inputs(nn_model *m);
 /* Forget every inferred shape and infer again with the graph inputs' batch
  * dimension bound to `plan_batch` (before optimization only). */
 nn_status nn_rebind_batch(nn_model *m, int plan_batch);
-/* After inference: a graph output keeps `batched` only where its dim 0
- * came out as the plan batch. */
-void nn_batch_refine_outputs(nn_model *m);
-/* Choose m->plan_batch (options.micro_batch, else from the model) and
- * re-infer the shapes at it.  After nn_infer_graph, before optimization. */
+/* After nn_infer_graph at m->batch, before optimization: mark the values
+ * whose dim 0 follows the batch (shape inference at a second batch size),
+ * decide whether the samples may be split (else m->whole_batch and its
+ * reason), choose m->plan_batch (options.micro_batch, else from the model)
+ * and leave the shapes inferred at it. */
 nn_status nn_choose_plan_batch(nn_model *m);
+/* NULL when the batch facts of a model (its flags, plan batch) agree with
+ * its shapes; else what is wrong (for the plan cache reader). */
+const char *nn_batch_check(const nn_model *m);
+/* NN_ERR_SHAPE with the reason when a model that runs whole batches is
+ * given another sample count (samples < 0: no batched input). */
+nn_status nn_batch_check_samples(const nn_model *m, int64_t samples);
 /* How many lanes run micro-batches side by side (m->n_lanes), and the
  * threads each kernel then has (m->kernel_threads). */
 void nn_choose_lanes(nn_model *m);

@@ -351,7 +351,6 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
         }
         if ((st = declared_type(vi, &g->values[v], "input")) != NN_OK) goto out;
         g->values[v].is_input = true;
-        g->values[v].batched = g->values[v].t.ndim > 0 && g->values[v].t.dims[0] < 0;
         g->inputs[g->n_inputs++] = v;
     }
     for (size_t i = 0; i < gp->n_node; i++)
@@ -367,9 +366,7 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
         nn_value *val = &g->values[*slot];
         nn_value declared = {0};
         if ((st = declared_type(vi, &declared, "output")) != NN_OK) goto out;
-        val->is_output = true;
-        val->batched = declared.t.ndim < 0 ||
-                       (declared.t.ndim > 0 && declared.t.dims[0] < 0); /* refined once shapes are inferred */
+        val->is_output = true; /* whether it carries the batch follows from the graph (batch.c) */
         g->outputs[g->n_outputs++] = *slot;
     }
     if (!g->n_outputs) {

@@ -429,9 +429,9 @@ static void test_micro_batches(void) {
           "negative micro-batch: %s", nn_last_error());
 }
 
-/* y = Reshape(x, [2, -1]): at the bound batch of 2 its dim 0 is the batch,
- * at a micro-batch of 1 it is not, so the batch runs whole, and y stays
- * gathered row by row over the chunks of a longer input. */
+/* y = Reshape(x, [2, -1]): at the bound batch of 2 its dim 0 equals the
+ * batch, at any other it does not: the samples do not stay in their rows, so
+ * the batch runs whole, and a call with another sample count is refused. */
 static void test_micro_batch_refused(void) {
     check_set_case("test_micro_batch_refused");
     static const int64_t dims_any[2] = {-1, -1}, dims_2[1] = {2};
@@ -452,11 +452,82 @@ static void test_micro_batch_refused(void) {
         float xs[16];
         for (int i = 0; i < 16; i++)
             xs[i] = (float)i - 7.5f;
-        nn_tensor four = {NN_DTYPE_FLOAT, 2, {4, 4}, xs}, out;
-        CHECK(nn_predict(m, &four, 1, &out, 1) == NN_OK && out.ndim == 2 && out.dims[0] == 4 && out.dims[1] == 4,
-              "4 samples in 2 chunks: %s, %lld rows", nn_last_error(), (long long)out.dims[0]);
-        for (int i = 0; i < 16 && out.data && out.dims[0] == 4; i++)
+        nn_tensor four = {NN_DTYPE_FLOAT, 2, {4, 4}, xs}, two = {NN_DTYPE_FLOAT, 2, {2, 4}, xs}, out;
+        CHECK(nn_predict(m, &four, 1, &out, 1) == NN_ERR_SHAPE && !out.data &&
+                  strstr(nn_last_error(), "'two_rows' (Reshape)") && strstr(nn_last_error(), "whole batches of 2"),
+              "4 samples for a batch that cannot split: %s", nn_last_error());
+        CHECK(nn_predict(m, &two, 1, &out, 1) == NN_OK && out.ndim == 2 && out.dims[0] == 2 && out.dims[1] == 4,
+              "2 samples: %s", nn_last_error());
+        for (int i = 0; i < 8 && out.data && out.dims[0] == 2; i++)
             CHECK(((float *)out.data)[i] == xs[i], "output %d: %g, expected %g", i, ((float *)out.data)[i], xs[i]);
+        nn_tensor_release(&out);
+        nn_free(m);
+    }
+}
+
+/* Outputs whose dim 0 merely equals the bound batch: z = -u from a fixed
+ * [4, 3] input (declared with a symbolic dim 0) is returned whole whatever
+ * the sample count, while y = Relu(x) is gathered over micro-batches; and
+ * y = Transpose(x) at batch 3 ([3, 3]) moves the batch to dim 1, so only
+ * whole batches run. */
+static void test_batch_follows(void) {
+    check_set_case("test_batch_follows");
+    static const int64_t dims_n3[2] = {-1, 3}, dims_43[2] = {4, 3}, dims_any[2] = {-1, -1};
+    builder b;
+    builder_init(&b);
+    b.inputs[b.graph.n_input++] = value_info("x", 2, dims_n3);
+    b.inputs[b.graph.n_input++] = value_info("u", 2, dims_43);
+    b.outputs[b.graph.n_output++] = value_info("y", 2, dims_n3);
+    b.outputs[b.graph.n_output++] = value_info("z", 2, dims_n3);
+    node(&b, "Relu", "relu", "x", NULL, "y");
+    node(&b, "Neg", "neg", "u", NULL, "z");
+    const char *path = save(&b, "fixed_output.onnx");
+    builder_free(&b);
+    nn_model_stats st;
+    nn_model *m = load_micro(path, 4, 1, &st);
+    if (m) {
+        CHECK(st.plan_batch == 1, "y follows the batch, z does not read it: %d per run", st.plan_batch);
+        float xs[24], us[12];
+        for (int i = 0; i < 24; i++)
+            xs[i] = (float)(i % 7) - 3.0f;
+        for (int i = 0; i < 12; i++)
+            us[i] = (float)i * 0.5f;
+        nn_tensor in[2] = {{NN_DTYPE_FLOAT, 2, {8, 3}, xs}, {NN_DTYPE_FLOAT, 2, {4, 3}, us}}, out[2];
+        CHECK(nn_predict(m, in, 2, out, 2) == NN_OK, "predict: %s", nn_last_error());
+        CHECK(out[0].dims[0] == 8 && out[1].dims[0] == 4 && out[1].dims[1] == 3,
+              "y has %lld rows (expected 8), z %lld (expected 4: it does not carry the batch)",
+              (long long)out[0].dims[0], (long long)out[1].dims[0]);
+        int wrong = 0;
+        for (int i = 0; i < 24 && out[0].data && out[0].dims[0] == 8; i++)
+            wrong += ((float *)out[0].data)[i] != (xs[i] > 0 ? xs[i] : 0);
+        for (int i = 0; i < 12 && out[1].data && out[1].dims[0] == 4; i++)
+            wrong += ((float *)out[1].data)[i] != -us[i];
+        CHECK(wrong == 0, "%d outputs wrong", wrong);
+        nn_tensor_release(&out[0]);
+        nn_tensor_release(&out[1]);
+        nn_free(m);
+    }
+
+    builder_init(&b);
+    b.inputs[b.graph.n_input++] = value_info("x", 2, dims_n3);
+    b.outputs[b.graph.n_output++] = value_info("y", 2, dims_any);
+    node(&b, "Transpose", "turn", "x", NULL, "y");
+    path = save(&b, "transpose_batch.onnx");
+    builder_free(&b);
+    if ((m = load_micro(path, 3, 0, &st))) {
+        float xs[18];
+        for (int i = 0; i < 18; i++)
+            xs[i] = (float)i;
+        nn_tensor six = {NN_DTYPE_FLOAT, 2, {6, 3}, xs}, three = {NN_DTYPE_FLOAT, 2, {3, 3}, xs}, out;
+        CHECK(nn_predict(m, &six, 1, &out, 1) == NN_ERR_SHAPE && strstr(nn_last_error(), "'turn' (Transpose)"),
+              "6 samples through a Transpose of the batch: %s", nn_last_error());
+        CHECK(nn_predict(m, &three, 1, &out, 1) == NN_OK && out.dims[0] == 3 && out.dims[1] == 3, "3 samples: %s",
+              nn_last_error());
+        int wrong = 0;
+        for (int i = 0; i < 3 && out.data; i++)
+            for (int j = 0; j < 3; j++)
+                wrong += ((float *)out.data)[i * 3 + j] != xs[j * 3 + i];
+        CHECK(out.data && wrong == 0, "%d transposed outputs wrong", wrong);
         nn_tensor_release(&out);
         nn_free(m);
     }
@@ -514,6 +585,7 @@ int main(void) {
     test_unbatched_input();
     test_micro_batches();
     test_micro_batch_refused();
+    test_batch_follows();
     test_lane_error();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);

@@ -153,6 +153,63 @@ static nn_status node_error(const cu_ctx *c, int node, nn_status st) {
     return nn_set_error(st, "node '%s' (%s): %s", n->name, nn_op_get(n->op)->name, msg);
 }
 
+/* The GPU kernel family an op belongs to; CU_EW takes the elementwise ops
+ * among the rest (nn_cu_ew_for_node). */
+static cu_kind family_of(int op) {
+    switch (op) {
+    case NN_OP_Conv: return CU_CONV;
+    case NN_OP_Gemm:
+    case NN_OP_MatMul: return CU_GEMM;
+    case NN_OP_MaxPool:
+    case NN_OP_AveragePool: return CU_POOL;
+    case NN_OP_ReduceSum:
+    case NN_OP_ReduceMean:
+    case NN_OP_ReduceMax:
+    case NN_OP_ReduceMin:
+    case NN_OP_ReduceProd:
+    case NN_OP_ReduceL2:
+    case NN_OP_GlobalAveragePool:
+    case NN_OP_GlobalMaxPool: return CU_REDUCE;
+    case NN_OP_Softmax:
+    case NN_OP_LogSoftmax: return CU_SOFTMAX;
+    case NN_OP_Identity:
+    case NN_OP_Dropout:
+    case NN_OP_Reshape:
+    case NN_OP_Flatten:
+    case NN_OP_Squeeze:
+    case NN_OP_Unsqueeze: return CU_COPY;
+    case NN_OP_Transpose: return CU_TRANSPOSE;
+    case NN_OP_Concat: return CU_CONCAT;
+    case NN_OP_Resize:
+    case NN_OP_Upsample: return CU_RESIZE;
+    default: return CU_EW;
+    }
+}
+
+/* Whether a GPU kernel family takes the node as it stands.  Attach may
+ * still run it on the host where its shapes fall outside what the family's
+ * library expresses (a conv's pads cuDNN cannot take). */
+static bool cu_supports_node(const nn_model *m, const nn_node *n) {
+    if (n->has_prologue) return false; /* no GPU kernel applies one */
+    if (family_of(n->op) != CU_EW) return true;
+    enum { MAX_IO = NN_EW_MAX_INPUTS + 1 };
+    nn_tensor in[MAX_IO], out[MAX_IO];
+    if (n->n_in > MAX_IO || n->n_out > MAX_IO) return false;
+    for (int k = 0; k < n->n_in + n->n_out; k++) {
+        int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+        nn_tensor *t = k < n->n_in ? &in[k] : &out[k - n->n_in];
+        memset(t, 0, sizeof *t);
+        if (v < 0) continue;
+        if (!m->g.values[v].shape_known) return false;
+        *t = m->g.values[v].t;
+    }
+    char err[256];
+    nn_call call = nn_node_call(m, n, in, out, err, sizeof err);
+    nn_cu_ew e;
+    const char *why;
+    return nn_cu_ew_for_node(&e, n->op, &call, m->g.opset, &why);
+}
+
 /* Give node i a GPU kernel, or the CPU kernel when no GPU one fits it. */
 static nn_status setup_node(cu_ctx *c, int i) {
     const nn_node *n = &c->m->g.nodes[i];
@@ -167,33 +224,18 @@ static nn_status setup_node(cu_ctx *c, int i) {
     cu_node_call(c, i, &call, err, sizeof err);
     const char *why = "no GPU kernel for this op";
     nn_status st = NN_ERR_UNSUPPORTED;
-    switch (n->op) {
-    case NN_OP_Conv: dn->kind = CU_CONV, st = cu_conv_setup(c, dn, &call, &why); break;
-    case NN_OP_Gemm:
-    case NN_OP_MatMul: dn->kind = CU_GEMM, st = cu_gemm_setup(c, dn, &call, &why); break;
-    case NN_OP_MaxPool:
-    case NN_OP_AveragePool: dn->kind = CU_POOL, st = cu_pool_setup(c, dn, &call, &why); break;
-    case NN_OP_ReduceSum:
-    case NN_OP_ReduceMean:
-    case NN_OP_ReduceMax:
-    case NN_OP_ReduceMin:
-    case NN_OP_ReduceProd:
-    case NN_OP_ReduceL2:
-    case NN_OP_GlobalAveragePool:
-    case NN_OP_GlobalMaxPool: dn->kind = CU_REDUCE, st = cu_reduce_setup(c, dn, &call, &why); break;
-    case NN_OP_Softmax:
-    case NN_OP_LogSoftmax: dn->kind = CU_SOFTMAX, st = cu_softmax_setup(c, dn, &call, &why); break;
-    case NN_OP_Identity:
-    case NN_OP_Dropout:
-    case NN_OP_Reshape:
-    case NN_OP_Flatten:
-    case NN_OP_Squeeze:
-    case NN_OP_Unsqueeze: dn->kind = CU_COPY, st = cu_copy_setup(c, dn, &call, &why); break;
-    case NN_OP_Transpose: dn->kind = CU_TRANSPOSE, st = cu_transpose_setup(c, dn, &call, &why); break;
-    case NN_OP_Concat: dn->kind = CU_CONCAT, st = cu_concat_setup(c, dn, &call, &why); break;
-    case NN_OP_Resize:
-    case NN_OP_Upsample: dn->kind = CU_RESIZE, st = cu_resize_setup(c, dn, &call, &why); break;
-    default: dn->kind = CU_EW, st = cu_ew_setup(c, dn, &call, &why); break;
+    dn->kind = family_of(n->op);
+    switch (dn->kind) {
+    case CU_CONV: st = cu_conv_setup(c, dn, &call, &why); break;
+    case CU_GEMM: st = cu_gemm_setup(c, dn, &call, &why); break;
+    case CU_POOL: st = cu_pool_setup(c, dn, &call, &why); break;
+    case CU_REDUCE: st = cu_reduce_setup(c, dn, &call, &why); break;
+    case CU_SOFTMAX: st = cu_softmax_setup(c, dn, &call, &why); break;
+    case CU_COPY: st = cu_copy_setup(c, dn, &call, &why); break;
+    case CU_TRANSPOSE: st = cu_transpose_setup(c, dn, &call, &why); break;
+    case CU_CONCAT: st = cu_concat_setup(c, dn, &call, &why); break;
+    case CU_RESIZE: st = cu_resize_setup(c, dn, &call, &why); break;
+    default: st = cu_ew_setup(c, dn, &call, &why); break;
     }
     if (st == NN_ERR_UNSUPPORTED) {
         if (dn->kind == CU_CONV) cu_conv_release(c, dn);
@@ -301,6 +343,7 @@ static nn_status cu_attach(nn_model *m, int device_index) {
     c->stats.cpu_nodes = c->cpu_nodes;
     for (int i = 0; i < m->g.n_nodes; i++)
         c->stats.gpu_nodes += c->nodes[i].kind != CU_SKIP && c->nodes[i].kind != CU_HOST;
+    m->n_slots = 2; /* the staging parities */
     return cu_pipeline_prepare(c);
 }
 
@@ -357,5 +400,7 @@ extern "C" nn_status nn_cuda_get_stats(const nn_model *m, nn_cuda_stats *s) {
     return NN_OK;
 }
 
-/* No capabilities: a Conv with a prologue would run on the host. */
-extern "C" const nn_backend nn_cuda_backend = {"cuda", 0, cu_attach, cu_predict, cu_detach, cu_conv_save_choices};
+/* Whole batches, one chunk at a time (pipelined over the two slots). */
+extern "C" const nn_backend nn_cuda_backend = {
+    "cuda",          0,         cu_attach,         cu_supports_node, cu_input_buffer, cu_output_buffer, cu_launch,
+    cu_finish,       cu_detach, cu_conv_save_choices};

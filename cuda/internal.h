@@ -201,6 +201,10 @@ unsigned cu_blocks(int64_t n, int per_block);
 nn_status cu_enqueue_batch(cu_ctx *c, int parity);
 /* Run one batch eagerly, then capture both parities as CUDA graphs (kept off when capture fails). */
 nn_status cu_pipeline_prepare(cu_ctx *c);
-nn_status cu_predict(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples);
+/* The chunk interface of engine/backend.h; slots are the two parities. */
+void *cu_input_buffer(nn_model *m, int slot, int i);
+const void *cu_output_buffer(nn_model *m, int slot, int i);
+nn_status cu_launch(nn_model *m, int slot, int64_t chunk);
+nn_status cu_finish(nn_model *m, int slot, int64_t chunk);
 
 #endif

@@ -1,7 +1,8 @@
-/* nn_predict on the GPU: the samples run in batches of m->batch, pipelined
- * over two parities of pinned host and device staging buffers and three
- * streams, so that the upload of batch k+1 and the download of batch k-1
- * overlap the compute of batch k:
+/* Chunks on the GPU: nn_predict (engine/api.c) splits the samples into
+ * chunks of m->plan_batch and stages them in two slots (parities) of pinned
+ * host buffers; each slot has device staging buffers too, and three streams
+ * let the upload of chunk k+1 and the download of chunk k-1 overlap the
+ * compute of chunk k:
  *
  *   upload    [h2d k] ............ [h2d k+1] ..........
  *   compute   ........ [batch k: one CUDA graph] ......
@@ -131,28 +132,31 @@ nn_status cu_pipeline_prepare(cu_ctx *c) {
     return NN_OK;
 }
 
-/* ---- nn_predict */
+/* ---- one chunk at a time (engine/backend.h): nn_predict stages chunk k
+ * in host buffer k % 2, launch enqueues its upload, compute and download,
+ * finish waits for them.  nn_predict stages a parity only once its previous
+ * chunk is finished, so the device buffers of that parity are free too. */
 
-/* Copy batch k of the caller's inputs into host staging buffer k % 2 and
- * enqueue its upload, compute and download. */
-static nn_status launch_batch(cu_ctx *c, const nn_tensor *in, int64_t k, int64_t step, int64_t total) {
-    const nn_graph *g = &c->m->g;
-    int p = (int)(k & 1);
+void *cu_input_buffer(nn_model *m, int slot, int i) {
+    const cu_ctx *c = (const cu_ctx *)m->device_state;
+    return c->host_stage[0][slot] + c->in_at[i];
+}
+
+const void *cu_output_buffer(nn_model *m, int slot, int i) {
+    const cu_ctx *c = (const cu_ctx *)m->device_state;
+    const nn_value *v = &m->g.values[m->g.outputs[i]];
+    return v->is_const ? (const char *)v->t.data : c->host_stage[1][slot] + c->out_at[i];
+}
+
+static nn_status enqueue_chunk(cu_ctx *c, int p, int64_t chunk) {
     cu_batch_events *ev = &c->ev[p];
-    if (k >= 2) CU_CUDA(c->device, cudaEventSynchronize(ev->h2d_end)); /* batch k-2 has left the buffer */
-    int64_t start = k * step, count = nn_chunk_count(start, step, total);
-    char *host = c->host_stage[0][p];
-    for (int i = 0; i < g->n_inputs; i++)
-        nn_chunk_in(&g->values[g->inputs[i]], &in[i], host + c->in_at[i], start, count, step);
-    if (k == 0) CU_CUDA(c->device, cudaEventRecord(c->begin, c->upload));
-    if (k >= 2) CU_CUDA(c->device, cudaStreamWaitEvent(c->upload, ev->compute_end, 0)); /* its device buffer too */
+    if (chunk == 0) CU_CUDA(c->device, cudaEventRecord(c->begin, c->upload));
     CU_CUDA(c->device, cudaEventRecord(ev->h2d_start, c->upload));
-    CU_CUDA(c->device,
-            cudaMemcpyAsync(c->mem + c->stage_at[0][p], host, c->stage_bytes[0], cudaMemcpyHostToDevice, c->upload));
+    CU_CUDA(c->device, cudaMemcpyAsync(c->mem + c->stage_at[0][p], c->host_stage[0][p], c->stage_bytes[0],
+                                       cudaMemcpyHostToDevice, c->upload));
     CU_CUDA(c->device, cudaEventRecord(ev->h2d_end, c->upload));
 
     CU_CUDA(c->device, cudaStreamWaitEvent(c->compute, ev->h2d_end, 0));
-    if (k >= 2) CU_CUDA(c->device, cudaStreamWaitEvent(c->compute, ev->d2h_end, 0)); /* outputs of k-2 are down */
     CU_CUDA(c->device, cudaEventRecord(ev->compute_start, c->compute));
     if (c->graph[p])
         CU_CUDA(c->device, cudaGraphLaunch(c->graph[p], c->compute));
@@ -168,59 +172,57 @@ static nn_status launch_batch(cu_ctx *c, const nn_tensor *in, int64_t k, int64_t
     return NN_OK;
 }
 
+/* After a failure nothing may still be copying into or out of the staging
+ * buffers that the next call fills. */
+static void drain(cu_ctx *c) {
+    cudaStreamSynchronize(c->upload);
+    cudaStreamSynchronize(c->compute);
+    cudaStreamSynchronize(c->download);
+    cudaGetLastError();
+}
+
+nn_status cu_launch(nn_model *m, int slot, int64_t chunk) {
+    cu_ctx *c = (cu_ctx *)m->device_state;
+    if (chunk == 0) {
+        CU_CUDA(c->device, cudaSetDevice(m->device_index));
+        c->host_status = NN_OK;
+        c->stats.batches = 0;
+        c->stats.upload_ms = c->stats.compute_ms = c->stats.download_ms = c->stats.wall_ms = c->stats.overlap = 0.0;
+    }
+    nn_status st = enqueue_chunk(c, slot, chunk);
+    if (st != NN_OK) drain(c);
+    return st;
+}
+
 static float elapsed(cudaEvent_t a, cudaEvent_t b) {
     float ms = 0.0f;
     return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms : 0.0f;
 }
 
-/* Wait for batch k, check its CPU nodes, copy its rows to the caller. */
-static nn_status finish_batch(cu_ctx *c, nn_tensor *out, int n_out, int64_t k, int64_t step, int64_t total) {
-    const nn_graph *g = &c->m->g;
-    int p = (int)(k & 1);
-    cu_batch_events *ev = &c->ev[p];
-    CU_CUDA(c->device, cudaEventSynchronize(ev->d2h_end));
-    CU_TRY(host_failure(c));
-    int64_t start = k * step, count = nn_chunk_count(start, step, total);
-    const char *host = c->host_stage[1][p];
-    for (int i = 0; i < n_out; i++) {
-        const nn_value *v = &g->values[g->outputs[i]];
-        nn_chunk_out(v, v->is_const ? (const char *)v->t.data : host + c->out_at[i], &out[i], start, count);
+/* Wait for the slot's chunk, check its CPU nodes, add up what it took:
+ * after the call's last chunk the stats cover the whole call. */
+nn_status cu_finish(nn_model *m, int slot, int64_t chunk) {
+    (void)chunk;
+    cu_ctx *c = (cu_ctx *)m->device_state;
+    const nn_graph *g = &m->g;
+    cu_batch_events *ev = &c->ev[slot];
+    cudaError_t e = cudaEventSynchronize(ev->d2h_end);
+    if (e != cudaSuccess) {
+        drain(c);
+        return cu_cuda_error(c->device, e, "cudaEventSynchronize", __FILE__, __LINE__);
     }
-    c->stats.batches++;
-    c->stats.upload_ms += elapsed(ev->h2d_start, ev->h2d_end);
-    c->stats.compute_ms += elapsed(ev->compute_start, ev->compute_end);
-    c->stats.download_ms += elapsed(ev->d2h_start, ev->d2h_end);
+    CU_TRY(host_failure(c));
+    nn_cuda_stats *s = &c->stats;
+    s->batches++;
+    s->upload_ms += elapsed(ev->h2d_start, ev->h2d_end);
+    s->compute_ms += elapsed(ev->compute_start, ev->compute_end);
+    s->download_ms += elapsed(ev->d2h_start, ev->d2h_end);
     if (ev->nodes) {
         for (int i = 0; i < g->n_nodes; i++)
-            c->m->lanes[0].node_ns[i] += 1e6 * elapsed(ev->nodes[i], ev->nodes[i + 1]);
-        c->m->lanes[0].profiled_runs++;
+            m->lanes[0].node_ns[i] += 1e6 * elapsed(ev->nodes[i], ev->nodes[i + 1]);
+        m->lanes[0].profiled_runs++;
     }
-    return NN_OK;
-}
-
-nn_status cu_predict(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
-    cu_ctx *c = (cu_ctx *)m->device_state;
-    CU_CUDA(c->device, cudaSetDevice(m->device_index));
-    int64_t step = m->has_batch ? m->batch : 1, total = samples >= 0 ? samples : 1;
-    int64_t batches = (total + step - 1) / step;
-    c->host_status = NN_OK;
-    c->stats.batches = 0;
-    c->stats.upload_ms = c->stats.compute_ms = c->stats.download_ms = c->stats.wall_ms = c->stats.overlap = 0.0;
-    nn_status st = NN_OK;
-    for (int64_t k = 0; k < batches && st == NN_OK; k++) {
-        st = launch_batch(c, in, k, step, total);
-        if (st == NN_OK && k > 0) st = finish_batch(c, out, n_out, k - 1, step, total);
-    }
-    if (st == NN_OK) st = finish_batch(c, out, n_out, batches - 1, step, total);
-    if (st != NN_OK) { /* nothing may still be writing when the caller frees its buffers */
-        cudaStreamSynchronize(c->upload);
-        cudaStreamSynchronize(c->compute);
-        cudaStreamSynchronize(c->download);
-        cudaGetLastError();
-        return st;
-    }
-    nn_cuda_stats *s = &c->stats;
-    s->wall_ms = elapsed(c->begin, c->ev[(batches - 1) & 1].d2h_end);
+    s->wall_ms = elapsed(c->begin, ev->d2h_end);
     double copies = s->upload_ms + s->download_ms, hidden = copies + s->compute_ms - s->wall_ms;
     s->overlap = copies > 0.0 ? (hidden < 0.0 ? 0.0 : hidden > copies ? 1.0 : hidden / copies) : 0.0;
     return NN_OK;

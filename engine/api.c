@@ -17,6 +17,7 @@ NN_API nn_options nn_options_default(void) {
 
 /* "cpu": the CPU executor; "gpuN": the CUDA backend, in builds that have it. */
 static nn_status select_device(nn_model *m, const char *device) {
+    m->backend = &nn_cpu_backend;
     if (!device || !strcmp(device, "cpu")) return NN_OK;
     if (!strncmp(device, "gpu", 3)) {
         char *end;
@@ -27,7 +28,6 @@ static nn_status select_device(nn_model *m, const char *device) {
             m->device_index = (int)idx;
             return NN_OK;
 #else
-            (void)m;
             return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: this build has no CUDA support", device);
 #endif
         }
@@ -40,17 +40,14 @@ static nn_status select_device(nn_model *m, const char *device) {
 static nn_status make_runnable(nn_model *m) {
     nn_status st = nn_runtime_init(m);
     if (st != NN_OK) return st;
-    if (m->dynamic && m->backend)
+    if (m->dynamic && !nn_target_has(m, NN_TARGET_DYNAMIC))
         return nn_set_error(NN_ERR_UNSUPPORTED,
                             "device '%s' needs a static plan, and this model's shapes depend on run-time values",
                             m->device);
     if (m->dynamic) return NN_OK;
     if (!m->from_cache && (st = nn_plan_memory(m)) != NN_OK) return st;
-    if (m->backend) return m->backend->attach(m, m->device_index);
-    if ((st = nn_check_memory_limit(m, 0)) != NN_OK || (st = nn_prepare_weights(m)) != NN_OK ||
-        (st = nn_check_memory_limit(m, m->plan.workspace_bytes)) != NN_OK)
-        return st;
-    return nn_runtime_alloc(m);
+    m->n_slots = 1;
+    return m->backend->attach(m, m->device_index);
 }
 
 nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_hook hook, void *hook_ctx,
@@ -116,7 +113,7 @@ NN_API nn_status nn_load(const char *path, const nn_options *options, nn_model *
 
 NN_API void nn_free(nn_model *m) {
     if (!m) return;
-    if (m->backend && m->device_state) m->backend->detach(m);
+    if (m->backend && m->backend->detach) m->backend->detach(m); /* also after a failed attach */
     nn_runtime_free(m);
     nn_graph_free(&m->g);
     nn_cache_release(m);
@@ -238,75 +235,104 @@ static nn_status predict_dynamic(nn_model *m, const nn_tensor *in, nn_tensor *ou
     return st;
 }
 
-/* One chunk of a static plan on one lane: copy samples [start, start +
- * step) into the lane's input buffers (zero-padding a short last chunk),
- * run, copy the rows out. */
-static nn_status run_chunk(nn_model *m, nn_lane *lane, const nn_tensor *in, nn_tensor *out, int n_out, int64_t start,
-                           int64_t step, int64_t total) {
+/* Chunk c of a static plan in one of the target's slots: copy samples
+ * [c * step, c * step + step) into the slot's input buffers (zero-padding a
+ * short last chunk) and launch it. */
+static nn_status launch_chunk(nn_model *m, const nn_tensor *in, int slot, int64_t c, int64_t step, int64_t total) {
     const nn_graph *g = &m->g;
-    int64_t count = nn_chunk_count(start, step, total);
+    int64_t start = c * step, count = nn_chunk_count(start, step, total);
     /* inputs without the batch too, every chunk: the plan may reuse their buffers once read */
     for (int i = 0; i < g->n_inputs; i++)
-        nn_chunk_in(&g->values[g->inputs[i]], &in[i], lane->rt[g->inputs[i]].data, start, count, step);
-    nn_status st = nn_execute(m, lane);
+        nn_chunk_in(&g->values[g->inputs[i]], &in[i], m->backend->input_buffer(m, slot, i), start, count, step);
+    return m->backend->launch(m, slot, c);
+}
+
+/* Wait for chunk c in `slot` and copy its rows out. */
+static nn_status finish_chunk(nn_model *m, nn_tensor *out, int n_out, int slot, int64_t c, int64_t step,
+                              int64_t total) {
+    const nn_graph *g = &m->g;
+    nn_status st = m->backend->finish ? m->backend->finish(m, slot, c) : NN_OK;
     if (st != NN_OK) return st;
+    int64_t start = c * step, count = nn_chunk_count(start, step, total);
     for (int i = 0; i < n_out; i++)
-        nn_chunk_out(&g->values[g->outputs[i]], lane->rt[g->outputs[i]].data, &out[i], start, count);
+        nn_chunk_out(&g->values[g->outputs[i]], m->backend->output_buffer(m, slot, i), &out[i], start, count);
     return NN_OK;
 }
 
-/* Static plan: the samples run in chunks of the plan's batch.  With one
- * lane, in turn, each kernel on every thread; with several, the lanes take
- * chunks side by side, a thread each.  A lane's error is reported on the
- * caller's thread. */
-static nn_status predict_batched(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
+/* The chunks in turn over the target's slots, round robin: chunk c is
+ * staged once the slot's previous chunk (c - slots) is finished and copied
+ * out, so a device copies and computes the chunks in flight meanwhile.
+ * After an error every chunk in flight is still finished. */
+static nn_status run_pipelined(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t chunks,
+                               int64_t step, int64_t total) {
+    int64_t slots = m->n_slots > 1 ? m->n_slots : 1, c = 0, done = 0;
+    nn_status st = NN_OK;
+    for (; c < chunks && st == NN_OK; c++) {
+        if (c >= slots && (st = finish_chunk(m, out, n_out, (int)(done % slots), done, step, total)) != NN_OK) break;
+        if (c >= slots) done++;
+        st = launch_chunk(m, in, (int)(c % slots), c, step, total);
+    }
+    for (; done < c; done++) {
+        nn_status fst = st == NN_OK ? finish_chunk(m, out, n_out, (int)(done % slots), done, step, total)
+                        : m->backend->finish ? m->backend->finish(m, (int)(done % slots), done)
+                                             : NN_OK;
+        if (st == NN_OK) st = fst;
+    }
+    return st;
+}
+
+/* Slots that run side by side (the CPU's lanes), a thread each, taking
+ * chunks in turn.  A lane's error is reported on the caller's thread: the
+ * earliest chunk's (OpenMP may start fewer threads than lanes: those never
+ * fail). */
+static nn_status run_concurrent(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t chunks,
+                                int64_t step, int64_t total, int slots) {
+    int stop = 0;
+    for (int l = 0; l < slots; l++)
+        m->lanes[l].failed_chunk = -1;
+#pragma omp parallel num_threads(slots)
+    {
+        int slot = omp_get_thread_num();
+        nn_lane *lane = &m->lanes[slot];
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t c = 0; c < chunks; c++) {
+            int stopped;
+#pragma omp atomic read
+            stopped = stop;
+            if (stopped) continue;
+            nn_status cst = launch_chunk(m, in, slot, c, step, total);
+            nn_status fst = cst == NN_OK                ? finish_chunk(m, out, n_out, slot, c, step, total)
+                            : m->backend->finish ? m->backend->finish(m, slot, c)
+                                                 : NN_OK;
+            if (cst == NN_OK) cst = fst;
+            if (cst == NN_OK) continue;
+            lane->failed_chunk = c;
+            lane->status = cst;
+            snprintf(lane->error, sizeof lane->error, "%s", nn_last_error());
+#pragma omp atomic write
+            stop = 1;
+        }
+    }
+    const nn_lane *first = NULL;
+    for (int l = 0; l < slots; l++)
+        if (m->lanes[l].failed_chunk >= 0 && (!first || m->lanes[l].failed_chunk < first->failed_chunk))
+            first = &m->lanes[l];
+    return first ? nn_set_error(first->status, "%s", first->error) : NN_OK;
+}
+
+/* Static plan: the samples run in chunks of the plan's batch on the
+ * model's target. */
+static nn_status predict_static(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
     nn_status st = alloc_outputs(m, m->lanes[0].rt, out, n_out, samples);
     if (st != NN_OK) return st;
     int64_t step = m->has_batch ? m->plan_batch : 1, total = samples >= 0 ? samples : 1;
     int64_t chunks = (total + step - 1) / step;
-    int lanes = chunks < m->n_lanes ? (int)chunks : m->n_lanes;
-    if (lanes <= 1) {
-        for (int64_t c = 0; c < chunks && st == NN_OK; c++)
-            st = run_chunk(m, &m->lanes[0], in, out, n_out, c * step, step, total);
-    } else {
-        /* each lane keeps its first failure; the earliest chunk's is reported
-         * (OpenMP may start fewer threads than lanes: those never fail) */
-        int stop = 0;
-        for (int l = 0; l < lanes; l++)
-            m->lanes[l].failed_chunk = -1;
-#pragma omp parallel num_threads(lanes)
-        {
-            nn_lane *lane = &m->lanes[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t c = 0; c < chunks; c++) {
-                int stopped;
-#pragma omp atomic read
-                stopped = stop;
-                if (stopped) continue;
-                nn_status cst = run_chunk(m, lane, in, out, n_out, c * step, step, total);
-                if (cst == NN_OK) continue;
-                lane->failed_chunk = c;
-                lane->status = cst;
-                snprintf(lane->error, sizeof lane->error, "%s", nn_last_error());
-#pragma omp atomic write
-                stop = 1;
-            }
-        }
-        const nn_lane *first = NULL;
-        for (int l = 0; l < lanes; l++)
-            if (m->lanes[l].failed_chunk >= 0 && (!first || m->lanes[l].failed_chunk < first->failed_chunk))
-                first = &m->lanes[l];
-        if (first) st = nn_set_error(first->status, "%s", first->error);
-    }
+    int slots = chunks < m->n_slots ? (int)chunks : m->n_slots;
+    if (slots > 1 && nn_target_has(m, NN_TARGET_CONCURRENT))
+        st = run_concurrent(m, in, out, n_out, chunks, step, total, slots);
+    else
+        st = run_pipelined(m, in, out, n_out, chunks, step, total);
     if (st != NN_OK)
-        for (int i = 0; i < n_out; i++)
-            nn_tensor_release(&out[i]);
-    return st;
-}
-
-static nn_status predict_on_device(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
-    nn_status st = alloc_outputs(m, m->lanes[0].rt, out, n_out, samples);
-    if (st == NN_OK && (st = m->backend->predict(m, in, out, n_out, samples)) != NN_OK)
         for (int i = 0; i < n_out; i++)
             nn_tensor_release(&out[i]);
     return st;
@@ -322,12 +348,8 @@ NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tenso
     nn_status st = check_inputs(m, in, n_in, &samples);
     if (st == NN_OK && samples == 0) st = nn_set_error(NN_ERR_SHAPE, "inputs hold no samples");
     if (st == NN_OK) st = nn_batch_check_samples(m, samples);
-    if (st == NN_OK) {
-        if (m->backend)
-            st = predict_on_device(m, in, out, n_out, samples);
-        else
-            st = m->dynamic ? predict_dynamic(m, in, out, n_out) : predict_batched(m, in, out, n_out, samples);
-    }
+    if (st == NN_OK)
+        st = m->dynamic ? predict_dynamic(m, in, out, n_out) : predict_static(m, in, out, n_out, samples);
     pthread_mutex_unlock(&m->lock);
     return st;
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "../ops/registry.h"
+#include "backend.h"
 #include "error.h"
 #include "model.h"
 
@@ -223,3 +224,43 @@ void nn_execute_release(nn_model *m) {
     for (int v = 0; v < m->g.n_values; v++)
         if (run_owned(m, v) && m->lanes[0].rt[v].data) free_value(&m->lanes[0], v);
 }
+
+/* ---- the CPU executor as the reference target (backend.h) */
+
+/* Prepared weights within the memory limit, then each lane's buffers. */
+static nn_status cpu_attach(nn_model *m, int device_index) {
+    (void)device_index;
+    nn_status st;
+    if ((st = nn_check_memory_limit(m, 0)) != NN_OK || (st = nn_prepare_weights(m)) != NN_OK ||
+        (st = nn_check_memory_limit(m, m->plan.workspace_bytes)) != NN_OK || (st = nn_runtime_alloc(m)) != NN_OK)
+        return st;
+    m->n_slots = m->n_lanes;
+    return NN_OK;
+}
+
+/* Every op has its CPU kernel, with every fusion the passes make. */
+static bool cpu_supports_node(const nn_model *m, const nn_node *n) {
+    (void)m;
+    return n->op >= 0 && n->op < NN_OP_COUNT;
+}
+
+static void *cpu_input_buffer(nn_model *m, int slot, int i) { return m->lanes[slot].rt[m->g.inputs[i]].data; }
+
+static const void *cpu_output_buffer(nn_model *m, int slot, int i) {
+    return m->lanes[slot].rt[m->g.outputs[i]].data;
+}
+
+static nn_status cpu_launch(nn_model *m, int slot, int64_t chunk) {
+    (void)chunk;
+    return nn_execute(m, &m->lanes[slot]);
+}
+
+const nn_backend nn_cpu_backend = {
+    .name = "cpu",
+    .caps = NN_TARGET_MICRO_BATCH | NN_TARGET_CONCURRENT | NN_TARGET_DYNAMIC,
+    .attach = cpu_attach,
+    .supports_node = cpu_supports_node,
+    .input_buffer = cpu_input_buffer,
+    .output_buffer = cpu_output_buffer,
+    .launch = cpu_launch,
+};

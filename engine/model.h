@@ -45,9 +45,10 @@ struct nn_model {
     nn_plan plan;
     nn_lane *lanes; /* lanes[0] serves every run but a split batch's */
     int n_lanes;
+    int n_slots; /* chunks the target holds at once (backend.h): its lanes on the CPU */
     int *last_use; /* per value: last node reading it (n_nodes for graph outputs) */
     pthread_mutex_t lock;
-    const struct nn_backend *backend; /* NULL: the CPU executor; else the device backend attached */
+    const struct nn_backend *backend; /* the target: nn_cpu_backend or a device's (backend.h) */
     int device_index;                 /* gpuN: N */
     void *device_state;               /* the backend's */
     const void *device_choices;       /* from the plan cache: what an earlier attach measured (backend.h) */

@@ -7,8 +7,8 @@
  * the normalized copy of the whole Concat, and the conv's read of it, give
  * way to the conv reading the Concat itself.
  *
- * Only for targets whose kernels apply prologues (NN_TARGET_PROLOGUE: the
- * CPU's; the CUDA backend would run such a Conv on the host). */
+ * Only where the target's kernels run the fused Conv (its supports_node: the
+ * CPU's do; the CUDA backend would run such a Conv on the host). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -64,7 +64,7 @@ static bool conv_accepts(const nn_model *m, const nn_node *conv) {
 
 static nn_status fuse_prologue(nn_model *m, int *rewrites) {
     nn_graph *g = &m->g;
-    if (m->dynamic || !nn_target_has(m, NN_TARGET_PROLOGUE)) return NN_OK;
+    if (m->dynamic) return NN_OK;
     int *uses = nn_value_uses(g);
     if (!uses) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
@@ -86,7 +86,7 @@ static nn_status fuse_prologue(nn_model *m, int *rewrites) {
         conv->in[0] = ew->in[0];
         conv->has_prologue = true;
         conv->prologue = (nn_prologue){.scale = at_scale, .shift = at_shift, .act = act};
-        if (!conv_accepts(m, conv)) {
+        if (!conv_accepts(m, conv) || !m->backend->supports_node(m, conv)) {
             conv->in = old_in; /* the longer copy stays in the arena, unused */
             conv->n_in = old_n_in;
             conv->has_prologue = false;

@@ -1194,6 +1194,17 @@ static void test_fuse_elementwise_stops(void) {
 /* A DenseNet layer: BatchNormalization+Relu over a Concat of all earlier
  * features, read by a 1x1 conv, which takes the scale, shift and Relu into
  * its input packing and reads the Concat itself. */
+/* Targets for fuse_prologue: one whose kernels apply no prologue, one that runs every node. */
+static bool no_prologue(const nn_model *m, const nn_node *n) {
+    (void)m;
+    return !n->has_prologue;
+}
+static bool any_node(const nn_model *m, const nn_node *n) {
+    (void)m;
+    (void)n;
+    return true;
+}
+
 static void test_fuse_prologue(void) {
     check_set_case("fuse_prologue: BN+Relu over a Concat moves into the 1x1 conv reading it (DenseNet)");
     builder b;
@@ -1229,9 +1240,10 @@ static void test_fuse_prologue(void) {
     nn_free(m);
     m = load_opts(path, 1, NULL, "fuse_prologue");
     if (m) CHECK_EQ_INT("FusedElementwise nodes without the pass", 1, count_op(m, NN_OP_FusedElementwise));
-    /* the pass asks the target for the capability, whatever its name */
+    /* the pass asks the target whether it runs the fused Conv, whatever its name */
     if (m) {
-        const nn_backend without = {.name = "cpu"}, with = {.name = "other", .caps = NN_TARGET_PROLOGUE};
+        const nn_backend without = {.name = "cpu", .supports_node = no_prologue},
+                         with = {.name = "other", .supports_node = any_node};
         int rewrites = 0;
         m->backend = &without;
         CHECK(nn_pass_fuse_prologue.run(m, &rewrites) == NN_OK, "run on a target without prologues: %s",
@@ -1240,7 +1252,7 @@ static void test_fuse_prologue(void) {
         m->backend = &with;
         CHECK(nn_pass_fuse_prologue.run(m, &rewrites) == NN_OK, "run on a target with prologues: %s", nn_last_error());
         CHECK_EQ_INT("rewrites on a target with prologues", 1, rewrites);
-        m->backend = NULL;
+        m->backend = &nn_cpu_backend;
     }
     nn_free(m);
     builder_free(&b);

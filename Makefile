@@ -27,7 +27,9 @@ BLAS_INC  := /usr/include/$(MULTIARCH)/openblas-serial
 LIBS     := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lprotobuf-c -lxxhash -fopenmp -lm -lpthread
 
 # The CUDA backend (cuda/, --device gpuN) is built when a toolkit with cuDNN
-# is found; `make CUDA_HOME=/nonexistent` builds for the CPU only.
+# is found, as the plugin libnn_cuda.so that libnn opens for a gpuN device
+# (engine/plugin.h): libnn, its programs and nn.pc link no CUDA library.
+# `make CUDA_HOME=/nonexistent` builds no plugin.
 CUDA_HOME   ?= /usr/local/cuda
 NVCC        := $(CUDA_HOME)/bin/nvcc
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
@@ -35,19 +37,18 @@ HAVE_CUDA   := $(if $(and $(wildcard $(NVCC)),$(wildcard $(CUDA_HOME)/include/cu
 ifeq ($(HAVE_CUDA),1)
 # Ampere and Hopper machine code, plus PTX that newer GPUs compile at load
 CUDA_ARCHS  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
-NVCCFLAGS    = -std=c++17 -O2 -g $(CUDA_ARCHS) -Werror all-warnings -DNN_HAVE_CUDA -DNN_BUILDING_LIBRARY \
+NVCCFLAGS    = -std=c++17 -O2 -g $(CUDA_ARCHS) -Werror all-warnings -DNN_HAVE_CUDA \
                -DNN_CUDA_LIBDIR='"$(CUDA_LIBDIR)"' -Xcompiler -Wall,-Wextra,-Werror,-fPIC,-fvisibility=hidden \
                -Xcompiler -fno-exceptions,-fno-rtti,-Wno-missing-field-initializers
-CFLAGS      += -DNN_HAVE_CUDA
 # cuBLASLt is opened when a model attaches to a GPU, not linked (cuda/lt.h)
 CUDA_LINK   := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcudart -ldl -lstdc++
-LIBS        += $(CUDA_LINK)
 CUDA_OBJS   := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
+CUDA_PLUGIN := $(BUILD)/libnn_cuda.so
 endif
 
 ENGINE_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard passes/*.c)
 PROTO_C    := $(BUILD)/proto/onnx.pb-c.c
-OBJS       := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/onnx.pb-c.o $(CUDA_OBJS)
+OBJS       := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/onnx.pb-c.o
 TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump
 # the CUDA host test checks the kernels' index arithmetic (cuda/index.h) against the CPU ops
 TESTS_C    := $(filter-out $(if $(HAVE_CUDA),,tests/test_cuda_host.c),$(wildcard tests/test_*.c))
@@ -55,7 +56,7 @@ TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $
               $(if $(HAVE_CUDA),$(BUILD)/tests/gpu/pipeline)
 
 .PHONY: all deps test-deps run test models bench install clean conformance fuzz
-all: $(BUILD)/libnn.a $(BUILD)/libnn.so $(TOOLS)
+all: $(BUILD)/libnn.a $(BUILD)/libnn.so $(TOOLS) $(CUDA_PLUGIN)
 
 # Missing Debian packages are installed before the first compile.
 deps: $(BUILD)/.deps-build
@@ -90,13 +91,15 @@ $(BUILD)/cuda/%.o: cuda/%.cu | $(BUILD)/.deps-build
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
-# api.c picks the GPU backend under NN_HAVE_CUDA: rebuild it when that flips
-CUDA_STAMP := $(BUILD)/.cuda-$(if $(HAVE_CUDA),on,off)
-$(CUDA_STAMP):
-	@mkdir -p $(BUILD) && rm -f $(BUILD)/.cuda-on $(BUILD)/.cuda-off && touch $@
-$(BUILD)/engine/api.o: $(CUDA_STAMP)
+# where an installed libnn looks for its plugins when none lies beside it
+$(BUILD)/engine/device.o: CFLAGS += -DNN_PLUGIN_DIR='"$(PREFIX)/lib"'
 
--include $(OBJS:.o=.d)
+# The plugin defines the engine functions it calls as forwarders to the table libnn hands it, so it links
+# no part of libnn: --no-undefined proves that nothing else is left for the loader to find.
+$(CUDA_PLUGIN): $(CUDA_OBJS)
+	$(CC) -shared -o $@ $^ $(CUDA_LINK) -Wl,--no-undefined -Wl,-soname,libnn_cuda.so
+
+-include $(OBJS:.o=.d) $(CUDA_OBJS:.o=.d)
 
 $(BUILD)/libnn.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
@@ -114,6 +117,11 @@ $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 $(BUILD)/tests/%: tests/%.c tests/check.h tests/onnx_builder.h tests/op_harness.h $(BUILD)/libnn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iengine -Iops $< -o $@ $(BUILD)/libnn.a $(LIBS)
+
+# reads the plugin's own statistics (cuda/stats.h), so it links the plugin too
+$(BUILD)/tests/gpu/pipeline: tests/gpu/pipeline.c $(BUILD)/libnn.a $(CUDA_PLUGIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS) $(CUDA_PLUGIN) -Wl,-rpath,'$$ORIGIN/../..'
 
 # ---- the main job: run the committed default model
 run: all
@@ -252,12 +260,12 @@ clean-sanitizers:
 
 install: all
 	mkdir -p $(PREFIX)/lib/pkgconfig $(PREFIX)/include $(PREFIX)/bin
-	cp $(BUILD)/libnn.a $(BUILD)/libnn.so $(PREFIX)/lib/
+	cp $(BUILD)/libnn.a $(BUILD)/libnn.so $(CUDA_PLUGIN) $(PREFIX)/lib/
 	cp engine/nn.h $(PREFIX)/include/
 	cp $(TOOLS) $(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_DIR@|$(BLAS_DIR)|g' -e 's|@VERSION@|$(shell sed -n 's/.*NN_VERSION_STRING "\(.*\)"/\1/p' engine/nn.h)|' \
-	    $(if $(HAVE_CUDA),-e 's|^Libs: .*|& $(CUDA_LINK)|') tools/nn.pc.in > $(PREFIX)/lib/pkgconfig/nn.pc
+	    tools/nn.pc.in > $(PREFIX)/lib/pkgconfig/nn.pc
 
 clean:
 	rm -rf $(BUILD)/*.o $(BUILD)/engine $(BUILD)/ops $(BUILD)/passes $(BUILD)/proto $(BUILD)/tests $(BUILD)/cuda \
-	       $(BUILD)/libnn.* $(TOOLS)
+	       $(BUILD)/libnn.* $(BUILD)/libnn_cuda.so $(TOOLS)

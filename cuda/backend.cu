@@ -1,6 +1,7 @@
 /* The CUDA backend (engine/backend.h): attach a planned model to a GPU
  * (device, weights, one kernel or CPU fallback per node, memory), detach.
  * The batch pipeline that nn_predict runs is in pipeline.cu. */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,13 +69,24 @@ static nn_status device_open(cu_ctx *c, int index) {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        const char *what = e == cudaErrorInsufficientDriver ? "no usable CUDA driver"
-                           : e == cudaErrorNoDevice         ? "no CUDA device"
-                                                            : "the CUDA runtime cannot start";
-        return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: %s (%s)", c->device, what,
-                            cudaGetErrorString(e));
+        /* the runtime says "driver version is insufficient" when there is no
+         * driver at all: tell the two apart by the driver's library */
+        void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+        if (driver) dlclose(driver);
+        int runtime = 0;
+        cudaRuntimeGetVersion(&runtime);
+        if (!driver || e == cudaErrorNoDevice)
+            return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: no NVIDIA driver/GPU found%s", c->device,
+                                driver ? "" : " (libcuda.so.1 is not installed)");
+        if (e == cudaErrorInsufficientDriver)
+            return nn_set_error(NN_ERR_DEVICE,
+                                "device '%s' is not available: the NVIDIA driver is older than CUDA %d.%d needs",
+                                c->device, runtime / 1000, runtime % 1000 / 10);
+        return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: the CUDA runtime cannot start (%s)",
+                            c->device, cudaGetErrorString(e));
     }
-    if (count == 0) return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: no CUDA device", c->device);
+    if (count == 0)
+        return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: no NVIDIA driver/GPU found", c->device);
     if (index >= count)
         return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: this machine has %d CUDA device%s", c->device,
                             count, count == 1 ? "" : "s");
@@ -393,7 +405,7 @@ static void cu_detach(nn_model *m) {
     m->device_state = NULL;
 }
 
-extern "C" nn_status nn_cuda_get_stats(const nn_model *m, nn_cuda_stats *s) {
+extern "C" __attribute__((visibility("default"))) nn_status nn_cuda_get_stats(const nn_model *m, nn_cuda_stats *s) {
     if (!m || !s || m->backend != &nn_cuda_backend || !m->device_state)
         return nn_set_error(NN_ERR_ARG, "nn_cuda_get_stats: the model is not attached to a GPU");
     *s = ((const cu_ctx *)m->device_state)->stats;

@@ -196,6 +196,9 @@ nn_status cu_convert_launch(const cu_ctx *c, const void *src, void *dst, int64_t
 /* blocks for a grid-stride loop over n items of `per_block` */
 unsigned cu_blocks(int64_t n, int per_block);
 
+/* The backend (backend.cu), which the plugin's entry point returns (plugin.cu). */
+extern "C" const nn_backend nn_cuda_backend;
+
 /* ---- pipeline.cu */
 /* Enqueue one batch: staging buffer `parity` into the input slots, every node, outputs back. */
 nn_status cu_enqueue_batch(cu_ctx *c, int parity);

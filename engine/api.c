@@ -9,13 +9,14 @@
 #include "error.h"
 #include "import.h"
 #include "model.h"
+#include "plugin.h"
 
 NN_API nn_options nn_options_default(void) {
     nn_options o = {.device = "cpu", .batch = 1, .threads = 0, .optimize = 1, .winograd = 1, .cache = 1};
     return o;
 }
 
-/* "cpu": the CPU executor; "gpuN": the CUDA backend, in builds that have it. */
+/* "cpu": the CPU executor; "gpuN": the CUDA backend, from its plugin. */
 static nn_status select_device(nn_model *m, const char *device) {
     m->backend = &nn_cpu_backend;
     if (!device || !strcmp(device, "cpu")) return NN_OK;
@@ -23,13 +24,12 @@ static nn_status select_device(nn_model *m, const char *device) {
         char *end;
         long idx = strtol(device + 3, &end, 10);
         if (end != device + 3 && !*end && idx >= 0 && idx < 1024) {
-#ifdef NN_HAVE_CUDA
-            m->backend = &nn_cuda_backend;
+            const nn_backend *cuda;
+            nn_status st = nn_plugin_backend_for(device, &cuda);
+            if (st != NN_OK) return st;
+            m->backend = cuda;
             m->device_index = (int)idx;
             return NN_OK;
-#else
-            return nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: this build has no CUDA support", device);
-#endif
         }
     }
     return nn_set_error(NN_ERR_ARG, "unknown device '%s' (expected cpu or gpuN)", device);

@@ -59,8 +59,4 @@ extern const nn_backend nn_cpu_backend;
 /* Whether the model's target has every capability in `caps`. */
 static inline bool nn_target_has(const nn_model *m, unsigned caps) { return (m->backend->caps & caps) == caps; }
 
-#ifdef NN_HAVE_CUDA
-extern const nn_backend nn_cuda_backend; /* cuda/ */
-#endif
-
 #endif

@@ -57,6 +57,8 @@ if [ -n "$sanitizer" ]; then
 else
     suite install tests/test_install.sh
 fi
+# a CPU user needs no CUDA: the GPU backend is the plugin libnn_cuda.so, opened for gpuN only
+suite "libnn without CUDA" tests/check_cpu_only.sh "$BUILD"
 suite malformed tests/malformed/run.sh
 suite leaks tests/check_leaks.sh
 # load/free 1000 times: too slow for valgrind, and ASan's quarantine keeps freed memory resident on purpose

@@ -14,6 +14,9 @@ DEVICE=${1:-gpu0}
 BUILD=${NN_BUILD:-build} # another build folder, as in tests/run_all.sh
 NNRUN="$BUILD/nnrun"
 PIPELINE=$BUILD/tests/gpu/pipeline
+# the test programs live below $BUILD, the plugin in it
+NN_CUDA_PLUGIN=${NN_CUDA_PLUGIN:-$(pwd)/$BUILD/libnn_cuda.so}
+export NN_CUDA_PLUGIN
 COMPARE=$BUILD/tests/compare_npy
 DIR=build/models
 MODELS="resnet50 vgg19 densenet201 efficientnet_b0 googlenet mobilenet_v2"

@@ -1,5 +1,6 @@
-/* What the CUDA backend measured on the last nn_predict, for tests/gpu (it
- * links libnn.a; the function is not exported from libnn.so). */
+/* What the CUDA backend measured on the last nn_predict, for tests/gpu,
+ * which links the plugin (libnn_cuda.so exports the function; libnn does
+ * not have it). */
 #ifndef NN_CUDA_STATS_H
 #define NN_CUDA_STATS_H
 

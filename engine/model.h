@@ -118,7 +118,7 @@ void nn_choose_lanes(nn_model *m);
  * rows past the last sample; an input without the batch is copied whole.
  * nn_chunk_out copies graph output v's rows from the plan's `src` into the
  * caller's `out`; an output without the batch is copied at the first chunk.
- * The CPU executor (api.c) and the CUDA pipeline both stage through them. */
+ * nn_predict (api.c) stages every target's chunks through them. */
 int64_t nn_chunk_count(int64_t start, int64_t step, int64_t total);
 void nn_chunk_in(const nn_value *v, const nn_tensor *in, void *dst, int64_t start, int64_t count, int64_t step);
 void nn_chunk_out(const nn_value *v, const void *src, nn_tensor *out, int64_t start, int64_t count);

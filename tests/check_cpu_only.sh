@@ -21,6 +21,33 @@ if [ -f "$BUILD/libnn_cuda.so" ]; then
         echo "FAIL: the plugin links libnn.so"
         fail=1
     fi
+    # it refuses a libnn of another layout, with one line
+    tmp=$(mktemp -d)
+    cat > "$tmp/abi.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) { printf("dlopen: %s\n", dlerror()); return 1; }
+    const void *(*entry)(const void *, char *, size_t);
+    *(void **)&entry = dlsym(lib, "nn_plugin_backend");
+    unsigned table[64];
+    memset(table, 0, sizeof table);
+    table[0] = 999; /* an interface number no libnn has */
+    char err[256] = "";
+    const void *b = entry ? entry(table, err, sizeof err) : (const void *)1;
+    printf("%s\n", err);
+    return b == NULL && strstr(err, "another version of libnn") ? 0 : 1;
+}
+C
+    if cc -o "$tmp/abi" "$tmp/abi.c" && msg=$("$tmp/abi" "$(pwd)/$BUILD/libnn_cuda.so"); then
+        echo "ok: a libnn of another layout: $msg"
+    else
+        echo "FAIL: the plugin accepted a table of another layout: $msg"
+        fail=1
+    fi
+    rm -rf "$tmp"
     # the plugin is found beside the program; without a GPU its attach fails with one clear line
     msg=$("$BUILD/nnrun" models/mobilenetv2.onnx --device gpu0 --iters 1 --warmup 0 2>&1 >/dev/null)
     case $msg in

@@ -468,8 +468,8 @@ static void test_micro_batch_refused(void) {
 /* Outputs whose dim 0 merely equals the bound batch: z = -u from a fixed
  * [4, 3] input (declared with a symbolic dim 0) is returned whole whatever
  * the sample count, while y = Relu(x) is gathered over micro-batches; and
- * y = Transpose(x) at batch 3 ([3, 3]) moves the batch to dim 1, so only
- * whole batches run. */
+ * y = Transpose(x) at batch 3 ([3, 3]) moves the batch to dim 1, and
+ * s = Shape(x) holds the batch size, so only whole batches run. */
 static void test_batch_follows(void) {
     check_set_case("test_batch_follows");
     static const int64_t dims_n3[2] = {-1, 3}, dims_43[2] = {4, 3}, dims_any[2] = {-1, -1};
@@ -528,6 +528,28 @@ static void test_batch_follows(void) {
             for (int j = 0; j < 3; j++)
                 wrong += ((float *)out.data)[i * 3 + j] != xs[j * 3 + i];
         CHECK(out.data && wrong == 0, "%d transposed outputs wrong", wrong);
+        nn_tensor_release(&out);
+        nn_free(m);
+    }
+
+    static const int64_t dims_2[1] = {2};
+    builder_init(&b);
+    b.inputs[b.graph.n_input++] = value_info("x", 2, dims_n3);
+    Onnx__ValueInfoProto *shape = value_info("s", 1, dims_2);
+    shape->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    b.outputs[b.graph.n_output++] = shape;
+    node(&b, "Shape", "size", "x", NULL, "s");
+    path = save(&b, "shape_output.onnx");
+    builder_free(&b);
+    if ((m = load_micro(path, 3, 1, &st))) {
+        CHECK(st.plan_batch == 3, "an output holding the batch size: %d per run", st.plan_batch);
+        float xs[18] = {0};
+        nn_tensor six = {NN_DTYPE_FLOAT, 2, {6, 3}, xs}, three = {NN_DTYPE_FLOAT, 2, {3, 3}, xs}, out;
+        CHECK(nn_predict(m, &six, 1, &out, 1) == NN_ERR_SHAPE && strstr(nn_last_error(), "'s'"),
+              "6 samples for Shape(x) at batch 3: %s", nn_last_error());
+        CHECK(nn_predict(m, &three, 1, &out, 1) == NN_OK && out.dims[0] == 2 && ((int64_t *)out.data)[0] == 3 &&
+                  ((int64_t *)out.data)[1] == 3,
+              "Shape(x) of 3 samples: %s", nn_last_error());
         nn_tensor_release(&out);
         nn_free(m);
     }

@@ -125,11 +125,6 @@ $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 $(BUILD)/nncache: tools/nncache.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
 
-# examples/hello.c, the README's library example (make test compiles and runs it)
-$(BUILD)/examples/%: examples/%.c $(BUILD)/libnn.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
-
 $(BUILD)/tests/%: tests/%.c tests/check.h tests/onnx_builder.h tests/op_harness.h $(BUILD)/libnn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iengine -Iops $< -o $@ $(BUILD)/libnn.a $(LIBS)
@@ -292,4 +287,4 @@ uninstall:
 
 clean:
 	rm -rf $(BUILD)/*.o $(BUILD)/engine $(BUILD)/ops $(BUILD)/passes $(BUILD)/proto $(BUILD)/tests $(BUILD)/cuda \
-	       $(BUILD)/libnn.* $(BUILD)/examples $(TOOLS)
+	       $(BUILD)/libnn.* $(TOOLS)

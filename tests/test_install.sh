@@ -79,7 +79,10 @@ for cc in $compilers; do
     deps "$tmp/use_nn_$cc"
     echo "ok: shared link with $cc"
 done
-# the README's example, built as the README says
+# the README's example, built as the README says, and shown there as it is in examples/hello.c
+sed -n '/^#include <nn.h>/,/^}/p' "$top/examples/hello.c" >"$tmp/hello.expected"
+sed -n '/^#include <nn.h>/,/^}/p' "$top/README.md" | cmp -s - "$tmp/hello.expected" ||
+    fail "README.md's C example differs from examples/hello.c"
 for cc in $compilers; do
     $cc -std=c11 -Wall -Wextra -Werror "$top/examples/hello.c" -o "$tmp/hello_$cc" $(pkg-config --cflags --libs nn)
     out=$("$tmp/hello_$cc" "$model") || fail "examples/hello.c built with $cc failed"

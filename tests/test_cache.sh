@@ -285,11 +285,17 @@ $NNCACHE list --max 1G >/dev/null 2>&1 && fail "nncache list --max should be ref
 # that process's outputs right: eviction only removes the name
 checks=$((checks + 1))
 run busy-1 "$tmp/cache-busy" "$MODEL" >/dev/null
+touch -d '1 day ago' "$tmp/cache-busy"/*.nnplan
+mkdir -p "$tmp/busy-2"
 $NNRUN "$MODEL" --cache-dir "$tmp/cache-busy" --iters 1 --warmup 0 --json --duration 3 --save-outputs "$tmp/busy-2" \
     >"$tmp/busy-2.json" 2>"$tmp/busy-2.err" &
 busy=$!
-mkdir -p "$tmp/busy-2"
-sleep 1.5
+# a hit refreshes the plan's time once it has mapped it: clear then, during the timed runs
+waited=0
+while [ -z "$(find "$tmp/cache-busy" -name '*.nnplan' -newermt '1 hour ago')" ] && [ $waited -lt 300 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+done
 $NNCACHE --dir "$tmp/cache-busy" clear >/dev/null
 if ! wait $busy || [ "$(json_cache "$tmp/busy-2.json")" != hit ] || ! same_outputs "$tmp/ref" "$tmp/busy-2"; then
     fail "a plan cleared while a process ran from it: $(cat "$tmp/busy-2.err") ($(json_cache "$tmp/busy-2.json"))"

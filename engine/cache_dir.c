@@ -9,6 +9,7 @@
  * unmaps them, and one that looks the name up afterwards simply misses and
  * rebuilds.  Only regular files named *.nnplan count and are removed, so
  * that a cache folder pointed at the wrong place loses nothing else. */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -50,7 +51,7 @@ bool nn_cache_parse_size(const char *s, int64_t *bytes) {
     if (errno || end == s || !(v >= 0)) return false;
     double unit = 1;
     if (*end) {
-        const char *units = "KMGT", *u = strchr(units, *end == 'k' ? 'K' : *end);
+        const char *units = "KMGT", *u = strchr(units, toupper((unsigned char)*end));
         if (!u || !*u) return false;
         for (const char *k = units; k <= u; k++)
             unit *= 1024;

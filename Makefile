@@ -28,7 +28,7 @@ LIBS     := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lprotobuf-c -lxxhas
 # The OpenMP runtime clang links (libomp), which lives beside clang's own libraries (<clang's folder>/../lib,
 # where clang -fopenmp looks) and not where gcc looks: nn.pc names the folder, so that a program linking the
 # static library with gcc or clang finds the one runtime the library was built for.
-OMP_LIBDIR := $(abspath $(dir $(realpath $(shell command -v $(CC))))../lib)
+OMP_LIBDIR  = $(abspath $(dir $(realpath $(shell command -v $(CC))))../lib)
 # The shared library's version is the engine's (engine/nn.h); its SONAME carries the major number.
 VERSION  := $(shell sed -n 's/.*NN_VERSION_STRING "\(.*\)"/\1/p' engine/nn.h)
 SOMAJOR  := $(firstword $(subst ., ,$(VERSION)))

@@ -1,4 +1,4 @@
-# nn — build, test, run.   make run | make test | make models | make bench | make install PREFIX=DIR
+# nn — build, test, run.   make run | make test | make models | make bench | make install [PREFIX=DIR] [DESTDIR=DIR]
 #
 # Debug build:  make DEBUG=1  (assertions + the IR verifier after every pass)
 
@@ -25,6 +25,13 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
 BLAS_INC  := /usr/include/$(MULTIARCH)/openblas-serial
 LIBS     := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lprotobuf-c -lxxhash -fopenmp -lm -lpthread
+# The OpenMP runtime clang links (libomp), which lives beside clang's own libraries (<clang's folder>/../lib,
+# where clang -fopenmp looks) and not where gcc looks: nn.pc names the folder, so that a program linking the
+# static library with gcc or clang finds the one runtime the library was built for.
+OMP_LIBDIR  = $(abspath $(dir $(realpath $(shell command -v $(CC))))../lib)
+# The shared library's version is the engine's (engine/nn.h); its SONAME carries the major number.
+VERSION  := $(shell sed -n 's/.*NN_VERSION_STRING "\(.*\)"/\1/p' engine/nn.h)
+SOMAJOR  := $(firstword $(subst ., ,$(VERSION)))
 
 # The CUDA backend (cuda/, --device gpuN) is built when a toolkit with cuDNN
 # is found, as the plugin libnn_cuda.so that libnn opens for a gpuN device
@@ -49,7 +56,7 @@ endif
 ENGINE_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard passes/*.c)
 PROTO_C    := $(BUILD)/proto/onnx.pb-c.c
 OBJS       := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/onnx.pb-c.o
-TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump
+TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump $(BUILD)/nncache
 # the CUDA host test checks the kernels' index arithmetic (cuda/index.h) against the CPU ops
 TESTS_C    := $(filter-out $(if $(HAVE_CUDA),,tests/test_cuda_host.c),$(wildcard tests/test_*.c))
 TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $(BUILD)/tests/compare_npy \
@@ -105,13 +112,20 @@ $(BUILD)/libnn.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 # Only nn_* symbols are exported (NN_API marks them; everything else is hidden).
-$(BUILD)/libnn.so: $(OBJS)
-	$(CC) -shared -o $@ $^ $(LIBS) -Wl,-soname,libnn.so
+# libnn.so -> libnn.so.0 (the SONAME programs record) -> libnn.so.0.x.y
+$(BUILD)/libnn.so.$(VERSION): $(OBJS)
+	$(CC) -shared -o $@ $^ $(LIBS) -Wl,-soname,libnn.so.$(SOMAJOR)
+$(BUILD)/libnn.so: $(BUILD)/libnn.so.$(VERSION)
+	ln -sf libnn.so.$(VERSION) $(BUILD)/libnn.so.$(SOMAJOR)
+	ln -sf libnn.so.$(SOMAJOR) $@
 
 $(BUILD)/nnrun: tools/nnrun.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
 
 $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
+
+$(BUILD)/nncache: tools/nncache.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/check.h tests/onnx_builder.h tests/op_harness.h $(BUILD)/libnn.a
@@ -258,13 +272,26 @@ clean: clean-sanitizers
 clean-sanitizers:
 	rm -rf $(BUILD)/asan $(BUILD)/tsan
 
+# DESTDIR stages the tree (packagers); PREFIX is where it will live, and what nn.pc names.  The header goes to
+# include/nn/nn.h, where no other nn.h can clash, and nn.pc's Cflags point into that folder, so programs
+# write #include <nn.h> (or <nn/nn.h> without pkg-config).
+LIBDIR  = $(DESTDIR)$(PREFIX)/lib
 install: all
-	mkdir -p $(PREFIX)/lib/pkgconfig $(PREFIX)/include $(PREFIX)/bin
-	cp $(BUILD)/libnn.a $(BUILD)/libnn.so $(CUDA_PLUGIN) $(PREFIX)/lib/
-	cp engine/nn.h $(PREFIX)/include/
-	cp $(TOOLS) $(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_DIR@|$(BLAS_DIR)|g' -e 's|@VERSION@|$(shell sed -n 's/.*NN_VERSION_STRING "\(.*\)"/\1/p' engine/nn.h)|' \
-	    tools/nn.pc.in > $(PREFIX)/lib/pkgconfig/nn.pc
+	mkdir -p $(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/nn $(DESTDIR)$(PREFIX)/bin
+	cp $(BUILD)/libnn.a $(BUILD)/libnn.so.$(VERSION) $(CUDA_PLUGIN) $(LIBDIR)/
+	ln -sf libnn.so.$(VERSION) $(LIBDIR)/libnn.so.$(SOMAJOR)
+	ln -sf libnn.so.$(SOMAJOR) $(LIBDIR)/libnn.so
+	cp engine/nn.h $(DESTDIR)$(PREFIX)/include/nn/
+	cp $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@BLAS_DIR@|$(BLAS_DIR)|g' -e 's|@OMP_LIBDIR@|$(OMP_LIBDIR)|g' \
+	    -e 's|@VERSION@|$(VERSION)|' \
+	    tools/nn.pc.in > $(LIBDIR)/pkgconfig/nn.pc
+
+uninstall:
+	rm -f $(LIBDIR)/libnn.a $(LIBDIR)/libnn.so $(LIBDIR)/libnn.so.$(SOMAJOR) $(LIBDIR)/libnn.so.$(VERSION) $(LIBDIR)/libnn_cuda.so \
+	      $(LIBDIR)/pkgconfig/nn.pc $(DESTDIR)$(PREFIX)/include/nn/nn.h $(TOOLS:$(BUILD)/%=$(DESTDIR)$(PREFIX)/bin/%)
+	-rmdir $(DESTDIR)$(PREFIX)/include/nn
+.PHONY: uninstall
 
 clean:
 	rm -rf $(BUILD)/*.o $(BUILD)/engine $(BUILD)/ops $(BUILD)/passes $(BUILD)/proto $(BUILD)/tests $(BUILD)/cuda \

@@ -63,6 +63,9 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
         return nn_set_error(NN_ERR_ARG, "tf32 and fp16 apply to GPU devices only (device is cpu)");
     if (opt.micro_batch < 0)
         return nn_set_error(NN_ERR_ARG, "micro-batch size must not be negative (got %d)", opt.micro_batch);
+    if (opt.cache_max < -1)
+        return nn_set_error(NN_ERR_ARG, "plan cache cap must be -1 (none), 0 (default) or bytes (got %lld)",
+                            (long long)opt.cache_max);
     if (opt.max_memory < 0)
         return nn_set_error(NN_ERR_ARG, "memory limit must not be negative (got %lld)", (long long)opt.max_memory);
     nn_model *m = calloc(1, sizeof *m);

@@ -108,22 +108,6 @@ void cache_plan_options(const nn_model *m, char *buf, size_t size) {
              o->fp16 != 0, cpu);
 }
 
-static bool cache_folder(const nn_model *m, char *dir, size_t size) {
-    const char *env;
-    int n;
-    if (m->opt.cache_dir && m->opt.cache_dir[0])
-        n = snprintf(dir, size, "%s", m->opt.cache_dir);
-    else if ((env = getenv("NN_CACHE_DIR")) && env[0])
-        n = snprintf(dir, size, "%s", env);
-    else if ((env = getenv("XDG_CACHE_HOME")) && env[0])
-        n = snprintf(dir, size, "%s/nn", env);
-    else if ((env = getenv("HOME")) && env[0])
-        n = snprintf(dir, size, "%s/.cache/nn", env);
-    else
-        return false;
-    return n > 0 && (size_t)n < size;
-}
-
 /* Which file a model is, as the file system tells without reading it:
  * device, inode, size, and modification and status-change times in ns.
  * Any write through the file system changes the status-change time. */
@@ -138,7 +122,7 @@ static void model_identity(const struct stat *st, uint64_t id[5]) {
 bool cache_locate(nn_model *m, const char *model_path, const char *opts) {
     char dir[PATH_MAX], real[PATH_MAX];
     struct stat st;
-    if (!cache_folder(m, dir, sizeof dir)) {
+    if (!nn_cache_folder(m->opt.cache_dir, dir, sizeof dir)) {
         cache_warn(m, "no cache folder: set NN_CACHE_DIR, XDG_CACHE_HOME or HOME");
         return false;
     }

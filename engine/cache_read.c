@@ -432,7 +432,9 @@ static bool read_plan_file(nn_model *m, const unsigned char *file, size_t size, 
 void nn_cache_load(nn_model *m, const char *model_path, bool *hit) {
     *hit = false;
     m->cache_state = NN_CACHE_MISS;
-    char opts[PLAN_OPTIONS_MAX];
+    char opts[PLAN_OPTIONS_MAX], warning[120];
+    m->cache_cap = nn_cache_cap(m->opt.cache_max, warning, sizeof warning);
+    if (warning[0]) cache_warn(m, "%s", warning);
     cache_plan_options(m, opts, sizeof opts);
     if (!cache_locate(m, model_path, opts)) return;
     const char *why = NULL;
@@ -470,6 +472,7 @@ void nn_cache_load(nn_model *m, const char *model_path, bool *hit) {
             m->cache_map_bytes = size;
             m->from_cache = true;
             m->cache_state = NN_CACHE_HIT;
+            nn_cache_touch(m->cache_path);
             *hit = true;
             return;
         }

@@ -275,6 +275,11 @@ void nn_cache_store(nn_model *m) {
     h.data_offset = (h.meta_offset + h.meta_bytes + PAGE - 1) / PAGE * PAGE;
     h.data_bytes = wr.data_bytes;
     h.file_bytes = h.data_offset + h.data_bytes;
+    if (m->cache_cap >= 0 && h.file_bytes > (uint64_t)m->cache_cap) {
+        cache_warn(m, "not cached: the plan's %.1f MiB exceed the plan cache's cap of %.1f MiB (NN_CACHE_MAX)",
+                   (double)h.file_bytes / (1 << 20), (double)m->cache_cap / (1 << 20));
+        goto done;
+    }
 
     char *dir = strdup(m->cache_path), *tmp = malloc(strlen(m->cache_path) + 32);
     if (!dir || !tmp) {
@@ -294,6 +299,8 @@ void nn_cache_store(nn_model *m) {
         ok = close(fd) == 0 && ok;
         if (ok && rename(tmp, m->cache_path) == 0) {
             m->cache_written = true;
+            /* the least recently used plans make room; eviction failing only leaves the folder larger */
+            nn_cache_trim(dir, m->cache_cap, m->cache_path, NULL);
         } else {
             cache_warn(m, "cannot write the plan cache '%s': %s", m->cache_path, strerror(ok ? errno : err));
             unlink(tmp);

@@ -63,7 +63,8 @@ struct nn_model {
     char *cache_path;           /* the cache file for this model and these options */
     bool cache_written;         /* a miss wrote it */
     char cache_warning[320];
-    void *cache_map; /* the mapped cache file on a hit (weights are used in place) */
+    int64_t cache_cap; /* bytes the cache folder may hold, -1 for no cap (nn_cache_cap) */
+    void *cache_map;   /* the mapped cache file on a hit (weights are used in place) */
     size_t cache_map_bytes;
     size_t cache_data_bytes; /* constants and prepared blocks inside the mapping */
 };

@@ -98,6 +98,9 @@ typedef struct nn_options {
                                  * micro-batches on independent lanes, one per thread, each kernel on one
                                  * thread: activations stay in cache and threads never wait for each
                                  * other.  0 (default): chosen from the model; `batch`: never split */
+    int64_t cache_max;          /* bytes the plan cache folder may hold; writing a plan removes the least
+                                 * recently used ones (a hit counts as a use) beyond it.  0 (default):
+                                 * $NN_CACHE_MAX (e.g. 512M, 2G, none), else 1 GiB; -1: no cap */
 } nn_options;
 
 typedef struct nn_model nn_model;

@@ -2,7 +2,9 @@
 # The plan cache as users meet it through nnrun and nndump: a hit gives
 # bit-identical outputs to a miss on every model; every kind of damaged,
 # foreign or stale file is reported as a warning and rebuilt (never a crash,
-# never a wrong output); writes are atomic under concurrent loads.
+# never a wrong output); writes are atomic under concurrent loads; the
+# folder's size cap evicts the least recently used plans, and nncache lists,
+# prunes and clears it.
 #
 # usage: tests/test_cache.sh   (the six models come from `make models`; missing ones are skipped, visibly)
 set -u
@@ -10,6 +12,8 @@ cd "$(dirname "$0")/.."
 BUILD=${NN_BUILD:-build}
 NNRUN=$BUILD/nnrun
 NNDUMP=$BUILD/nndump
+NNCACHE=$BUILD/nncache
+unset NN_CACHE_MAX # the default cap; section 5 sets its own
 MODEL=models/mobilenetv2.onnx
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -193,6 +197,110 @@ $NNDUMP "$MODEL" --cache-dir "$tmp/cache-dump" >"$tmp/dump-hit.txt" 2>&1
 if ! grep -q "plan came from the cache" "$tmp/dump-hit.txt" || ! grep -q "^stage final" "$tmp/dump-hit.txt" ||
     [ "$(without_passes "$tmp/dump-miss.txt")" != "$(without_passes "$tmp/dump-hit.txt")" ]; then
     fail "nndump from a cache hit differs from a miss"
+fi
+
+# ---- 5. the size cap: least recently used plans go first, a hit counts as a use, nncache
+# Tiny models from ONNX's node tests give small plans; file times set with touch stand for use.
+node=/usr/share/libonnx-testdata/data/node
+lru=$tmp/cache-lru
+plan_of() { ls "$1"/"$2"-*.nnplan 2>/dev/null; }
+bytes_of() { wc -c <"$1"; }
+checks=$((checks + 1))
+# the three share the name "model": tell them apart by folder, one plan per folder, then gather them
+for t in relu sigmoid tanh; do
+    run "cap1-$t" "$tmp/cache-one-$t" "$node/test_$t/model.onnx"
+done
+relu=$(plan_of "$tmp/cache-one-relu" model) sigm=$(plan_of "$tmp/cache-one-sigmoid" model)
+tanh=$(plan_of "$tmp/cache-one-tanh" model)
+if [ -z "$relu" ] || [ -z "$sigm" ] || [ -z "$tanh" ] || [ "$relu" = "$sigm" ]; then
+    fail "cap: expected one plan per model, got: $relu / $sigm / $tanh"
+else
+    r=$(bytes_of "$relu") s=$(bytes_of "$sigm") h=$(bytes_of "$tanh")
+    mkdir -p "$lru"
+    cp "$relu" "$sigm" "$lru/"
+    touch -d '3 days ago' "$lru/$(basename "$relu")"
+    touch -d '2 days ago' "$lru/$(basename "$sigm")"
+    # room for two: writing tanh's plan evicts relu's, the least recently used
+    NN_CACHE_MAX=$((s + h)) run cap-evict "$lru" "$node/test_tanh/model.onnx"
+    if [ -e "$lru/$(basename "$relu")" ] || [ ! -e "$lru/$(basename "$sigm")" ] || [ ! -e "$lru/$(basename "$tanh")" ]; then
+        fail "cap: writing a plan beyond the cap should evict the oldest only: $(ls "$lru")"
+    else
+        echo "ok: the cap evicts the least recently used plan"
+    fi
+    # a hit refreshes: sigmoid (older) is hit, so writing relu again evicts tanh instead
+    checks=$((checks + 1))
+    touch -d '2 days ago' "$lru/$(basename "$sigm")"
+    touch -d '1 day ago' "$lru/$(basename "$tanh")"
+    NN_CACHE_MAX=$((s + h)) run cap-hit "$lru" "$node/test_sigmoid/model.onnx"
+    [ "$(json_cache "$tmp/cap-hit.json")" = hit ] || fail "cap: expected a hit on sigmoid: $(cat "$tmp/cap-hit.err")"
+    NN_CACHE_MAX=$((s + r)) run cap-refresh "$lru" "$node/test_relu/model.onnx"
+    if [ ! -e "$lru/$(basename "$sigm")" ] || [ -e "$lru/$(basename "$tanh")" ] || [ ! -e "$lru/$(basename "$relu")" ]; then
+        fail "cap: a hit should make its plan the most recently used: $(ls "$lru")"
+    else
+        echo "ok: a hit makes its plan the most recently used"
+    fi
+fi
+# a plan larger than the cap is not written (and nothing is evicted for it); a bad NN_CACHE_MAX is a warning
+checks=$((checks + 1))
+NN_CACHE_MAX=1K run cap-small "$tmp/cache-small" "$node/test_relu/model.onnx"
+if ! grep -q "not cached: the plan.*exceed the plan cache's cap" "$tmp/cap-small.err" || [ -n "$(ls "$tmp/cache-small" 2>/dev/null)" ]; then
+    fail "cap: a plan over the cap: $(cat "$tmp/cap-small.err") / $(ls "$tmp/cache-small" 2>/dev/null)"
+fi
+checks=$((checks + 1))
+NN_CACHE_MAX=lots run cap-bad "$tmp/cache-bad" "$node/test_relu/model.onnx"
+if ! grep -q "NN_CACHE_MAX='lots' is not a size" "$tmp/cap-bad.err" || [ "$(json_cache "$tmp/cap-bad.json")" != miss ]; then
+    fail "cap: a bad NN_CACHE_MAX: $(cat "$tmp/cap-bad.err")"
+fi
+
+# nncache list / prune / clear, with a damaged and a foreign-looking file among the plans
+checks=$((checks + 1))
+lst=$tmp/cache-list
+mkdir -p "$lst"
+cp "$relu" "$sigm" "$tanh" "$lst/" 2>/dev/null
+touch -d '3 days ago' "$lst/$(basename "$relu")"
+head -c 5000 /dev/urandom >"$lst/junk-0123456789abcdef.nnplan"
+head -c 100 "$sigm" >"$lst/short-0123456789abcdef.nnplan"
+echo keep >"$lst/notes.txt"
+NN_CACHE_DIR=$lst $NNCACHE list >"$tmp/list.txt" 2>&1 || fail "nncache list failed: $(cat "$tmp/list.txt")"
+if ! grep -q "^5 plans" "$tmp/list.txt" || [ "$(grep -c ' ok  ' "$tmp/list.txt")" -ne 3 ] ||
+    ! grep -q "damaged (not a plan file).*junk-" "$tmp/list.txt" || ! grep -q "damaged (shorter.*short-" "$tmp/list.txt"; then
+    fail "nncache list: $(cat "$tmp/list.txt")"
+elif [ "$(sed -n 3p "$tmp/list.txt" | awk '{print $NF}')" != "$(basename "$relu")" ]; then
+    fail "nncache list does not show the least recently used plan first: $(cat "$tmp/list.txt")"
+fi
+checks=$((checks + 1))
+# prune: the two damaged files, then the oldest plan to fit the cap
+$NNCACHE --dir "$lst" prune --max $((s + h)) >"$tmp/prune.txt" 2>&1 || fail "nncache prune failed: $(cat "$tmp/prune.txt")"
+if [ "$(ls "$lst" | sort | tr '\n' ' ')" != "$(printf '%s\n' notes.txt "$(basename "$sigm")" "$(basename "$tanh")" | sort | tr '\n' ' ')" ]; then
+    fail "nncache prune left: $(ls "$lst") ($(cat "$tmp/prune.txt"))"
+fi
+checks=$((checks + 1))
+NN_CACHE_DIR=$lst $NNCACHE clear >"$tmp/clear.txt" 2>&1 || fail "nncache clear failed: $(cat "$tmp/clear.txt")"
+if [ "$(ls "$lst")" != notes.txt ] || ! grep -q "removed 2 files" "$tmp/clear.txt"; then
+    fail "nncache clear left: $(ls "$lst") ($(cat "$tmp/clear.txt"))"
+fi
+$NNCACHE list --max 1G >/dev/null 2>&1 && fail "nncache list --max should be refused"
+
+# evicting a plan a running process uses (a hit keeps it mapped and reads its weights in place) leaves
+# that process's outputs right: eviction only removes the name
+checks=$((checks + 1))
+run busy-1 "$tmp/cache-busy" "$MODEL" >/dev/null
+touch -d '1 day ago' "$tmp/cache-busy"/*.nnplan
+mkdir -p "$tmp/busy-2"
+$NNRUN "$MODEL" --cache-dir "$tmp/cache-busy" --iters 1 --warmup 0 --json --duration 3 --save-outputs "$tmp/busy-2" \
+    >"$tmp/busy-2.json" 2>"$tmp/busy-2.err" &
+busy=$!
+# a hit refreshes the plan's time once it has mapped it: clear then, during the timed runs
+waited=0
+while [ -z "$(find "$tmp/cache-busy" -name '*.nnplan' -newermt '1 hour ago')" ] && [ $waited -lt 300 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+done
+$NNCACHE --dir "$tmp/cache-busy" clear >/dev/null
+if ! wait $busy || [ "$(json_cache "$tmp/busy-2.json")" != hit ] || ! same_outputs "$tmp/ref" "$tmp/busy-2"; then
+    fail "a plan cleared while a process ran from it: $(cat "$tmp/busy-2.err") ($(json_cache "$tmp/busy-2.json"))"
+elif [ -n "$(ls "$tmp/cache-busy")" ]; then
+    fail "nncache clear left $(ls "$tmp/cache-busy")"
 fi
 
 echo "$((checks - fails)) passed, $fails failed"

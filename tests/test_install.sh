@@ -1,12 +1,35 @@
 #!/bin/sh
-# `make install` into a temporary prefix, then build a program against the
-# installed library using nothing but `pkg-config --cflags --libs nn`.
+# `make install` as a user and a packager meet it: programs built against the
+# installed library with nothing but pkg-config's flags (shared, and static
+# with `pkg-config --static`, each with gcc and clang), the versioned shared
+# library, the header under include/nn, and DESTDIR staging.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+model="$top/models/mobilenetv2.onnx"
+version=$(sed -n 's/.*NN_VERSION_STRING "\(.*\)"/\1/p' "$top/engine/nn.h")
+major=${version%%.*}
+export NN_CACHE_DIR="$tmp/cache"
+fail() { echo "FAIL: $*"; exit 1; }
+
 make -s -C "$top" install PREFIX="$tmp/prefix" >/dev/null
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+
+# ---- the layout: libnn.so -> libnn.so.MAJOR -> libnn.so.VERSION (SONAME libnn.so.MAJOR), include/nn/nn.h
+lib="$tmp/prefix/lib"
+[ "$(readlink "$lib/libnn.so")" = "libnn.so.$major" ] || fail "libnn.so does not point to libnn.so.$major"
+[ "$(readlink "$lib/libnn.so.$major")" = "libnn.so.$version" ] || fail "libnn.so.$major does not point to libnn.so.$version"
+[ -f "$lib/libnn.so.$version" ] && [ ! -L "$lib/libnn.so.$version" ] || fail "libnn.so.$version is not a file"
+soname=$(readelf -d "$lib/libnn.so.$version" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$soname" = "libnn.so.$major" ] || fail "SONAME is '$soname', not libnn.so.$major"
+[ -f "$tmp/prefix/include/nn/nn.h" ] || fail "no include/nn/nn.h"
+[ ! -e "$tmp/prefix/include/nn.h" ] || fail "nn.h installed at the top of include/, where it can clash"
+[ "$(pkg-config --modversion nn)" = "$version" ] || fail "nn.pc says version $(pkg-config --modversion nn), nn.h $version"
+for tool in nnrun nndump nncache; do
+    [ -x "$tmp/prefix/bin/$tool" ] || fail "bin/$tool not installed"
+done
+
 cat > "$tmp/use_nn.c" <<'C'
 #include <nn.h>
 #include <stdio.h>
@@ -31,21 +54,69 @@ int main(int argc, char **argv) {
     return ok ? 0 : 1;
 }
 C
-cc -std=c11 "$tmp/use_nn.c" -o "$tmp/use_nn" $(pkg-config --cflags --libs nn)
-"$tmp/use_nn" "$top/models/mobilenetv2.onnx"
-# the single-threaded OpenBLAS, whichever flavour the system's libopenblas.so.0 points to
-# (the GEMM calls it inside its own thread team), and one OpenMP runtime
-deps=$(ldd "$tmp/use_nn")
-if ! echo "$deps" | grep -q 'libopenblas\.so\.0 => .*/openblas-serial/'; then
-    echo "FAIL: use_nn does not load the serial OpenBLAS:"; echo "$deps" | grep -i blas; exit 1
-fi
-if echo "$deps" | grep -q libgomp; then
-    echo "FAIL: use_nn loads libgomp beside libomp:"; echo "$deps" | grep -i omp; exit 1
-fi
+
+# deps PROGRAM: the single-threaded OpenBLAS, whichever flavour the system's libopenblas.so.0 points to
+# (the GEMM calls it inside its own thread team), and one OpenMP runtime, libomp (never libgomp beside it)
+deps() {
+    d=$(ldd "$1")
+    echo "$d" | grep -q 'libopenblas\.so\.0 => .*/openblas-serial/' ||
+        fail "$1 does not load the serial OpenBLAS: $(echo "$d" | grep -i blas)"
+    echo "$d" | grep -q 'libomp' || fail "$1 does not load libomp"
+    if echo "$d" | grep -q libgomp; then fail "$1 loads libgomp beside libomp"; fi
+}
+
+compilers=""
+for cc in gcc clang; do
+    if command -v $cc >/dev/null; then compilers="$compilers $cc"; else echo "skipped: no $cc"; fi
+done
+
+# ---- shared: the program records libnn.so.MAJOR and runs from the prefix
+for cc in $compilers; do
+    $cc -std=c11 -Wall -Werror "$tmp/use_nn.c" -o "$tmp/use_nn_$cc" $(pkg-config --cflags --libs nn)
+    "$tmp/use_nn_$cc" "$model" >/dev/null || fail "use_nn built with $cc failed"
+    ldd "$tmp/use_nn_$cc" | grep -q "libnn\.so\.$major => $lib/libnn\.so\.$major" ||
+        fail "use_nn ($cc) does not load $lib/libnn.so.$major: $(ldd "$tmp/use_nn_$cc" | grep libnn)"
+    deps "$tmp/use_nn_$cc"
+    echo "ok: shared link with $cc"
+done
+# the README's example, built as the README says, and shown there as it is in examples/hello.c
+sed -n '/^#include <nn.h>/,/^}/p' "$top/examples/hello.c" >"$tmp/hello.expected"
+sed -n '/^#include <nn.h>/,/^}/p' "$top/README.md" | cmp -s - "$tmp/hello.expected" ||
+    fail "README.md's C example differs from examples/hello.c"
+for cc in $compilers; do
+    $cc -std=c11 -Wall -Wextra -Werror "$top/examples/hello.c" -o "$tmp/hello_$cc" $(pkg-config --cflags --libs nn)
+    out=$("$tmp/hello_$cc" "$model") || fail "examples/hello.c built with $cc failed"
+    echo "$out" | grep -q "1000 scores, top class" || fail "examples/hello.c printed '$out'"
+done
+echo "ok: examples/hello.c: $out"
+
+# ---- static: a prefix with only libnn.a, so that -lnn must find it, and every library it needs must
+# come from `pkg-config --static --libs nn` (the OpenMP runtime clang built it for included)
+make -s -C "$top" install PREFIX="$tmp/static" >/dev/null
+rm -f "$tmp/static/lib"/libnn.so*
+for cc in $compilers; do
+    PKG_CONFIG_PATH="$tmp/static/lib/pkgconfig" sh -c \
+        "$cc -std=c11 '$tmp/use_nn.c' -o '$tmp/static_$cc' \$(pkg-config --cflags --static --libs nn)" ||
+        fail "static link with $cc and pkg-config --static failed"
+    if ldd "$tmp/static_$cc" | grep -q libnn; then fail "the static link with $cc still loads libnn.so"; fi
+    deps "$tmp/static_$cc"
+    "$tmp/static_$cc" "$model" >/dev/null || fail "the program statically linked with $cc failed"
+    echo "ok: static link with $cc"
+done
+
+# ---- DESTDIR: everything under the staging folder, nn.pc naming the final prefix
+make -s -C "$top" install DESTDIR="$tmp/stage" PREFIX=/opt/nn >/dev/null
+for f in lib/libnn.a lib/libnn.so "lib/libnn.so.$version" lib/pkgconfig/nn.pc include/nn/nn.h bin/nnrun; do
+    [ -e "$tmp/stage/opt/nn/$f" ] || fail "DESTDIR install lacks opt/nn/$f"
+done
+grep -q '^prefix=/opt/nn$' "$tmp/stage/opt/nn/lib/pkgconfig/nn.pc" || fail "the staged nn.pc does not name /opt/nn"
+[ ! -e /opt/nn ] || echo "note: /opt/nn exists (not from this test)"
+make -s -C "$top" uninstall DESTDIR="$tmp/stage" PREFIX=/opt/nn >/dev/null
+left=$(find "$tmp/stage" -type f -o -type l)
+[ -z "$left" ] || fail "make uninstall left: $left"
+
 # only nn_* symbols may be exported
-leaked=$(nm -D --defined-only "$tmp/prefix/lib/libnn.so" | awk '{print $3}' | grep -v '^nn_' | grep -v '^_' || true)
-if [ -n "$leaked" ]; then
-    echo "FAIL: libnn.so exports non-nn symbols:"; echo "$leaked" | head; exit 1
-fi
+leaked=$(nm -D --defined-only "$lib/libnn.so" | awk '{print $3}' | grep -v '^nn_' | grep -v '^_' || true)
+[ -z "$leaked" ] || fail "libnn.so exports non-nn symbols: $(echo "$leaked" | head)"
 "$tmp/prefix/bin/nnrun" --version >/dev/null
 echo "install: ok"

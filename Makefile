@@ -105,8 +105,9 @@ $(BUILD)/libnn.a: $(OBJS)
 $(BUILD)/libnn.so: $(OBJS)
 	$(CC) -shared -o $@ $^ $(LIBS) -Wl,-soname,libnn.so
 
-$(BUILD)/nnrun: tools/nnrun.c $(BUILD)/libnn.a
-	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
+NNRUN_SRC := tools/nnrun.c tools/nnrun_report.c tools/nnrun_stats.c
+$(BUILD)/nnrun: $(NNRUN_SRC) tools/nnrun.h tools/nnrun_stats.h $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -Iengine $(NNRUN_SRC) -o $@ $(BUILD)/libnn.a $(LIBS)
 
 $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
@@ -114,6 +115,9 @@ $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 $(BUILD)/tests/%: tests/%.c tests/check.h tests/onnx_builder.h tests/op_harness.h $(BUILD)/libnn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iengine -Iops $< -o $@ $(BUILD)/libnn.a $(LIBS)
+
+# the statistics and powercap test compiles nnrun's measuring code in
+$(BUILD)/tests/test_nnrun_stats: tools/nnrun_stats.c tools/nnrun_stats.h
 
 # ---- the main job: run the committed default model
 run: all

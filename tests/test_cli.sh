@@ -257,5 +257,41 @@ check "no powercap: --verbose says why in one line" \
 NN_POWERCAP_ROOT="$tmp/nowhere" $NNRUN "$MODEL" --iters 1 --warmup 0 >/dev/null 2>"$tmp/err"
 check "no powercap, not --verbose: silent" test ! -s "$tmp/err"
 
+# ---- nndump: every stage as dot that dot can read, labels that say how a node runs
+NNDUMP=$BUILD/nndump
+$NNDUMP "$MODEL" --stage all --format dot --no-cache >"$tmp/all.dot" 2>"$tmp/err"
+check "nndump --stage all --format dot: one digraph" test "$(grep -c '^digraph' "$tmp/all.dot")" -eq 1
+stages=$($NNDUMP "$MODEL" --stage all --no-cache | grep -c '^stage ')
+check "nndump --stage all --format dot: a cluster per stage ($stages)" \
+    test "$(grep -c '^  subgraph cluster_' "$tmp/all.dot")" -eq "$stages" -a "$stages" -gt 2
+$NNDUMP "$MODEL" --stage all --format dot --output-dir "$tmp/dots" --no-cache >"$tmp/files" 2>"$tmp/err"
+check "nndump --output-dir: one file per stage, each listed" \
+    test "$(ls "$tmp/dots" | wc -l)" -eq "$stages" -a "$(wc -l <"$tmp/files")" -eq "$stages"
+check "nndump --output-dir: stage files named NN-STAGE.dot" test -f "$tmp/dots/00-parsed.dot"
+final=$(ls "$tmp/dots"/*-final.dot)
+check "nndump --output-dir: each file one digraph" test "$(cat "$tmp/dots"/*.dot | grep -c '^digraph')" -eq "$stages"
+if command -v dot >/dev/null; then
+    check "dot reads the combined graph" dot -Tsvg "$tmp/all.dot" -o "$tmp/all.svg"
+    for f in "$tmp/dots"/*.dot; do
+        check "dot reads $(basename "$f")" dot -Tsvg "$f" -o /dev/null
+    done
+else
+    echo "skipped: rendering with dot (graphviz not installed)"
+fi
+check "nndump labels: the stem conv's kernel, stride and algorithm" \
+    grep -q 'label="Conv\\n3x3 stride 2x2, [a-z]' "$final"
+check "nndump labels: a depthwise conv's group" grep -q 'label="Conv\\n3x3 stride 1x1 group 32, depthwise' "$final"
+$NNDUMP "$MODEL" --stage parsed --no-cache >"$tmp/parsed.txt"
+parsed_nodes=$(sed -n 's/^stage parsed: \([0-9]*\) nodes.*/\1/p' "$tmp/parsed.txt")
+file_nodes=$($PY -c "import onnx; print(len(onnx.load('$MODEL').graph.node))")
+constants=$($PY -c "import onnx; print(sum(n.op_type == 'Constant' for n in onnx.load('$MODEL').graph.node))")
+check "nndump: the file's node count is onnx's ($file_nodes)" grep -q "^$MODEL: $file_nodes nodes in the file" "$tmp/parsed.txt"
+check "nndump: stage parsed explains the $file_nodes -> $parsed_nodes drop by the file's $constants Constant nodes" \
+    grep -q "^stage parsed: $((file_nodes - constants)) nodes (the file's $file_nodes less $constants Constant nodes, evaluated into constants at import)" "$tmp/parsed.txt"
+$NNDUMP "$MODEL" --format json --no-cache >"$tmp/dump.json"
+check "nndump --format json: nodes say how they run" \
+    test "$(json "$tmp/dump.json" "d['stages'][0]['nodes'][0]['runs_as'].split(', ')[0]")" = "3x3 stride 2x2"
+expect_error 2 "--output-dir writes dot files" $NNDUMP "$MODEL" --output-dir "$tmp/x"
+
 echo "$((checks - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

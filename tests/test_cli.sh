@@ -152,6 +152,9 @@ check "--quiet: no progress lines" test ! -s "$tmp/progress"
 $NNRUN "$MODEL" --scan-batch 1 --iters 1 --warmup 0 >/dev/null 2>"$tmp/progress"
 check "stderr not a terminal: no progress lines" test ! -s "$tmp/progress"
 
+$NNRUN "$MODEL" --duration 2.5 --iters 1 --warmup 0 --progress >/dev/null 2>"$tmp/progress"
+check "--progress on a long run: a line every 2 s" grep -q '^nnrun: [0-9]* s, [0-9]* runs\? so far$' "$tmp/progress"
+
 # output folders are checked before the model loads, not after the timed runs
 start=$(date +%s)
 expect_error 1 "--save-outputs '$tmp/no/such/dir': cannot create the folder" \

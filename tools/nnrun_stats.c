@@ -48,7 +48,7 @@ static int read_u64(const char *dir, const char *file, uint64_t *out, char *reas
     snprintf(path, sizeof path, "%s/%s", dir, file);
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(reason, size, "%s: %s%s", path, strerror(errno),
+        snprintf(reason, size, "%.300s: %.60s%s", path, strerror(errno),
                  errno == EACCES ? " (the counters are readable by root only since Linux 5.10)" : "");
         return -1;
     }
@@ -59,7 +59,7 @@ static int read_u64(const char *dir, const char *file, uint64_t *out, char *reas
     errno = 0;
     unsigned long long v = strtoull(buf, &end, 10);
     if (end == buf || errno || (*end && *end != '\n') || buf[0] == '-') {
-        snprintf(reason, size, "%s: not a counter ('%.20s')", path, buf);
+        snprintf(reason, size, "%.400s: not a counter ('%.20s')", path, buf);
         return -1;
     }
     *out = v;
@@ -108,7 +108,7 @@ int energy_stop(energy_meter *e, double *joules) {
         uj += (double)delta;
     }
     if (!(uj > 0)) {
-        snprintf(e->reason, sizeof e->reason, "the powercap counters under %s did not advance during the run",
+        snprintf(e->reason, sizeof e->reason, "the powercap counters under %.400s did not advance during the run",
                  e->n_zones ? e->path[0] : "(none)");
         return -1;
     }

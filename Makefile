@@ -119,8 +119,9 @@ $(BUILD)/libnn.so: $(BUILD)/libnn.so.$(VERSION)
 	ln -sf libnn.so.$(VERSION) $(BUILD)/libnn.so.$(SOMAJOR)
 	ln -sf libnn.so.$(SOMAJOR) $@
 
-$(BUILD)/nnrun: tools/nnrun.c $(BUILD)/libnn.a
-	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
+NNRUN_SRC := tools/nnrun.c tools/nnrun_report.c tools/nnrun_stats.c
+$(BUILD)/nnrun: $(NNRUN_SRC) tools/nnrun.h tools/nnrun_stats.h $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -Iengine $(NNRUN_SRC) -o $@ $(BUILD)/libnn.a $(LIBS)
 
 $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
@@ -136,6 +137,9 @@ $(BUILD)/tests/%: tests/%.c tests/check.h tests/onnx_builder.h tests/op_harness.
 $(BUILD)/tests/gpu/pipeline: tests/gpu/pipeline.c $(BUILD)/libnn.a $(CUDA_PLUGIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS) $(CUDA_PLUGIN) -Wl,-rpath,'$$ORIGIN/../..'
+
+# the statistics and powercap test compiles nnrun's measuring code in
+$(BUILD)/tests/test_nnrun_stats: tools/nnrun_stats.c tools/nnrun_stats.h
 
 # ---- the main job: run the committed default model
 run: all

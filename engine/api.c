@@ -97,7 +97,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
         return st;
     }
     int folded;
-    if ((st = nn_check_memory_limit(m, 0)) == NN_OK && (st = nn_bind_inputs(m)) == NN_OK &&
+    if ((st = nn_bind_inputs(m)) == NN_OK &&
         (st = nn_infer_graph(m, false, &folded)) == NN_OK && (st = nn_choose_plan_batch(m)) == NN_OK && hook)
         hook(hook_ctx, m, "parsed", 0);
     if (st != NN_OK || (opt.optimize && (st = nn_optimize(m, hook, hook_ctx)) != NN_OK) ||
@@ -162,6 +162,8 @@ NN_API nn_status nn_model_get_stats(const nn_model *m, nn_model_stats *s) {
     s->cache = m->cache_state;
     s->cache_path = m->cache_state == NN_CACHE_HIT || m->cache_written ? m->cache_path : NULL;
     s->cache_warning = m->cache_warning[0] ? m->cache_warning : NULL;
+    s->io_bytes = m->dynamic ? 0 : (int64_t)nn_io_bytes(m);
+    s->memory_bytes = m->dynamic ? 0 : (int64_t)nn_memory_need(m, m->plan.workspace_bytes);
     return NN_OK;
 }
 

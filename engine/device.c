@@ -77,29 +77,54 @@ static nn_status open_plugin(const char *device, const char *path, const nn_back
     return NN_OK;
 }
 
+/* Where the CUDA plugin is: $NN_CUDA_PLUGIN, else beside libnn, else the
+ * install's lib folder.  Returns false with `where` naming the folders
+ * searched (or the missing file NN_CUDA_PLUGIN names). */
+static bool find_plugin(char *path, size_t size, char *where, size_t where_size, bool *named_missing) {
+    const char *named = getenv("NN_CUDA_PLUGIN");
+    char here[PATH_MAX];
+    bool near = own_folder(here, sizeof here);
+    *named_missing = false;
+    if (named && named[0]) {
+        snprintf(path, size, "%s", named);
+        snprintf(where, where_size, "%s", named);
+        *named_missing = access(named, F_OK) != 0;
+        return !*named_missing;
+    }
+    if (near && snprintf(path, size, "%s/%s", here, NN_CUDA_PLUGIN_NAME) < (int)size && access(path, F_OK) == 0)
+        return true;
+    if (snprintf(path, size, "%s", NN_PLUGIN_DIR "/" NN_CUDA_PLUGIN_NAME) < (int)size && access(path, F_OK) == 0)
+        return true;
+    snprintf(where, where_size, "%s%s" NN_PLUGIN_DIR, near ? here : "", near ? " and " : "");
+    return false;
+}
+
+const char *nn_cuda_plugin_path(void) {
+    static char path[PATH_MAX + 32];
+    char where[2 * PATH_MAX + 64];
+    bool named_missing;
+    pthread_mutex_lock(&lock);
+    bool found = find_plugin(path, sizeof path, where, sizeof where, &named_missing);
+    pthread_mutex_unlock(&lock);
+    return found ? path : NULL;
+}
+
 nn_status nn_plugin_backend_for(const char *device, const nn_backend **out) {
     pthread_mutex_lock(&lock);
     nn_status st = NN_OK;
     if (!cuda) {
-        const char *named = getenv("NN_CUDA_PLUGIN");
-        char here[PATH_MAX], near[PATH_MAX + 32], installed[] = NN_PLUGIN_DIR "/" NN_CUDA_PLUGIN_NAME;
-        near[0] = 0;
-        if (own_folder(here, sizeof here)) snprintf(near, sizeof near, "%s/%s", here, NN_CUDA_PLUGIN_NAME);
-        if (named && named[0])
-            st = access(named, F_OK) == 0
-                     ? open_plugin(device, named, &cuda)
-                     : nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: NN_CUDA_PLUGIN names '%s', which does "
-                                                   "not exist",
-                                    device, named);
-        else if (near[0] && access(near, F_OK) == 0)
-            st = open_plugin(device, near, &cuda);
-        else if (access(installed, F_OK) == 0)
-            st = open_plugin(device, installed, &cuda);
+        char path[PATH_MAX + 32], where[2 * PATH_MAX + 64];
+        bool named_missing;
+        if (find_plugin(path, sizeof path, where, sizeof where, &named_missing))
+            st = open_plugin(device, path, &cuda);
+        else if (named_missing)
+            st = nn_set_error(NN_ERR_DEVICE, "device '%s' is not available: NN_CUDA_PLUGIN names '%s', which does not exist",
+                              device, where);
         else
             st = nn_set_error(NN_ERR_DEVICE,
                               "device '%s' is not available: the CUDA plugin " NN_CUDA_PLUGIN_NAME
-                              " is not installed (looked in %s%s" NN_PLUGIN_DIR "; NN_CUDA_PLUGIN may name it)",
-                              device, near[0] ? here : "", near[0] ? " and " : "");
+                              " is not installed (looked in %s; NN_CUDA_PLUGIN may name it)",
+                              device, where);
     }
     *out = cuda;
     pthread_mutex_unlock(&lock);

@@ -227,12 +227,13 @@ void nn_execute_release(nn_model *m) {
 
 /* ---- the CPU executor as the reference target (backend.h) */
 
-/* Prepared weights within the memory limit, then each lane's buffers. */
+/* Prepared weights, then each lane's buffers; the memory limit is checked
+ * once, when the figure is whole (model.h). */
 static nn_status cpu_attach(nn_model *m, int device_index) {
     (void)device_index;
     nn_status st;
-    if ((st = nn_check_memory_limit(m, 0)) != NN_OK || (st = nn_prepare_weights(m)) != NN_OK ||
-        (st = nn_check_memory_limit(m, m->plan.workspace_bytes)) != NN_OK || (st = nn_runtime_alloc(m)) != NN_OK)
+    if ((st = nn_prepare_weights(m)) != NN_OK || (st = nn_check_memory_limit(m, m->plan.workspace_bytes)) != NN_OK ||
+        (st = nn_runtime_alloc(m)) != NN_OK)
         return st;
     m->n_slots = m->n_lanes;
     return NN_OK;

@@ -146,8 +146,14 @@ nn_status nn_runtime_alloc(nn_model *m);
 void nn_runtime_free(nn_model *m);
 /* Bytes of constants and prepared weights the model holds. */
 size_t nn_weight_bytes(const nn_model *m);
-/* NN_ERR_NOMEM with a message when weights, the activation arena and
- * `workspace` bytes of scratch exceed options.max_memory. */
+/* Bytes of the graph inputs and outputs at the bound batch (one nn_predict's). */
+size_t nn_io_bytes(const nn_model *m);
+/* The whole memory a static CPU model needs: weights, every lane's arena and
+ * `workspace` bytes of scratch, and nn_io_bytes. */
+size_t nn_memory_need(const nn_model *m, size_t workspace);
+/* NN_ERR_NOMEM with a message naming the whole need when nn_memory_need
+ * exceeds options.max_memory.  Checked once, when everything but the
+ * arenas and scratch is in place, so that the figure is final. */
 nn_status nn_check_memory_limit(const nn_model *m, size_t workspace);
 /* Run the graph once on one lane.  Inputs are in lane->rt[input].  Static
  * models write into the lane's planned arena; dynamic ones (one lane) infer

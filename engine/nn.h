@@ -151,12 +151,44 @@ typedef struct nn_model_stats {
     nn_cache_state cache;      /* where the plan came from */
     const char *cache_path;    /* the cache file read or written; NULL when none */
     const char *cache_warning; /* why a cache file was not used or not written; NULL when all went well */
+    int64_t io_bytes;          /* inputs and outputs of one nn_predict of `batch` samples */
+    int64_t memory_bytes;      /* the whole need options.max_memory is compared with: weights, arena,
+                                * scratch and io_bytes (a limit of at least this much lets the model load) */
 } nn_model_stats;
 NN_API nn_status nn_model_get_stats(const nn_model *model, nn_model_stats *stats);
 
 /* With options.profile set: print time per operator type (fused epilogues
  * counted with their host) accumulated over all nn_predict calls so far. */
 NN_API nn_status nn_profile_print(const nn_model *model, FILE *out);
+
+/* With options.profile set: one executed node's share of the time, for
+ * per-node tables (nn_profile_node_count nodes, in execution order; -1 when
+ * profiling is off).  Times are per run of the plan (one micro-batch when a
+ * batch is split), averaged over every run so far. */
+typedef struct nn_node_profile {
+    const char *name;  /* the node's name (fused nodes keep their host's) */
+    const char *op;    /* operator type */
+    const char *fused; /* what fusion folded into it, e.g. "BatchNormalization+Relu"; NULL if nothing */
+    nn_tensor output;  /* dtype and shape of output 0 (data NULL); ndim 0 and dtype UNDEFINED if unknown */
+    double ms;         /* mean milliseconds per run */
+    double share;      /* fraction of all nodes' time, 0..1 */
+    double flops;      /* floating-point operations per run (a multiply-add counts 2) for Conv, Gemm and
+                        * MatMul; 0 for other ops */
+} nn_node_profile;
+NN_API int nn_profile_node_count(const nn_model *model);
+NN_API nn_status nn_profile_node(const nn_model *model, int index, nn_node_profile *profile);
+
+/* What this build runs with on this machine, for `--version` reports. */
+typedef struct nn_build_info {
+    const char *version;        /* NN_VERSION_STRING */
+    const char *isa;            /* instruction set the CPU kernels use: "avx512", "avx2", "scalar" */
+    const char *cpu_kernels;    /* the GEMM kernel family chosen for it */
+    int processors;             /* processors OpenMP may use */
+    int openmp_version;         /* _OPENMP of the build (yyyymm) */
+    const char *openmp_library; /* file of the OpenMP runtime loaded (libomp, libgomp) */
+    const char *cuda_plugin;    /* the CUDA backend plugin libnn would load for gpuN (a path), or NULL */
+} nn_build_info;
+NN_API void nn_get_build_info(nn_build_info *info);
 
 /* Bytes per element of a dtype (0 for an unknown one) and element count of a
  * tensor (-1 when its rank or a dimension is unknown or negative, or the

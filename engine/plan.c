@@ -1,6 +1,7 @@
 /* Static memory planning: every intermediate gets an offset in one arena,
  * reusing space once its last consumer has run.  Greedy by size, best fit
  * among the gaps left by buffers whose lifetimes overlap. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,15 +192,35 @@ void nn_plan_free(nn_plan *p) {
 
 size_t nn_weight_bytes(const nn_model *m) { return m->g.weights.total + m->cache_data_bytes; }
 
+size_t nn_io_bytes(const nn_model *m) {
+    const nn_graph *g = &m->g;
+    size_t total = 0;
+    for (int k = 0; k < g->n_inputs + g->n_outputs; k++) {
+        const nn_value *v = &g->values[k < g->n_inputs ? g->inputs[k] : g->outputs[k - g->n_inputs]];
+        nn_tensor t = v->t;
+        if (!v->shape_known) continue;
+        if (v->batched && t.ndim > 0) t.dims[0] = m->batch; /* the caller's tensors hold the whole batch */
+        int64_t n = nn_tensor_elements(&t);
+        if (n > 0) total += (size_t)n * nn_dtype_size(t.dtype);
+    }
+    return total;
+}
+
+size_t nn_memory_need(const nn_model *m, size_t workspace) {
+    size_t lanes = m->n_lanes > 1 ? (size_t)m->n_lanes : 1;
+    return nn_weight_bytes(m) + lanes * (m->plan.arena_bytes + workspace) + nn_io_bytes(m);
+}
+
 nn_status nn_check_memory_limit(const nn_model *m, size_t workspace) {
     if (m->opt.max_memory <= 0) return NN_OK;
-    size_t lanes = m->n_lanes > 1 ? (size_t)m->n_lanes : 1;
-    size_t weights = nn_weight_bytes(m), arena = lanes * m->plan.arena_bytes,
-           total = weights + arena + lanes * workspace;
+    size_t lanes = m->n_lanes > 1 ? (size_t)m->n_lanes : 1, total = nn_memory_need(m, workspace);
     if (total <= (uint64_t)m->opt.max_memory) return NN_OK;
     const double mib = 1048576.0;
+    /* rounded up, so that a limit of the figure shown is enough */
+    double need = ceil((double)total / (mib / 10)) / 10;
     return nn_set_error(NN_ERR_NOMEM,
-                        "model needs %.1f MiB (weights %.1f, activations %.1f, scratch %.1f), more than the "
-                        "memory limit of %.1f MiB",
-                        total / mib, weights / mib, arena / mib, lanes * workspace / mib, m->opt.max_memory / mib);
+                        "model needs %.1f MiB (%zu bytes: weights %.1f, activations %.1f, scratch %.1f, inputs and "
+                        "outputs %.1f MiB), more than the memory limit of %.1f MiB",
+                        need, total, nn_weight_bytes(m) / mib, lanes * m->plan.arena_bytes / mib,
+                        lanes * workspace / mib, nn_io_bytes(m) / mib, m->opt.max_memory / mib);
 }

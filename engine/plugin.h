@@ -57,5 +57,7 @@ typedef const nn_backend *(*nn_plugin_entry_fn)(const nn_plugin_host *host, char
  * program) that holds libnn, else in the install's lib folder.  Errors:
  * NN_ERR_DEVICE naming the device, the plugin and what is missing. */
 nn_status nn_plugin_backend_for(const char *device, const nn_backend **out);
+/* The CUDA plugin file nn_plugin_backend_for would open, or NULL when none is found. */
+const char *nn_cuda_plugin_path(void);
 
 #endif

@@ -449,7 +449,7 @@ static nn_status run_conv(nn_call *c) {
                               c->workspace_size, c->threads);
         return NN_OK;
     case PATH_DIRECT:
-#if NN_HAVE_X86 /* elsewhere conv_choose_path never takes it */
+#if NN_HAVE_X86                                                      /* elsewhere conv_choose_path never takes it */
         if (c->workspace_size < nn_conv_direct_workspace(&g)) break; /* the GEMM needs none here */
         nn_conv_direct_run(&g, ph, pw, c->in[0].data, c->in[1].data, bias, c->out[0].data, c->epilogue, res,
                            c->workspace, c->threads);
@@ -491,6 +491,28 @@ static nn_status run_conv_transpose(nn_call *c) {
     return NN_OK;
 }
 
+/* "3x3 stride 2 group 32, depthwise": what nndump shows on a Conv */
+static void describe_conv(const nn_call *c, char *buf, size_t size) {
+    conv_geom g;
+    nn_winograd_shape ws;
+    int64_t ph, pw;
+    buf[0] = 0;
+    if (conv_resolve(c, false, &g) != NN_OK) return;
+    int len = 0;
+    for (int d = 0; d < g.nsp && len < (int)size; d++)
+        len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : "", (long long)g.kernel[d]);
+    for (int d = 0; d < g.nsp && len < (int)size; d++)
+        len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : " stride ", (long long)g.stride[d]);
+    if (g.group > 1 && len < (int)size)
+        len += snprintf(buf + len, size - (size_t)len, " group %lld", (long long)g.group);
+    static const char *const names[] = {"depthwise", "direct", "winograd F(4x4,3x3)", "gemm"};
+    const conv_prepared *p = c->prepared;
+    conv_path path = conv_choose_path(c, &g, p, &ws, &ph, &pw);
+    /* a Winograd conv not yet prepared runs the GEMM on its weights as they are */
+    if (path == PATH_WINOGRAD && !p && !c->in[1].data) path = PATH_GEMM;
+    if (len < (int)size) snprintf(buf + len, size - (size_t)len, ", %s", names[path]);
+}
+
 const nn_op_desc nn_op_Conv = {.name = "Conv",
                                .min_inputs = 2,
                                .max_inputs = 3,
@@ -504,6 +526,7 @@ const nn_op_desc nn_op_Conv = {.name = "Conv",
                                .run = run_conv,
                                .prepared_size = prepared_size_conv,
                                .prepare = prepare_conv,
+                               .describe = describe_conv,
                                .prepared_fits = prepared_fits_conv,
                                .prepared_inputs = 1u << 1};
 const nn_op_desc nn_op_ConvTranspose = {.name = "ConvTranspose",

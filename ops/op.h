@@ -193,6 +193,10 @@ typedef struct nn_op_desc {
      * allocates those, and run shrinks call->out[k].dims to the result
      * (the elements written densely for the shrunk shape). */
     nn_status (*bound)(nn_call *call);
+    /* Optional, for tools (nndump's node labels): how this call runs, in a
+     * few words: the attributes that shape the work and the kernel chosen,
+     * e.g. "3x3 stride 2 group 32, depthwise".  Writes "" when it cannot tell. */
+    void (*describe)(const nn_call *call, char *buf, size_t size);
 } nn_op_desc;
 
 /* ---- attribute helpers: return NN_OK (value or default stored), or

@@ -1,14 +1,16 @@
 /* nndump: inspect what the optimizer does to a model.
  *
  *   nndump MODEL.onnx [--batch N] [--stage all|parsed|PASS|final] [--format text|dot|json]
- *                     [--passes LIST] [--disable-pass NAME] [--no-opt]
+ *                     [--output-dir DIR] [--passes LIST] [--disable-pass NAME] [--no-opt]
  *
  * A stage is the graph after parsing (shapes inferred), after each pass that
  * ran, and the final plan with its memory layout. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../ops/registry.h"
 #include "../passes/pass.h"
@@ -25,7 +27,9 @@ typedef struct stage {
 
 typedef struct dump {
     format fmt;
-    const char *want; /* stage filter */
+    const char *want;       /* stage filter */
+    const char *output_dir; /* dot: one file per stage there */
+    bool clusters;          /* dot, several stages on stdout: one graph, a cluster per stage */
     stage *stages;
     int n_stages, cap;
     int last_nodes;
@@ -51,11 +55,16 @@ static void type_str(const nn_value *v, char *buf, size_t size) {
     if (len < (int)size) snprintf(buf + len, size - (size_t)len, "%s]", v->shape_known ? "" : "?");
 }
 
-static void render_text(FILE *f, const nn_graph *g) {
-    char type[128];
+static void describe(const nn_model *m, const nn_node *n, char *buf, size_t size);
+
+static void render_text(FILE *f, const nn_model *m) {
+    const nn_graph *g = &m->g;
+    char type[128], how[160];
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
         fprintf(f, "  %-4d %-18s %s", i, nn_op_get(n->op)->name, n->name);
+        describe(m, n, how, sizeof how);
+        if (how[0]) fprintf(f, "  [%s]", how);
         if (n->fused) fprintf(f, "  [fused %s]", n->fused);
         if (n->elided) fprintf(f, "  [elided: aliases memory]");
         fprintf(f, "\n        in :");
@@ -78,8 +87,9 @@ static void render_text(FILE *f, const nn_graph *g) {
     }
 }
 
-static void render_json(FILE *f, const nn_graph *g) {
-    char type[128];
+static void render_json(FILE *f, const nn_model *m) {
+    const nn_graph *g = &m->g;
+    char type[128], how[160];
     fprintf(f, "[");
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
@@ -92,6 +102,9 @@ static void render_json(FILE *f, const nn_graph *g) {
             json_str(f, n->fused);
         else
             fprintf(f, "null");
+        describe(m, n, how, sizeof how);
+        fprintf(f, ", \"runs_as\": ");
+        json_str(f, how);
         fprintf(f, ", \"elided\": %s, \"inputs\": [", n->elided ? "true" : "false");
         for (int k = 0, first = 1; k < n->n_in; k++)
             if (n->in[k] >= 0) {
@@ -119,35 +132,67 @@ static void render_json(FILE *f, const nn_graph *g) {
     fprintf(f, "]");
 }
 
-static void render_dot(FILE *f, const nn_graph *g, const char *stage_name) {
-    char type[128];
-    fprintf(f, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n",
-            stage_name);
+/* What the op says about how node i runs (Conv: kernel, stride, group,
+ * algorithm), from the node's call as the executor would build it. */
+static void describe(const nn_model *m, const nn_node *n, char *buf, size_t size) {
+    const nn_op_desc *d = nn_op_get(n->op);
+    buf[0] = 0;
+    if (!d->describe) return;
+    const nn_graph *g = &m->g;
+    nn_tensor *values = calloc((size_t)g->n_values + 1, sizeof *values);
+    int max_io = n->n_in > n->n_out ? n->n_in : n->n_out;
+    nn_tensor *in = calloc((size_t)max_io + 1, sizeof *in), *out = calloc((size_t)max_io + 1, sizeof *out);
+    if (values && in && out) {
+        char err[256];
+        for (int v = 0; v < g->n_values; v++)
+            values[v] = g->values[v].t;
+        nn_node_gather(n, values, in, out);
+        nn_call call = nn_node_call(m, n, in, out, err, sizeof err);
+        d->describe(&call, buf, size);
+    }
+    free(values);
+    free(in);
+    free(out);
+}
+
+/* A graph for dot: a digraph of its own, or (clusters) a subgraph of the
+ * combined one, its ids prefixed so that stages do not share nodes. */
+static void render_dot(FILE *f, const nn_model *m, const char *stage_name, int index, bool cluster) {
+    const nn_graph *g = &m->g;
+    char type[128], how[160], p[16];
+    snprintf(p, sizeof p, "s%d_", index);
+    if (cluster)
+        fprintf(f, "  subgraph cluster_%d {\n  label=\"stage %s: %d nodes\";\n", index, stage_name, g->n_nodes);
+    else
+        fprintf(f, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n",
+                stage_name);
     for (int i = 0; i < g->n_inputs; i++)
-        fprintf(f, "  v%d [shape=ellipse, label=\"%s\"];\n", g->inputs[i], g->values[g->inputs[i]].name);
+        fprintf(f, "  %sv%d [shape=ellipse, label=\"%s\"];\n", p, g->inputs[i], g->values[g->inputs[i]].name);
     for (int i = 0; i < g->n_nodes; i++) {
         const nn_node *n = &g->nodes[i];
-        fprintf(f, "  n%d [label=\"%s", i, nn_op_get(n->op)->name);
+        describe(m, n, how, sizeof how);
+        fprintf(f, "  %sn%d [label=\"%s", p, i, nn_op_get(n->op)->name);
+        if (how[0]) fprintf(f, "\\n%s", how);
         if (n->fused) fprintf(f, "\\n+ %s", n->fused);
         fprintf(f, "\"%s];\n",
                 n->fused ? ", style=filled, fillcolor=\"#d8e8ff\"" : (n->elided ? ", style=dashed" : ""));
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k];
             if (v < 0 || g->values[v].is_const) continue;
-            int p = g->values[v].producer;
+            int prod = g->values[v].producer;
             type_str(&g->values[v], type, sizeof type);
-            if (p >= 0)
-                fprintf(f, "  n%d -> n%d [label=\"%s\", fontsize=8];\n", p, i, type);
+            if (prod >= 0)
+                fprintf(f, "  %sn%d -> %sn%d [label=\"%s\", fontsize=8];\n", p, prod, p, i, type);
             else
-                fprintf(f, "  v%d -> n%d;\n", v, i);
+                fprintf(f, "  %sv%d -> %sn%d;\n", p, v, p, i);
         }
     }
     for (int i = 0; i < g->n_outputs; i++) {
-        int v = g->outputs[i], p = g->values[v].producer;
-        fprintf(f, "  o%d [shape=ellipse, label=\"%s\"];\n", i, g->values[v].name);
-        if (p >= 0) fprintf(f, "  n%d -> o%d;\n", p, i);
+        int v = g->outputs[i], prod = g->values[v].producer;
+        fprintf(f, "  %so%d [shape=ellipse, label=\"%s\"];\n", p, i, g->values[v].name);
+        if (prod >= 0) fprintf(f, "  %sn%d -> %so%d;\n", p, prod, p, i);
     }
-    fprintf(f, "}\n");
+    fprintf(f, "%s}\n", cluster ? "  " : "");
 }
 
 static void record(dump *d, const nn_model *m, const char *name, int rewrites) {
@@ -169,11 +214,11 @@ static void record(dump *d, const nn_model *m, const char *name, int rewrites) {
     FILE *f = open_memstream(&s->body, &size);
     if (!f) return;
     if (d->fmt == FMT_TEXT)
-        render_text(f, &m->g);
+        render_text(f, m);
     else if (d->fmt == FMT_JSON)
-        render_json(f, &m->g);
+        render_json(f, m);
     else
-        render_dot(f, &m->g, name);
+        render_dot(f, m, name, d->n_stages - 1, d->clusters);
     fclose(f);
 }
 
@@ -250,8 +295,12 @@ static void print_pass_summary(const dump *d, const nn_model *m, bool json) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: nndump MODEL.onnx [--batch N] [--micro-batch N] [--stage all|parsed|PASS|final]\n"
-               "                         [--format text|dot|json] [--passes LIST] [--disable-pass NAME] [--no-opt]\n"
-               "                         [--cache-dir DIR] [--no-cache]\n"
+               "                         [--format text|dot|json] [--output-dir DIR] [--passes LIST]\n"
+               "                         [--disable-pass NAME] [--no-opt] [--cache-dir DIR] [--no-cache]\n"
+               "--format dot with several stages prints one graph with a cluster per stage; --output-dir DIR\n"
+               "writes one graph per stage instead, DIR/NN-STAGE.dot (render with: dot -Tsvg FILE -o FILE.svg).\n"
+               "The file's node count is before import; stage 'parsed' has its Constant nodes already\n"
+               "evaluated into constants, so it counts fewer.\n"
                "The final stage may come from the plan cache (as nnrun's would); other stages need the\n"
                "passes to run, so they never read it.\n"
                "passes, in pipeline order:\n");
@@ -295,6 +344,9 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--disable-pass") && v) {
             opt.disable_passes = v;
             i++;
+        } else if (!strcmp(a, "--output-dir") && v) {
+            d.output_dir = v;
+            i++;
         } else if (!strcmp(a, "--no-opt")) {
             opt.optimize = 0;
         } else if (!strcmp(a, "--no-cache")) {
@@ -317,6 +369,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "nndump: --batch and --micro-batch need an integer >= 1\n");
         return 2;
     }
+    if (d.output_dir && d.fmt != FMT_DOT) {
+        fprintf(stderr, "nndump: --output-dir writes dot files: give --format dot\n");
+        return 2;
+    }
+    if (d.output_dir && mkdir(d.output_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "nndump: --output-dir '%s': cannot create the folder: %s\n", d.output_dir, strerror(errno));
+        return 1;
+    }
+    d.clusters = d.fmt == FMT_DOT && !d.output_dir && !strcmp(d.want, "all");
     if (strcmp(d.want, "final")) opt.cache = 0; /* the earlier stages happen only when the passes run */
     nn_model *m;
     if (nn_load_hooked(path, &opt, on_stage, &d, &m) != NN_OK) {
@@ -349,17 +410,46 @@ int main(int argc, char **argv) {
         print_pass_summary(&d, m, true);
         print_memory_json(m);
         printf("}\n");
+    } else if (d.fmt == FMT_DOT && d.output_dir) {
+        int rc = 0;
+        for (int i = 0, k = 0; i < d.n_stages && !rc; i++) {
+            if (!d.stages[i].body) continue;
+            char file[4096];
+            snprintf(file, sizeof file, "%s/%02d-%s.dot", d.output_dir, k++, d.stages[i].name);
+            FILE *f = fopen(file, "w");
+            if (!f || fputs(d.stages[i].body, f) < 0 || fclose(f) != 0) {
+                fprintf(stderr, "nndump: cannot write %s: %s\n", file, strerror(errno));
+                rc = 1;
+            } else {
+                printf("%s\n", file);
+            }
+        }
+        if (rc) {
+            for (int i = 0; i < d.n_stages; i++)
+                free(d.stages[i].body);
+            free(d.stages);
+            nn_free(m);
+            return rc;
+        }
     } else if (d.fmt == FMT_DOT) {
+        if (d.clusters)
+            printf("digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n", path);
         for (int i = 0; i < d.n_stages; i++)
             if (d.stages[i].body) fputs(d.stages[i].body, stdout);
+        if (d.clusters) printf("}\n");
     } else {
-        printf("%s: %d nodes parsed, opset %d, batch %d", path, m->g.nodes_parsed, m->g.opset, m->batch);
+        printf("%s: %d nodes in the file, opset %d, batch %d", path, m->g.nodes_parsed, m->g.opset, m->batch);
         if (m->plan_batch < m->batch)
             printf(" (planned for micro-batches of %d: shapes below are theirs)", m->plan_batch);
         printf("%s\n", m->dynamic ? " (shapes depend on run-time values: planned per run)" : "");
-        for (int i = 0; i < d.n_stages; i++)
-            if (d.stages[i].body)
-                printf("stage %s: %d nodes\n%s", d.stages[i].name, d.stages[i].nodes_after, d.stages[i].body);
+        for (int i = 0; i < d.n_stages; i++) {
+            if (!d.stages[i].body) continue;
+            printf("stage %s: %d nodes", d.stages[i].name, d.stages[i].nodes_after);
+            if (!strcmp(d.stages[i].name, "parsed") && d.stages[i].nodes_after < m->g.nodes_parsed)
+                printf(" (the file's %d less %d Constant nodes, evaluated into constants at import)", m->g.nodes_parsed,
+                       m->g.nodes_parsed - d.stages[i].nodes_after);
+            printf("\n%s", d.stages[i].body);
+        }
         print_pass_summary(&d, m, false);
         if (!m->dynamic) print_memory_text(m);
     }

@@ -1,7 +1,9 @@
-/* nnrun: load an ONNX model, run it, report load time, latency percentiles,
- * throughput and peak memory.  `nnrun --help` lists the options. */
+/* nnrun: load an ONNX model, run it, report load time, latency statistics,
+ * throughput, memory and energy.  `nnrun --help` lists the options;
+ * docs/nnrun.md defines every figure of the report. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,29 +15,40 @@
 #include <unistd.h>
 
 #include "nn.h"
+#include "nnrun.h"
 
-enum { EXIT_ERROR = 1, EXIT_USAGE = 2, MAX_INPUT_FILES = 64 };
+/* The failure of this process's measurement: printed at once, or, in a
+ * scan child, handed to the parent, which prints it with the batch. */
+static bool scan_child;
+static char failure[480];
+static int failure_rc;
 
-typedef struct args {
-    const char *model;
-    nn_options opt;
-    bool batch_given;
-    int warmup, iters;
-    double duration;
-    const char *input_name[MAX_INPUT_FILES], *input_file[MAX_INPUT_FILES];
-    int n_input_files;
-    const char *save_dir;
-    bool json;
-    int scan[32], n_scan;  /* --scan-batch sizes */
-    double latency_budget; /* ms, 0 = none */
-    bool quiet;            /* measure only (scan children) */
-} args;
+static int failf(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int failf(int rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(failure, sizeof failure, fmt, ap);
+    va_end(ap);
+    failure_rc = rc;
+    if (!scan_child) fprintf(stderr, "nnrun: %s\n", failure);
+    return rc;
+}
+/* the library's last error, with what nnrun was doing */
+static int fail_nn(const char *what) { return failf(EXIT_ERROR, "%s%s", what, nn_last_error()); }
 
-/* What one measurement found; scan children send it to the parent. */
-typedef struct report {
-    int ok, batch;
-    double load_ms, median, p90, p99, throughput, rss_mb;
-} report;
+/* Warnings go to stderr as they happen and into the JSON report. */
+char warnings[MAX_WARNINGS][320];
+int n_warnings;
+static void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warnf(const char *fmt, ...) {
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!scan_child) fprintf(stderr, "nnrun: warning: %s\n", msg);
+    if (n_warnings < MAX_WARNINGS) snprintf(warnings[n_warnings++], sizeof warnings[0], "%s", msg);
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: nnrun MODEL.onnx [options]\n"
@@ -46,36 +59,57 @@ static void usage(FILE *f) {
                "  --micro-batch N      CPU: run a batch as micro-batches of N samples on independent lanes,\n"
                "                       one per thread (default: chosen from the model; N = batch: never)\n"
                "  --warmup N           untimed runs before measuring (default 3)\n"
-               "  --iters N            timed runs (default 20)\n"
-               "  --duration SEC       time runs for SEC seconds instead of --iters\n"
-               "  --input NAME=FILE    feed input NAME from a .npy or ONNX TensorProto .pb file\n"
-               "                       (default: seeded random data of the model's input shapes)\n"
-               "  --save-outputs DIR   write each output as DIR/<output name>.npy\n"
+               "  --iters N            timed runs (default: as many as fill 1 s, at least 10)\n"
+               "  --duration SEC       time runs for at least SEC seconds (with --iters: and at least N runs)\n"
+               "  --input NAME=FILE    feed input NAME from a .npy or ONNX TensorProto .pb file; a model with\n"
+               "                       one input takes --input FILE (default: seeded random data)\n"
+               "  --save-outputs DIR   write each output as DIR/<output name>.npy (DIR is created if its\n"
+               "                       parent exists, before anything runs)\n"
                "  --no-opt             run the graph as parsed, without the optimizer\n"
                "  --passes LIST        run only these optimizer passes, in this order (comma-separated)\n"
                "  --disable-pass NAME  leave a pass out (comma-separated for several)\n"
                "  --verify             check the IR after every pass\n"
-               "  --profile            print time per operator type after the run\n"
+               "  --profile            time per operator type and per node after the run\n"
                "  --no-winograd        3x3 convs use the GEMM only (slower, about twice as exact)\n"
                "  --tf32 on|off        GPU: fp32 convs and GEMMs may use TF32 tensor cores (default off)\n"
                "  --fp16               GPU: weights and activations in half precision, fp32 accumulation\n"
                "  --cache-dir DIR      keep optimized plans in DIR (default: $NN_CACHE_DIR, else\n"
                "                       $XDG_CACHE_HOME/nn, else ~/.cache/nn)\n"
                "  --no-cache           neither read nor write the plan cache\n"
-               "  --max-memory SIZE    refuse a model needing more memory than SIZE bytes (suffix K, M or G)\n"
+               "  --max-memory SIZE    refuse a model needing more memory than SIZE bytes (suffix K, M or G);\n"
+               "                       the refusal states the whole need\n"
                "  --scan-batch LIST    measure each batch size (e.g. 1,2,4,8,16,32,64,128), each in a fresh\n"
                "                       process, and report the best throughput\n"
                "  --latency-budget MS  with --scan-batch: also report the largest batch whose p99 latency fits\n"
-               "  --json               print the report as one JSON object\n"
-               "  --version            print the engine version\n"
+               "  --json               print the whole report as one JSON object on stdout\n"
+               "  --progress           progress lines on stderr even when it is not a terminal\n"
+               "  --quiet              no progress lines\n"
+               "  --verbose            also say why a figure is absent (energy)\n"
+               "  --version            engine version, CPU kernels, OpenMP runtime, CUDA backend\n"
                "  --help               this text\n");
+}
+
+static void print_version(void) {
+    nn_build_info b;
+    nn_get_build_info(&b);
+    printf("nnrun %s\n", b.version);
+    printf("cpu kernels  %s (instruction set %s; NN_ISA=avx512|avx2|scalar chooses another)\n", b.cpu_kernels, b.isa);
+    printf("openmp       %d, runtime %s, %d processors\n", b.openmp_version, b.openmp_library, b.processors);
+    if (b.cuda_plugin)
+        printf("cuda         plugin %s: --device gpuN uses it when a driver and GPU are found\n", b.cuda_plugin);
+    else
+        printf("cuda         no plugin found (libnn_cuda.so; NN_CUDA_PLUGIN may name it): CPU only\n");
 }
 
 static int parse_int(const char *opt, const char *s, int min, int *out) {
     char *end;
     errno = 0;
-    long v = strtol(s ? s : "", &end, 10);
-    if (!s || end == s || *end || errno || v < min || v > 1 << 30) {
+    long long v = strtoll(s ? s : "", &end, 10);
+    if (s && end != s && !*end && (errno == ERANGE || v > 1 << 30)) {
+        fprintf(stderr, "nnrun: %s %s is too large (at most %d)\n", opt, s, 1 << 30);
+        return -1;
+    }
+    if (!s || end == s || *end || errno || v < min) {
         fprintf(stderr, "nnrun: %s needs an integer >= %d, got '%s'\n", opt, min, s ? s : "");
         return -1;
     }
@@ -83,7 +117,8 @@ static int parse_int(const char *opt, const char *s, int min, int *out) {
     return 0;
 }
 
-/* A byte count with an optional binary suffix: 512M, 2G, 65536. */
+/* A byte count with an optional binary suffix: 512M, 2G, 65536.  Rounded to
+ * the nearest byte, so that a figure nnrun printed reads back as itself. */
 static int parse_size(const char *opt, const char *s, int64_t *out) {
     char *end;
     errno = 0;
@@ -101,21 +136,21 @@ static int parse_size(const char *opt, const char *s, int64_t *out) {
                 s ? s : "");
         return -1;
     }
-    *out = (int64_t)(v * (double)(1ll << shift));
+    *out = llround(v * (double)(1ll << shift));
     return 0;
 }
 
 static int parse_args(int argc, char **argv, args *a) {
     a->opt = nn_options_default();
     a->warmup = 3;
-    a->iters = 20;
+    a->progress = isatty(STDERR_FILENO);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
             usage(stdout);
             exit(0);
         } else if (!strcmp(s, "--version")) {
-            printf("nnrun %s\n", NN_VERSION_STRING);
+            print_version();
             exit(0);
         } else if (!strcmp(s, "--batch")) {
             if (parse_int(s, v, 1, &a->opt.batch)) return -1;
@@ -143,11 +178,14 @@ static int parse_args(int argc, char **argv, args *a) {
             if (!v || *end || !(a->duration > 0)) return fprintf(stderr, "nnrun: --duration needs seconds > 0\n"), -1;
             i++;
         } else if (!strcmp(s, "--input")) {
-            const char *eq = v ? strchr(v, '=') : NULL;
-            if (!eq || eq == v || !eq[1]) return fprintf(stderr, "nnrun: --input needs NAME=FILE\n"), -1;
+            /* an existing file is FILE alone (the model's only input), even with a '=' in its name */
+            struct stat st;
+            const char *eq = v && stat(v, &st) != 0 ? strchr(v, '=') : NULL;
+            if (!v || !v[0] || (eq && (eq == v || !eq[1])))
+                return fprintf(stderr, "nnrun: --input needs NAME=FILE (or FILE for a model with one input)\n"), -1;
             if (a->n_input_files == MAX_INPUT_FILES) return fprintf(stderr, "nnrun: too many --input\n"), -1;
-            a->input_name[a->n_input_files] = strndup(v, (size_t)(eq - v));
-            a->input_file[a->n_input_files++] = eq + 1;
+            a->input_name[a->n_input_files] = eq ? strndup(v, (size_t)(eq - v)) : NULL;
+            a->input_file[a->n_input_files++] = eq ? eq + 1 : v;
             i++;
         } else if (!strcmp(s, "--save-outputs")) {
             if (!v) return fprintf(stderr, "nnrun: --save-outputs needs a directory\n"), -1;
@@ -185,16 +223,22 @@ static int parse_args(int argc, char **argv, args *a) {
             if (parse_size(s, v, &a->opt.max_memory)) return -1;
             i++;
         } else if (!strcmp(s, "--scan-batch")) {
-            char *list = v ? strdup(v) : NULL, *save = NULL;
-            for (char *tok = list ? strtok_r(list, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
-                if (a->n_scan == 32 || parse_int(s, tok, 1, &a->scan[a->n_scan])) {
-                    free(list);
-                    return fprintf(stderr, "nnrun: --scan-batch takes up to 32 sizes >= 1\n"), -1;
-                }
+            if (!v || !v[0]) return fprintf(stderr, "nnrun: --scan-batch needs a list of sizes\n"), -1;
+            /* every comma separates two sizes: "1,,4" and "1,4," are typos, not "1,4" */
+            for (const char *p = v;; p++) {
+                const char *comma = strchr(p, ',');
+                size_t len = comma ? (size_t)(comma - p) : strlen(p);
+                char tok[32];
+                if (!len || len >= sizeof tok)
+                    return fprintf(stderr, "nnrun: --scan-batch: empty or overlong size in '%s'\n", v), -1;
+                memcpy(tok, p, len);
+                tok[len] = 0;
+                if (a->n_scan == 32) return fprintf(stderr, "nnrun: --scan-batch takes up to 32 sizes\n"), -1;
+                if (parse_int("--scan-batch", tok, 1, &a->scan[a->n_scan])) return -1;
                 a->n_scan++;
+                if (!comma) break;
+                p = comma;
             }
-            free(list);
-            if (!a->n_scan) return fprintf(stderr, "nnrun: --scan-batch needs a list of sizes\n"), -1;
             i++;
         } else if (!strcmp(s, "--latency-budget")) {
             char *end;
@@ -204,6 +248,12 @@ static int parse_args(int argc, char **argv, args *a) {
             i++;
         } else if (!strcmp(s, "--json")) {
             a->json = true;
+        } else if (!strcmp(s, "--quiet")) {
+            a->quiet = true;
+        } else if (!strcmp(s, "--verbose")) {
+            a->verbose = true;
+        } else if (!strcmp(s, "--progress")) {
+            a->progress = true;
         } else if (s[0] == '-') {
             fprintf(stderr, "nnrun: unknown option '%s' (see --help)\n", s);
             return -1;
@@ -218,6 +268,12 @@ static int parse_args(int argc, char **argv, args *a) {
         usage(stderr);
         return -1;
     }
+    if (a->quiet) a->progress = false;
+    int procs = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (a->opt.threads > procs && procs > 0)
+        warnf("--threads %d is more than the %d processors here: threads will take turns on them, which slows "
+              "every run",
+              a->opt.threads, procs);
     return 0;
 }
 
@@ -259,28 +315,17 @@ static int fill_random(nn_tensor *t) {
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double percentile(const double *sorted, int n, double p) {
-    double pos = p / 100.0 * (n - 1);
-    int lo = (int)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
-    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
-}
-
-static void shape_str(const nn_tensor *t, char *buf, size_t size) {
+void shape_str(const nn_tensor *t, char *buf, size_t size) {
     int len = snprintf(buf, size, "%s[", nn_dtype_name(t->dtype));
-    for (int d = 0; d < t->ndim; d++)
+    for (int d = 0; d < t->ndim && len < (int)size; d++)
         len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "," : "", (long long)t->dims[d]);
-    snprintf(buf + len, size - (size_t)len, "]");
+    if (len < (int)size) snprintf(buf + len, size - (size_t)len, "]");
 }
 
 /* JSON string with the characters JSON forbids escaped */
-static void json_str(const char *s) {
+void json_str(const char *s) {
     putchar('"');
-    for (; *s; s++) {
+    for (; s && *s; s++) {
         if (*s == '"' || *s == '\\')
             printf("\\%c", *s);
         else if ((unsigned char)*s < 0x20)
@@ -291,121 +336,181 @@ static void json_str(const char *s) {
     putchar('"');
 }
 
-static int fail(const char *what) {
-    fprintf(stderr, "nnrun: %s%s\n", what ? what : "", nn_last_error());
-    return EXIT_ERROR;
+static const char *plural(int64_t n) { return n == 1 ? "" : "s"; }
+
+/* --save-outputs DIR: created now (its parent must exist), so that a typo
+ * fails before the model loads, not after the timed runs. */
+static int prepare_save_dir(const char *dir) {
+    struct stat st;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return failf(EXIT_ERROR, "--save-outputs '%s': cannot create the folder: %s", dir, strerror(errno));
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return failf(EXIT_ERROR, "--save-outputs '%s': not a folder", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return failf(EXIT_ERROR, "--save-outputs '%s': cannot write there: %s", dir, strerror(errno));
+    return 0;
 }
 
-/* What a session holds: released on every way out of it. */
-typedef struct held {
-    nn_tensor files[MAX_INPUT_FILES]; /* data not yet handed to `in` */
-    nn_model *m;
-    nn_tensor *in, *out;
-    int n_in, n_out;
-    double *lat;
-} held;
+/* dtype names as numpy users know them */
+static const char *numpy_name(nn_dtype t) {
+    switch (t) {
+    case NN_DTYPE_FLOAT: return "float32";
+    case NN_DTYPE_DOUBLE: return "float64";
+    case NN_DTYPE_FLOAT16: return "float16";
+    case NN_DTYPE_INT64: return "int64";
+    case NN_DTYPE_INT32: return "int32";
+    default: return nn_dtype_name(t);
+    }
+}
 
-static int run_session(args *ap, report *rep, held *h) {
+/* Input files onto the model's inputs, by name (or the only one). */
+static int bind_files(const args *a, held *h) {
+    nn_model *m = h->m;
+    for (int f = 0; f < a->n_input_files; f++) {
+        int found = -1;
+        const char *want = a->input_name[f];
+        if (!want && h->n_in != 1) {
+            const char *first = "";
+            if (h->n_in > 0) nn_input_info(m, 0, &first, NULL);
+            return failf(EXIT_USAGE, "--input %s: the model has %d inputs, so give NAME=FILE (e.g. %s=%s)",
+                         a->input_file[f], h->n_in, first, a->input_file[f]);
+        }
+        for (int i = 0; i < h->n_in; i++) {
+            const char *name;
+            nn_input_info(m, i, &name, NULL);
+            if (!want || !strcmp(name, want)) found = i;
+        }
+        if (found < 0) return failf(EXIT_USAGE, "--input '%s': the model has no input of that name", want);
+        const char *name;
+        nn_tensor shape;
+        nn_input_info(m, found, &name, &shape);
+        nn_tensor *t = &h->files[f];
+        if (t->dtype != shape.dtype)
+            return failf(EXIT_USAGE, "--input %s: the file holds %s data and input '%s' takes %s%s", a->input_file[f],
+                         numpy_name(t->dtype), name, numpy_name(shape.dtype),
+                         t->dtype == NN_DTYPE_DOUBLE && shape.dtype == NN_DTYPE_FLOAT
+                             ? " (numpy's default is float64: save x.astype(numpy.float32))"
+                             : "");
+        h->in[found] = *t;
+        t->data = NULL; /* in[found] owns it now */
+    }
+    return 0;
+}
+
+static int run_session(const args *ap, measured *r, held *h) {
     args a = *ap;
+    if (a.save_dir && prepare_save_dir(a.save_dir)) return EXIT_ERROR;
 
     /* Input files first: with --input the batch comes from the data. */
-    nn_tensor *files = h->files;
     for (int i = 0; i < a.n_input_files; i++) {
-        if (nn_tensor_load(a.input_file[i], &files[i]) != NN_OK) return fail("");
-        if (!a.batch_given && i == 0 && files[i].ndim > 0 && files[i].dims[0] > 0) a.opt.batch = (int)files[i].dims[0];
+        if (nn_tensor_load(a.input_file[i], &h->files[i]) != NN_OK) return fail_nn("");
+        const nn_tensor *t = &h->files[i];
+        if (!a.batch_given && i == 0 && t->ndim > 0 && t->dims[0] > 0 && t->dims[0] <= 1 << 30)
+            a.opt.batch = (int)t->dims[0];
     }
 
     double t0 = now_ms();
     nn_status st = nn_load(a.model, &a.opt, &h->m);
     nn_model *m = h->m;
-    double load_ms = now_ms() - t0;
-    if (st == NN_ERR_DEVICE || st == NN_ERR_ARG) {
-        fprintf(stderr, "nnrun: %s\n", nn_last_error());
-        return EXIT_USAGE;
-    }
-    if (st != NN_OK) return fail("");
-    nn_model_stats stats;
-    nn_model_get_stats(m, &stats);
-    if (stats.cache_warning) fprintf(stderr, "nnrun: warning: %s\n", stats.cache_warning);
+    r->load_ms = now_ms() - t0;
+    if (st == NN_ERR_DEVICE || st == NN_ERR_ARG) return failf(EXIT_USAGE, "%s", nn_last_error());
+    if (st != NN_OK) return fail_nn("");
+    nn_model_get_stats(m, &r->stats);
+    if (r->stats.cache_warning) warnf("%s", r->stats.cache_warning);
 
     int n_in = h->n_in = nn_input_count(m), n_out = h->n_out = nn_output_count(m);
     nn_tensor *in = h->in = calloc((size_t)n_in + 1, sizeof *in);
-    nn_tensor *out = h->out = calloc((size_t)n_out + 1, sizeof *out);
-    if (!in || !out) return fail("out of memory");
-    for (int f = 0; f < a.n_input_files; f++) {
-        int found = -1;
-        for (int i = 0; i < n_in; i++) {
-            const char *name;
-            nn_input_info(m, i, &name, NULL);
-            if (!strcmp(name, a.input_name[f])) found = i;
-        }
-        if (found < 0) {
-            fprintf(stderr, "nnrun: --input '%s': the model has no input of that name\n", a.input_name[f]);
-            return EXIT_USAGE;
-        }
-        in[found] = files[f];
-        files[f].data = NULL; /* in[found] owns it now */
-    }
+    h->out = calloc((size_t)n_out + 1, sizeof *h->out);
+    if (!in || !h->out) return failf(EXIT_ERROR, "out of memory for %d input and %d output descriptions", n_in, n_out);
+    int rc = bind_files(&a, h);
+    if (rc) return rc;
     for (int i = 0; i < n_in; i++) {
         if (in[i].data) continue;
         const char *name;
         nn_input_info(m, i, &name, &in[i]);
-        if (a.n_input_files) {
-            fprintf(stderr, "nnrun: input '%s' not given (use --input %s=FILE)\n", name, name);
-            return EXIT_USAGE;
-        }
+        if (a.n_input_files) return failf(EXIT_USAGE, "input '%s' not given (use --input %s=FILE)", name, name);
         for (int d = 0; d < in[i].ndim; d++)
-            if (in[i].dims[d] < 0) {
-                fprintf(stderr,
-                        "nnrun: input '%s' has a symbolic dimension %d besides the batch; give it with --input\n", name,
-                        d);
-                return EXIT_USAGE;
-            }
-        if (fill_random(&in[i])) return fail("out of memory");
+            if (in[i].dims[d] < 0)
+                return failf(EXIT_USAGE,
+                             "input '%s' has a symbolic dimension %d besides the batch; give it with --input", name, d);
+        if (fill_random(&in[i])) {
+            char shape[256];
+            shape_str(&in[i], shape, sizeof shape);
+            return failf(EXIT_ERROR, "out of memory for %.1f MiB of random data for input '%s' %s (--batch %d)",
+                         (double)nn_tensor_elements(&in[i]) * (double)nn_dtype_size(in[i].dtype) / 1048576.0, name,
+                         shape, a.opt.batch);
+        }
     }
-    int64_t samples = n_in > 0 && in[0].ndim > 0 ? in[0].dims[0] : 1;
+    r->samples = n_in > 0 && in[0].ndim > 0 ? in[0].dims[0] : 1;
+    if (a.batch_given && a.n_input_files && r->samples != a.opt.batch)
+        warnf("--batch %d, but the input holds %lld sample%s: each run computes %lld, and the report counts the "
+              "samples run",
+              a.opt.batch, (long long)r->samples, plural(r->samples), (long long)r->samples);
 
     /* time to first result: the load plus the first prediction */
     double first0 = now_ms();
-    if (nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
-    double first_result_ms = load_ms + (now_ms() - first0);
-    for (int w = 0; w <= a.warmup; w++) {
+    if (nn_predict(m, in, n_in, h->out, n_out) != NN_OK) return fail_nn("");
+    r->first_result_ms = r->load_ms + (now_ms() - first0);
+    for (int w = 0; w < a.warmup; w++) {
         for (int k = 0; k < n_out; k++)
-            nn_tensor_release(&out[k]);
-        if (w < a.warmup && nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
+            nn_tensor_release(&h->out[k]);
+        if (nn_predict(m, in, n_in, h->out, n_out) != NN_OK) return fail_nn("");
     }
-    int cap = a.iters, n_runs = 0;
+
+    /* by default at least 10 runs and 1 s; --iters alone: exactly N; --duration: at least S s */
+    int min_runs = a.iters ? a.iters : a.duration > 0 ? 1 : 10;
+    double min_ms = a.duration > 0 ? a.duration * 1e3 : a.iters ? 0 : 1e3;
+    int cap = min_runs > 64 ? min_runs : 64, n_runs = 0;
     double *lat = h->lat = malloc(sizeof(double) * (size_t)cap);
-    double start = now_ms();
+    if (!lat) return failf(EXIT_ERROR, "out of memory for %d latencies", cap);
+    energy_meter meter;
+    const char *device = a.opt.device ? a.opt.device : "cpu";
+    bool on_cpu = !strcmp(device, "cpu"), metering = false;
+    if (on_cpu)
+        metering = energy_start(&meter, getenv("NN_POWERCAP_ROOT")) == 0;
+    else
+        snprintf(r->energy_reason, sizeof r->energy_reason,
+                 "device %s: GPU energy would come from NVML, which nnrun does not read yet", device);
+    double start = now_ms(), next_progress = start + 2000;
     for (;;) {
-        if (a.duration > 0 ? now_ms() - start >= a.duration * 1e3 && n_runs > 0 : n_runs == a.iters) break;
+        double elapsed = now_ms() - start;
+        if (n_runs >= min_runs && elapsed >= min_ms) break;
         if (n_runs == cap) {
+            if (cap > 1 << 26) break; /* 64M runs are plenty */
             cap *= 2;
             double *grown = realloc(lat, sizeof(double) * (size_t)cap);
-            if (!grown) return fail("out of memory");
+            if (!grown) return failf(EXIT_ERROR, "out of memory for %d latencies", cap);
             lat = h->lat = grown;
         }
-        if (!lat) return fail("out of memory");
+        for (int k = 0; k < n_out; k++)
+            nn_tensor_release(&h->out[k]);
         double r0 = now_ms();
-        if (nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
-        lat[n_runs++] = now_ms() - r0;
-        if (n_runs < a.iters || a.duration > 0)
-            for (int k = 0; k < n_out; k++)
-                nn_tensor_release(&out[k]);
+        if (nn_predict(m, in, n_in, h->out, n_out) != NN_OK) return fail_nn("");
+        double r1 = now_ms();
+        lat[n_runs++] = r1 - r0;
+        if (a.progress && !a.child && r1 >= next_progress) {
+            fprintf(stderr, "nnrun: %.0f s, %d run%s so far\n", (r1 - start) / 1e3, n_runs, plural(n_runs));
+            next_progress = r1 + 2000;
+        }
     }
     double total_ms = now_ms() - start;
-    if (a.duration > 0 && nn_predict(m, in, n_in, out, n_out) != NN_OK) return fail("");
-    qsort(lat, (size_t)n_runs, sizeof *lat, cmp_double);
-    double med = percentile(lat, n_runs, 50), p90 = percentile(lat, n_runs, 90), p99 = percentile(lat, n_runs, 99);
-    double throughput = samples * n_runs / (total_ms / 1e3);
+    if (metering) {
+        r->have_energy = energy_stop(&meter, &r->joules) == 0;
+        if (!r->have_energy) snprintf(r->energy_reason, sizeof r->energy_reason, "%s", meter.reason);
+    } else if (on_cpu) {
+        snprintf(r->energy_reason, sizeof r->energy_reason, "%s", meter.reason);
+    }
+    lat_stats_compute(lat, n_runs, &r->lat);
+    r->timed_s = total_ms / 1e3;
+    r->throughput = (double)r->samples * n_runs / r->timed_s;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double rss_mb = ru.ru_maxrss / 1024.0;
-    static const char *const cache_names[] = {"off", "miss", "hit"};
-    const char *cache = cache_names[stats.cache];
+    r->rss_mb = ru.ru_maxrss / 1024.0;
+    if (lat_stats_noisy(&r->lat))
+        warnf("p90 latency %.3f ms is more than 1.5x the median %.3f ms: the machine is noisy (other load, "
+              "frequency changes); compare figures with care",
+              r->lat.p90, r->lat.median);
 
     if (a.save_dir) {
-        mkdir(a.save_dir, 0777);
         for (int k = 0; k < n_out; k++) {
             const char *name;
             nn_output_info(m, k, &name, NULL);
@@ -413,74 +518,32 @@ static int run_session(args *ap, report *rep, held *h) {
             snprintf(path, sizeof path, "%s/%s.npy", a.save_dir, name);
             for (char *c = path + strlen(a.save_dir) + 1; *c; c++)
                 if (*c == '/') *c = '_';
-            if (nn_tensor_save_npy(path, &out[k]) != NN_OK) return fail("");
+            if (nn_tensor_save_npy(path, &h->out[k]) != NN_OK) return fail_nn("");
         }
     }
-
-    if (a.quiet) {
-        /* a --scan-batch child: the parent prints the table */
-    } else if (a.json) {
-        printf("{\"model\": ");
-        json_str(a.model);
-        printf(", \"batch\": %d, \"samples\": %lld, \"device\": ", stats.batch, (long long)samples);
-        json_str(a.opt.device ? a.opt.device : "cpu");
-        printf(", \"plan_batch\": %d, \"lanes\": %d", stats.plan_batch, stats.lanes);
-        printf(", \"threads\": %d, \"nodes\": %d, \"nodes_parsed\": %d, \"parameters\": %lld, \"arena_bytes\": %lld, "
-               "\"load_ms\": %.3f, \"iters\": %d, \"latency_ms\": {\"median\": %.3f, \"p90\": %.3f, \"p99\": %.3f, "
-               "\"min\": %.3f, \"max\": %.3f}, \"throughput\": %.3f, \"peak_rss_mb\": %.1f, \"weight_bytes\": %lld, "
-               "\"first_result_ms\": %.3f, \"cache\": \"%s\", \"cache_path\": ",
-               stats.threads, stats.nodes, stats.nodes_parsed, (long long)stats.parameters,
-               (long long)stats.arena_bytes, load_ms, n_runs, med, p90, p99, lat[0], lat[n_runs - 1], throughput,
-               rss_mb, (long long)stats.weight_bytes, first_result_ms, cache);
-        if (stats.cache_path)
-            json_str(stats.cache_path);
-        else
-            printf("null");
-        printf("}\n");
-    } else {
-        printf("model       %s\n", a.model);
-        for (int i = 0; i < n_in; i++) {
-            const char *name;
-            char buf[256];
-            nn_input_info(m, i, &name, NULL);
-            shape_str(&in[i], buf, sizeof buf);
-            printf("input       %s %s\n", name, buf);
-        }
-        for (int k = 0; k < n_out; k++) {
-            const char *name;
-            char buf[256];
-            nn_output_info(m, k, &name, NULL);
-            shape_str(&out[k], buf, sizeof buf);
-            printf("output      %s %s\n", name, buf);
-        }
-        printf("nodes       %d parsed, %d executed\n", stats.nodes_parsed, stats.nodes);
-        printf("parameters  %lld\n", (long long)stats.parameters);
-        printf("device      %s, %d threads, batch %d", a.opt.device ? a.opt.device : "cpu", stats.threads, stats.batch);
-        if (stats.plan_batch < stats.batch)
-            printf(" in micro-batches of %d on %d lane%s", stats.plan_batch, stats.lanes, stats.lanes > 1 ? "s" : "");
-        printf("\n");
-        if (stats.cache == NN_CACHE_HIT)
-            printf("load        %.1f ms (cache hit, %s)\n", load_ms, stats.cache_path);
-        else if (stats.cache == NN_CACHE_MISS && stats.cache_path)
-            printf("load        %.1f ms (cache miss, wrote %s)\n", load_ms, stats.cache_path);
-        else
-            printf("load        %.1f ms (cache %s)\n", load_ms,
-                   stats.cache == NN_CACHE_OFF ? "off" : "miss, not written");
-        printf("first       %.1f ms to the first result (load + one prediction)\n", first_result_ms);
-        printf("latency     median %.3f ms  p90 %.3f ms  p99 %.3f ms  (%d runs)\n", med, p90, p99, n_runs);
-        printf("throughput  %.2f samples/s\n", throughput);
-        printf("memory      %.1f MB peak RSS, %.1f MB weights, %.1f MB activation arena, %.1f MB scratch\n", rss_mb,
-               stats.weight_bytes / 1048576.0, stats.arena_bytes / 1048576.0, stats.workspace_bytes / 1048576.0);
-    }
-    *rep = (report){1, stats.batch, load_ms, med, p90, p99, throughput, rss_mb};
-    if (a.opt.profile) nn_profile_print(m, a.json ? stderr : stdout);
     return 0;
 }
 
-/* Load, run and (unless quiet) print the report for one configuration. */
-static int session(args *ap, report *rep) {
+/* Load, run and (unless a scan child) print the report for one configuration. */
+static int session(const args *a, report *rep) {
     held h = {0};
-    int rc = run_session(ap, rep, &h);
+    measured r = {0};
+    int rc = run_session(a, &r, &h);
+    *rep = (report){.ok = rc == 0,
+                    .batch = a->opt.batch,
+                    .exit_code = rc,
+                    .lat = r.lat,
+                    .load_ms = r.load_ms,
+                    .throughput = r.throughput,
+                    .rss_mb = r.rss_mb,
+                    .joules_per_sample = r.have_energy ? r.joules / ((double)r.samples * r.lat.n) : NAN};
+    if (rc) snprintf(rep->error, sizeof rep->error, "%s", failure);
+    if (rc == 0 && !a->child) {
+        if (a->json)
+            print_json(a, &h, &r);
+        else
+            print_text(a, &h, &r);
+    }
     for (int k = 0; h.out && k < h.n_out; k++)
         nn_tensor_release(&h.out[k]);
     for (int i = 0; h.in && i < h.n_in; i++)
@@ -494,96 +557,94 @@ static int session(args *ap, report *rep) {
     return rc;
 }
 
-/* Each batch size runs in its own process, so that its peak RSS is its own. */
-static int scan(args *a) {
-    report reps[32];
-    for (int i = 0; i < a->n_scan; i++) {
-        int fd[2];
-        memset(&reps[i], 0, sizeof reps[i]);
-        reps[i].batch = a->scan[i];
-        if (pipe(fd) != 0) return fail("pipe failed: ");
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid < 0) return fail("fork failed: ");
-        if (pid == 0) {
-            close(fd[0]);
-            args child = *a;
-            child.opt.batch = a->scan[i];
-            child.batch_given = true;
-            child.quiet = true;
-            report r = {0};
-            int rc = session(&child, &r);
-            ssize_t w = write(fd[1], &r, sizeof r);
-            _exit(rc == 0 && w == (ssize_t)sizeof r ? 0 : 1);
-        }
-        close(fd[1]);
-        if (read(fd[0], &reps[i], sizeof reps[i]) != (ssize_t)sizeof reps[i]) reps[i].ok = 0;
+/* One batch size in a child process, so that its peak RSS is its own. */
+static void scan_point(const args *a, int batch, report *rep) {
+    int fd[2];
+    memset(rep, 0, sizeof *rep);
+    rep->batch = batch;
+    rep->exit_code = EXIT_ERROR;
+    if (pipe(fd) != 0) {
+        snprintf(rep->error, sizeof rep->error, "pipe failed: %s", strerror(errno));
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(rep->error, sizeof rep->error, "fork failed: %s", strerror(errno));
         close(fd[0]);
-        int status;
-        waitpid(pid, &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) reps[i].ok = 0;
+        close(fd[1]);
+        return;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        args child = *a;
+        child.opt.batch = batch;
+        child.batch_given = true;
+        child.child = true;
+        scan_child = true;
+        report r;
+        session(&child, &r);
+        ssize_t w = write(fd[1], &r, sizeof r);
+        _exit(w == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fd[1]);
+    report got;
+    ssize_t n = read(fd[0], &got, sizeof got);
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (n == (ssize_t)sizeof got && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        *rep = got;
+    } else {
+        snprintf(rep->error, sizeof rep->error, "the measuring process %s",
+                 WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "ended without a report");
+    }
+    rep->batch = batch; /* the row is the batch it was started for, whatever came back */
+}
+
+static int scan(const args *a) {
+    report reps[32];
+    int done = 0;
+    for (int i = 0; i < a->n_scan; i++, done++) {
+        report *r = &reps[i];
+        scan_point(a, a->scan[i], r);
+        if (!r->ok) {
+            fprintf(stderr, "nnrun: batch %d: %s\n", r->batch, r->error);
+            /* a device or an option that is wrong for one batch is wrong for all: stop */
+            if (r->exit_code == EXIT_USAGE) return EXIT_USAGE;
+        } else if (a->progress) {
+            fprintf(stderr, "nnrun: [%d/%d] batch %d: median %.3f ms, %.2f samples/s\n", i + 1, a->n_scan, r->batch,
+                    r->lat.median, r->throughput);
+        }
     }
     int best = -1, fits = -1;
-    for (int i = 0; i < a->n_scan; i++) {
+    for (int i = 0; i < done; i++) {
         if (!reps[i].ok) continue;
         if (best < 0 || reps[i].throughput > reps[best].throughput) best = i;
-        if (a->latency_budget > 0 && reps[i].p99 <= a->latency_budget && (fits < 0 || reps[i].batch > reps[fits].batch))
+        if (a->latency_budget > 0 && reps[i].lat.p99 <= a->latency_budget &&
+            (fits < 0 || reps[i].batch > reps[fits].batch))
             fits = i;
     }
-    if (a->json) {
-        printf("{\"model\": ");
-        json_str(a->model);
-        printf(", \"scan\": [");
-        for (int i = 0; i < a->n_scan; i++) {
-            const report *r = &reps[i];
-            printf("%s{\"batch\": %d, \"ok\": %s", i ? ", " : "", r->batch, r->ok ? "true" : "false");
-            if (r->ok)
-                printf(", \"load_ms\": %.3f, \"latency_ms\": {\"median\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
-                       "\"throughput\": %.3f, \"peak_rss_mb\": %.1f",
-                       r->load_ms, r->median, r->p90, r->p99, r->throughput, r->rss_mb);
-            printf("}");
-        }
-        printf("], \"best_batch\": %d, \"budget_batch\": %d}\n", best >= 0 ? reps[best].batch : -1,
-               fits >= 0 ? reps[fits].batch : -1);
-    } else {
-        printf("%-6s %12s %12s %12s %14s %10s\n", "batch", "median ms", "p90 ms", "p99 ms", "samples/s", "peak MB");
-        for (int i = 0; i < a->n_scan; i++) {
-            const report *r = &reps[i];
-            if (!r->ok)
-                printf("%-6d failed (see the error above)\n", r->batch);
-            else
-                printf("%-6d %12.3f %12.3f %12.3f %14.2f %10.1f\n", r->batch, r->median, r->p90, r->p99, r->throughput,
-                       r->rss_mb);
-        }
-        if (best >= 0) printf("best throughput: batch %d (%.2f samples/s)\n", reps[best].batch, reps[best].throughput);
-        if (a->latency_budget > 0) {
-            if (fits >= 0)
-                printf("largest batch within %.1f ms p99: %d\n", a->latency_budget, reps[fits].batch);
-            else
-                printf("no batch size meets a p99 latency of %.1f ms\n", a->latency_budget);
-        }
-    }
+    print_scan(a, reps, done, best, fits);
     return best >= 0 ? 0 : EXIT_ERROR;
 }
 
 int main(int argc, char **argv) {
     args a = {0};
-    if (parse_args(argc, argv, &a)) return EXIT_USAGE;
-    if (a.latency_budget > 0 && !a.n_scan) {
+    int rc = parse_args(argc, argv, &a) ? EXIT_USAGE : 0;
+    if (!rc && a.latency_budget > 0 && !a.n_scan) {
         fprintf(stderr, "nnrun: --latency-budget needs --scan-batch\n");
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
     }
-    if (a.n_scan && (a.n_input_files || a.save_dir)) {
+    if (!rc && a.n_scan && (a.n_input_files || a.save_dir)) {
         fprintf(stderr,
                 "nnrun: --scan-batch feeds random inputs; it does not combine with --input or --save-outputs\n");
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
     }
-    int rc;
-    if (a.n_scan) {
-        rc = scan(&a);
-    } else {
+    if (!rc) {
         report r;
-        rc = session(&a, &r);
+        rc = a.n_scan ? scan(&a) : session(&a, &r);
     }
     for (int i = 0; i < a.n_input_files; i++)
         free((char *)a.input_name[i]);

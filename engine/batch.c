@@ -159,7 +159,7 @@ nn_status nn_choose_plan_batch(nn_model *m) {
         if (!g->values[v].is_input) g->values[v].batched = false;
     if (!m->has_batch || m->dynamic) return NN_OK; /* dynamic plans run whole calls, inferred as they go */
     int want = m->opt.micro_batch > 0 ? m->opt.micro_batch : auto_plan_batch(m);
-    if (!nn_target_has(m, NN_TARGET_MICRO_BATCH)) want = m->batch; /* a device runs whole batches */
+    if (!nn_target_has(m, NN_TARGET_MICRO_BATCH) || want > m->batch) want = m->batch; /* a device runs whole batches */
     /* the probe batch: the micro-batch when there is one to try, else the next size */
     int probe = want < m->batch ? want : m->batch < INT_MAX ? m->batch + 1 : m->batch - 1;
     size_t nv = (size_t)g->n_values + 1;

@@ -151,6 +151,11 @@ check-portable: $(BUILD)/proto/onnx.pb-c.h | $(BUILD)/.deps-test
 	done; echo "check-portable: $(words $(ENGINE_SRC)) sources build for generic x86-64 and for aarch64"
 .PHONY: check-portable
 
+# ---- docs/operators.md, the supported-operators table (tests/run_all.sh checks it is current)
+docs: | $(BUILD)/.deps-test
+	$(PYTHON) tools/gen_operators.py
+.PHONY: docs
+
 # ---- benchmark against ONNX Runtime
 bench: all models
 	tools/bench

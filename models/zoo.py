@@ -115,30 +115,37 @@ class Wav2Vec2Features(torch.nn.Module):
 
 
 IMG = lambda size: [("input", (3, size, size), "float32", None)]  # noqa: E731
-Spec = collections.namedtuple("Spec", "make inputs outputs batch batches grad_export")
+Spec = collections.namedtuple("Spec", "make inputs outputs batch batches grad_export logit_scale")
 # token ids in [0, vocab); the mask: ones, then zeros past a per-row length
 TOKENS = lambda vocab, seq: [("ids", (seq,), "int64", vocab), ("mask", (seq,), "mask", None)]  # noqa: E731
 DETECT_OUT = ["boxes", "scores", "labels"]
 
 
-def _spec(make, inputs, outputs=("output",), batch=2, batches=(1, 64), grad_export=False):
-    return Spec(make, inputs, list(outputs), batch, list(batches), grad_export)
+def _spec(make, inputs, outputs=("output",), batch=2, batches=(1, 64), grad_export=False, logit_scale=None):
+    return Spec(make, inputs, list(outputs), batch, list(batches), grad_export, logit_scale)
 
 
 ZOO = {
     # ---- transformers
-    "vit_b_16": _spec(_tv("vit_b_16"), IMG(224), batch=1),
+    "vit_b_16": _spec(_tv("vit_b_16"), IMG(224), batch=1, grad_export=True),
     "swin_t": _spec(_tv("swin_t"), IMG(224), batch=1),
     "bert_small": _spec(functools.partial(Bert, 1000, 256, 4, 4, 1024, 64), TOKENS(1000, 64), grad_export=True),
     "bert_base": _spec(functools.partial(Bert, 30522, 768, 12, 12, 3072, 128), TOKENS(30522, 128), batch=1,
                        grad_export=True),
     # ---- detection (batch 1: the wrappers take one image)
-    "retinanet_resnet50_fpn": _spec(_det("retinanet_resnet50_fpn", min_size=320, max_size=320), IMG(320),
-                                    DETECT_OUT, batch=1, batches=(1,)),
+    # logit_scale: random weights leave every class logit near its bias, the scores
+    # within 1% of each other; spread 10x, fewer detections hang on the last bit
+    "retinanet_resnet50_fpn": _spec(_det("retinanet_resnet50_fpn", min_size=320, max_size=320,
+                                         detections_per_img=100),
+                                    IMG(320), DETECT_OUT, batch=1, batches=(1,),
+                                    logit_scale=("m.head.classification_head.cls_logits", 10.0)),
     "ssdlite320_mobilenet_v3_large": _spec(_det("ssdlite320_mobilenet_v3_large"), IMG(320), DETECT_OUT,
                                            batch=1, batches=(1,)),
-    "fasterrcnn_mobilenet_v3_large_320_fpn": _spec(_det("fasterrcnn_mobilenet_v3_large_320_fpn"), IMG(320),
-                                                   DETECT_OUT, batch=1, batches=(1,)),
+    # box_score_thresh: softmax over 91 classes of random weights stays near 1/91,
+    # under the default 0.05, which would leave no detection to compare
+    "fasterrcnn_mobilenet_v3_large_320_fpn": _spec(_det("fasterrcnn_mobilenet_v3_large_320_fpn",
+                                                        box_score_thresh=0.001),
+                                                   IMG(320), DETECT_OUT, batch=1, batches=(1,)),
     # ---- classification CNNs beyond the six seed models
     "convnext_tiny": _spec(_tv("convnext_tiny"), IMG(224)),
     "regnet_y_400mf": _spec(_tv("regnet_y_400mf"), IMG(224)),
@@ -189,9 +196,13 @@ def make_inputs(spec, name, salt, batch, seed_of):
 
 def randomize_extra(model, gen):
     """Beyond export.randomize: LayerNorm / GroupNorm affine parameters, so
-    they are not the identity either."""
+    they are not the identity either, and weights initialized to zero (ViT's
+    classifier head) drawn at random: a zero head would make the output the
+    bias alone, whatever the input."""
     with torch.no_grad():
         for m in model.modules():
+            if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)) and not m.weight.any():
+                m.weight.normal_(0.0, 0.02, generator=gen)
             if isinstance(m, (torch.nn.LayerNorm, torch.nn.GroupNorm)) and m.weight is not None:
                 m.weight.uniform_(0.5, 1.5, generator=gen)
                 m.bias.uniform_(-0.25, 0.25, generator=gen)
@@ -229,6 +240,10 @@ def export_zoo(name, out_dir, force, seed_of, randomize, check_onnx):
         calibs = [_as_tensors(make_inputs(spec, name, f"calibration{i}", calib_batch, seed_of))
                   for i in range(passes)]
         n_bn = randomize(model, name, calibs)
+    if spec.logit_scale:
+        layer = functools.reduce(getattr, spec.logit_scale[0].split("."), model)
+        with torch.no_grad():
+            layer.weight.mul_(spec.logit_scale[1])
     model.eval()
     with torch.no_grad():
         ref = _outputs(model(*_as_tensors(inputs)))

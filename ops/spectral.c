@@ -12,9 +12,10 @@
 
 #include "op.h"
 
-/* Largest window, frame or transform length accepted: a hostile size must not
- * turn into a giant allocation or an O(N^2) sum that never ends. */
-#define SPECTRAL_MAX_LEN (1 << 20)
+/* Largest window, frame, transform length or mel bin count accepted: a hostile
+ * size must not turn into a giant allocation, and the direct sum costs len^2
+ * per transformed line (2^32 at this bound: seconds). */
+#define SPECTRAL_MAX_LEN (1 << 16)
 
 static nn_status scalar_int(nn_call *c, int i, const char *what, int64_t *v) {
     const nn_tensor *t = &c->in[i];

@@ -89,6 +89,13 @@ class Bert(torch.nn.Module):
         layer = torch.nn.TransformerEncoderLayer(hidden, heads, ffn, dropout=0.0, activation="gelu",
                                                  batch_first=True)
         self.enc = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        # TransformerEncoder deep-copies one layer: without fresh weights every
+        # layer would be the same (and the file would hold them once)
+        for lay in self.enc.layers:
+            lay.self_attn._reset_parameters()
+            torch.nn.init.normal_(lay.self_attn.in_proj_bias, 0.0, 0.05)
+            lay.linear1.reset_parameters()
+            lay.linear2.reset_parameters()
 
     def forward(self, ids, mask):
         x = self.norm(self.tok(ids) + self.pos[: ids.shape[1]] + self.seg)

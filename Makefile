@@ -178,8 +178,22 @@ check-portable: $(BUILD)/proto/onnx.pb-c.h | $(BUILD)/.deps-test
 .PHONY: check-portable
 
 # ---- benchmark against ONNX Runtime
+#   make bench          the six seed CNNs at batch 1 and 64
+#   make bench ZOO=1    the zoo (models/zoo.py's `zoo` group, exported into $(BUILD)/zoo) and the six
+ZOO_DIR := $(BUILD)/zoo
 bench: all models
-	tools/bench
+	$(if $(ZOO),$(PYTHON) models/export.py --out $(ZOO_DIR) --only zoo)
+	tools/bench $(if $(ZOO),--zoo) $(BENCH_ARGS)
+
+# ---- docs/operators.md, the supported-operators table (tests/run_all.sh checks it is current)
+docs: | $(BUILD)/.deps-test
+	$(PYTHON) tools/gen_operators.py
+.PHONY: docs
+
+# ---- the real non-CNN models against torch (Swin-T, ViT-B/16, BERT-style, three detectors)
+check-models: all | $(BUILD)/.deps-test
+	tests/check_zoo.sh
+.PHONY: check-models
 
 # ---- fuzzing (clang's libFuzzer + AddressSanitizer + UBSan); not part of make test.
 #   make fuzz                                  every target below, FUZZ_SECONDS each

@@ -8,6 +8,10 @@
     models/export.py --out DIR --only rnn
         the recurrent set (LSTM / GRU models, never part of a full run),
         checked by tests/check_rnn.sh
+    models/export.py --out DIR --only real     (or zoo, or model names)
+        models/zoo.py's groups: `real` (Swin-T, ViT-B/16, a BERT-style
+        encoder, three detectors) checked by tests/check_zoo.sh, `zoo` the
+        models of `make bench ZOO=1`; never part of a full run
 
 Nothing is downloaded: weights come from torchvision's initializers under a
 per-model seed, so any subset exports the same files as a full run.  Freshly
@@ -36,6 +40,9 @@ import numpy as np
 import torch
 import torchvision
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo  # noqa: E402  (the zoo: transformers, detection, segmentation, audio)
+
 # name -> keyword arguments for the torchvision constructor.  GoogLeNet's
 # aux heads only run in training; init_weights=True picks its own
 # initializer explicitly (the default warns about the change).
@@ -59,7 +66,7 @@ def seed_of(name, salt):
 
 
 def randomize(model, name, calib):
-    """Random biases and BN affine parameters, then BN running statistics
+    """CALIB: a batch, or a list of input tuples (one pass each).  Random biases and BN affine parameters, then BN running statistics
     from a calibration pass (BN layers in batch-statistics mode, everything
     else in eval so dropout and stochastic depth stay off), then a
     per-channel jitter.  Returns the number of BN layers."""
@@ -78,7 +85,8 @@ def randomize(model, name, calib):
             bn.reset_running_stats()
             bn.momentum = None  # cumulative average: one batch sets the stats
             bn.train()
-        model(calib)
+        for c in [(calib,)] if torch.is_tensor(calib) else calib:
+            model(*c)
         for bn, momentum in zip(bns, momenta):
             bn.momentum = momentum
             bn.eval()
@@ -128,7 +136,7 @@ def known_ops():
         return set(re.findall(r"^NN_OP\((\w+),", f.read(), re.M))
 
 
-def check_onnx(path, expect_bn):
+def check_onnx(path, expect_bn):  # expect_bn None: any count
     """onnx.checker, BN kept as single-output inference nodes, op types used.
     Returns {op_type: count}."""
     try:
@@ -143,7 +151,7 @@ def check_onnx(path, expect_bn):
         ops[node.op_type] = ops.get(node.op_type, 0) + 1
         if node.op_type == "BatchNormalization" and len(node.output) != 1:
             raise SystemExit(f"{path}: BatchNormalization {node.name} has {len(node.output)} outputs")
-    if ops.get("BatchNormalization", 0) != expect_bn:
+    if expect_bn is not None and ops.get("BatchNormalization", 0) != expect_bn:
         raise SystemExit(f"{path}: {ops.get('BatchNormalization', 0)} BatchNormalization nodes, "
                          f"model has {expect_bn} BN layers")
     return ops
@@ -302,7 +310,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="output directory")
     ap.add_argument("--only", help="comma-separated subset of: " + ", ".join(MODELS) +
-                    "; or of the recurrent set (not in a full run): rnn = " + ", ".join(RNN_MODELS))
+                    "; or of the recurrent set (not in a full run): rnn = " + ", ".join(RNN_MODELS) +
+                    "; or of models/zoo.py (not in a full run): " +
+                    "; ".join(f"{g} = {', '.join(m)}" for g, m in zoo.GROUPS.items()))
     ap.add_argument("--force", action="store_true", help="re-export existing models")
     ap.add_argument("--default", action="store_true",
                     help=f"write models/{DEFAULT_STEM}.{{onnx,input.npy,output.npy}} at batch 1")
@@ -316,13 +326,22 @@ def main():
     if not args.out:
         ap.error("--out DIR or --default is required")
     names = args.only.split(",") if args.only else list(MODELS)
-    names = [m for n in names for m in (RNN_MODELS if n == "rnn" else [n])]
-    unknown = [n for n in names if n not in MODELS and n not in RNN_MODELS]
+    names = [m for n in names for m in (RNN_MODELS if n == "rnn" else zoo.GROUPS.get(n, [n]))]
+    names = list(dict.fromkeys(names))
+    unknown = [n for n in names if n not in MODELS and n not in RNN_MODELS and n not in zoo.ZOO]
     if unknown:
         ap.error("unknown model(s): " + ", ".join(unknown))
     os.makedirs(args.out, exist_ok=True)
     for name in names:
-        export_one(name, args.out, name, 2, args.force, ops_def)
+        if name in zoo.ZOO:
+            ops = zoo.export_zoo(name, args.out, args.force, seed_of, randomize, check_onnx)
+            missing = sorted(set(ops or {}) - ops_def)
+            if ops:
+                print("  ops: " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
+            if missing:
+                print("  NOT IN ops/ops.def: " + ", ".join(missing))
+        else:
+            export_one(name, args.out, name, 2, args.force, ops_def)
     print(f"done in {time.time() - t0:.1f} s")
 
 

@@ -315,9 +315,13 @@ static nn_status check_inference_mode(nn_call *c) {
     if (!nn_present(c, 2) || !c->in[2].data) return NN_OK;
     if (c->in[2].dtype != NN_DTYPE_BOOL || elements(&c->in[2]) != 1)
         return nn_call_error(c, NN_ERR_INVALID, "training_mode must be a BOOL scalar");
-    if (*(const uint8_t *)c->in[2].data)
-        return nn_call_error(c, NN_ERR_UNSUPPORTED, "training mode is not supported");
-    return NN_OK;
+    if (!*(const uint8_t *)c->in[2].data) return NN_OK;
+    /* Training mode with a constant ratio of 0 keeps every element at scale 1: the
+     * identity.  torch exports F.dropout(p=0) like that (Swin-T's attention). */
+    if (nn_present(c, 1) && c->in[1].data && elements(&c->in[1]) == 1 && c->in[1].dtype == NN_DTYPE_FLOAT &&
+        *(const float *)c->in[1].data == 0.0f)
+        return NN_OK;
+    return nn_call_error(c, NN_ERR_UNSUPPORTED, "training mode is not supported (only with a constant ratio of 0)");
 }
 
 static nn_status infer_Dropout(nn_call *c) {

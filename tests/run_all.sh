@@ -70,6 +70,8 @@ fi
 suite models tests/check_models.sh
 suite rnn_models tests/check_rnn.sh
 suite structure tests/check_structure.sh
+# docs/operators.md is generated from ops/ops.def, the ONNX schemas and the conformance list: `make docs`
+suite operators_doc /usr/bin/python3 tools/gen_operators.py --check
 # the sources build for a generic x86-64 and for aarch64, where only the portable kernels exist
 suite portable make -s check-portable
 suite cache tests/test_cache.sh

@@ -3,8 +3,11 @@
 // counterpart of `nnrun --json` for tools/bench: one process per measurement,
 // so the peak RSS reported is this engine's alone.
 //
-//   node tools/ort_run.js MODEL.onnx --input FILE.npy [--batch N] [--threads N]
+//   node tools/ort_run.js MODEL.onnx --input [NAME=]FILE.npy ... [--batch N] [--threads N]
 //        [--warmup N] [--iters N] [--save-outputs DIR]
+//
+// --input without NAME= feeds a model's only input; a model with several
+// inputs (token ids and an attention mask) gets one NAME=FILE each.
 //
 // Prints one JSON line: load_ms, latency_ms {median, p90, p99, min, max},
 // throughput (samples/s), peak_rss_mb.  onnxruntime-node is looked up in
@@ -32,12 +35,12 @@ function die(msg) {
 }
 
 function usage() {
-  die('usage: ort_run.js MODEL.onnx --input FILE.npy [--batch N] [--threads N] ' +
+  die('usage: ort_run.js MODEL.onnx --input [NAME=]FILE.npy ... [--batch N] [--threads N] ' +
       '[--warmup N] [--iters N] [--save-outputs DIR]');
 }
 
 function parseArgs(argv) {
-  const a = { model: null, input: null, batch: 0, threads: os.cpus().length, warmup: 3, iters: 20, saveDir: null };
+  const a = { model: null, inputs: [], batch: 0, threads: os.cpus().length, warmup: 3, iters: 20, saveDir: null };
   const ints = { '--batch': 'batch', '--threads': 'threads', '--warmup': 'warmup', '--iters': 'iters' };
   for (let i = 0; i < argv.length; i++) {
     const s = argv[i];
@@ -51,11 +54,14 @@ function parseArgs(argv) {
     if (s in ints) {
       if (!/^\d+$/.test(v)) die(`${s} needs a non-negative integer, got '${v}'`);
       a[ints[s]] = Number(v);
-    } else if (s === '--input') a.input = v;
+    } else if (s === '--input') {
+      const eq = v.indexOf('=');
+      a.inputs.push(eq > 0 && !v.slice(0, eq).includes('/') ? [v.slice(0, eq), v.slice(eq + 1)] : [null, v]);
+    }
     else if (s === '--save-outputs') a.saveDir = v;
     else die(`unknown option ${s}`);
   }
-  if (!a.model || !a.input) usage();
+  if (!a.model || !a.inputs.length) usage();
   if (a.iters < 1) die('--iters must be at least 1');
   if (a.threads < 1) a.threads = os.cpus().length;
   return a;
@@ -115,8 +121,12 @@ const round3 = (x) => Math.round(x * 1000) / 1000;
 
 async function main() {
   const a = parseArgs(process.argv.slice(2));
-  const input = readNpy(a.input);
-  if (a.batch && input.dims[0] !== a.batch) die(`${a.input}: batch ${input.dims[0]}, expected ${a.batch}`);
+  const tensors = a.inputs.map(([name, file]) => {
+    const t = readNpy(file);
+    if (a.batch && t.dims[0] !== a.batch) die(`${file}: batch ${t.dims[0]}, expected ${a.batch}`);
+    return [name, t];
+  });
+  const input = tensors[0][1];
 
   const t0 = nowMs();
   const session = await ort.InferenceSession.create(a.model, {
@@ -125,8 +135,19 @@ async function main() {
     intraOpNumThreads: a.threads,
   });
   const loadMs = nowMs() - t0;
-  if (session.inputNames.length !== 1) die(`${a.model}: ${session.inputNames.length} inputs, expected 1`);
-  const feeds = { [session.inputNames[0]]: input };
+  const feeds = {};
+  if (tensors.length === 1 && tensors[0][0] === null) {
+    if (session.inputNames.length !== 1) die(`${a.model}: ${session.inputNames.length} inputs, name them: --input NAME=FILE`);
+    feeds[session.inputNames[0]] = input;
+  } else {
+    for (const [name, t] of tensors) {
+      if (name === null) die('with several inputs, every --input needs NAME=FILE');
+      if (!session.inputNames.includes(name)) die(`${a.model}: no input named ${name}`);
+      feeds[name] = t;
+    }
+    const absent = session.inputNames.filter((n) => !(n in feeds));
+    if (absent.length) die(`${a.model}: no --input for ${absent.join(', ')}`);
+  }
 
   for (let i = 0; i < a.warmup; i++) await session.run(feeds);
   const lat = [];

@@ -113,19 +113,22 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
         for (int64_t pn = 0; pn < panels; pn++) {
             int32_t acc[QG_MR * QG_NR];
             tile(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, groups, acc);
+            /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
+            int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
+            uint32_t zb[QG_NR], cs[QG_NR];
+            for (int cc = 0; cc < QG_NR; cc++) {
+                zb[cc] = (g->zb ? (uint32_t)g->zb[g->zb_per_col && cc < nc ? j0 + cc : 0] : 0u) - ob;
+                cs[cc] = (uint32_t)csum[j0 + cc];
+            }
             for (int r = 0; r < QG_MR; r++) {
                 int64_t i = blk * QG_MR + r;
                 if (i >= g->m) break;
                 uint32_t za = (g->za ? (uint32_t)g->za[g->za_per_row ? i : 0] : 0u) + oa;
-                int32_t *crow = g->c + i * g->ldc;
-                for (int cc = 0; cc < QG_NR; cc++) {
-                    int64_t j = pn * QG_NR + cc;
-                    if (j >= g->n) break;
-                    uint32_t zb = (g->zb ? (uint32_t)g->zb[g->zb_per_col ? j : 0] : 0u) - ob;
-                    uint32_t v = (uint32_t)acc[r * QG_NR + cc] - zb * (uint32_t)rsum[i] - za * (uint32_t)csum[j] +
-                                 kk * za * zb;
-                    crow[j] = (int32_t)v;
-                }
+                uint32_t rs = (uint32_t)rsum[i] - kk * za;
+                const uint32_t *a_row = (const uint32_t *)acc + r * QG_NR;
+                int32_t *crow = g->c + i * g->ldc + j0;
+                for (int64_t cc = 0; cc < nc; cc++)
+                    crow[cc] = (int32_t)(a_row[cc] - zb[cc] * rs - za * cs[cc]);
             }
         }
 }

@@ -141,10 +141,7 @@ static void requant_row(const nn_call *c, const qio *io, const requant *r, int64
 
 /* ---- ConvInteger and QLinearConv */
 
-typedef struct qconv_params {
-    nn_window_attrs w;
-    int64_t group;
-} qconv_params;
+typedef nn_qconv_params qconv_params;
 
 static nn_status parse_qconv(nn_parse_ctx *ctx) {
     qconv_params *p = nn_params_alloc(ctx, sizeof *p);
@@ -264,6 +261,26 @@ static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, ui
         }
         const uint8_t *plane = x + ci * g->in_size;
         uint8_t *dst = col + r * g->out_size;
+        if (nsp == 2) { /* rows at a time: a tap's valid columns are one range */
+            int64_t ow = g->out[1], iw = g->in[1], off = tap[1] * g->dilation[1] - g->pad[1], lo, hi;
+            nn_valid_range(off, g->stride[1], iw, ow, &lo, &hi);
+            if (hi < lo) hi = lo;
+            for (int64_t oh = 0; oh < g->out[0]; oh++, dst += ow) {
+                int64_t ih = oh * g->stride[0] - g->pad[0] + tap[0] * g->dilation[0];
+                if (ih < 0 || ih >= g->in[0]) {
+                    memset(dst, pad, (size_t)ow);
+                    continue;
+                }
+                const uint8_t *src = plane + ih * iw + off;
+                memset(dst, pad, (size_t)lo);
+                if (g->stride[1] == 1) memcpy(dst + lo, src + lo, (size_t)(hi - lo));
+                else
+                    for (int64_t o = lo; o < hi; o++)
+                        dst[o] = src[o * g->stride[1]];
+                memset(dst + hi, pad, (size_t)(ow - hi));
+            }
+            continue;
+        }
         for (int64_t pos = 0; pos < g->out_size; pos++) {
             int64_t q = pos, off = 0, stride = 1;
             bool inside = true;

@@ -16,10 +16,7 @@
 #include "op.h"
 #include "quant.h"
 
-typedef struct qdq_params {
-    int64_t axis;
-    int32_t per_axis_ok; /* opset >= 13: a 1-D scale runs along axis */
-} qdq_params;
+typedef nn_qdq_params qdq_params;
 
 static nn_status parse_qdq(nn_parse_ctx *ctx) {
     qdq_params *p = nn_params_alloc(ctx, sizeof *p);

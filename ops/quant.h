@@ -6,6 +6,20 @@
 
 #include "op.h"
 
+#include "window.h"
+
+/* ConvInteger's and QLinearConv's attributes (ops/qlinear.c). */
+typedef struct nn_qconv_params {
+    nn_window_attrs w;
+    int64_t group;
+} nn_qconv_params;
+
+/* QuantizeLinear's and DequantizeLinear's attributes (ops/quant.c). */
+typedef struct nn_qdq_params {
+    int64_t axis;
+    int32_t per_axis_ok; /* opset >= 13: a 1-D scale runs along axis */
+} nn_qdq_params;
+
 /* A tensor seen as [outer, len, inner] around its quantization axis
  * (len 1: one scale for the whole tensor). */
 typedef struct nn_quant_view {

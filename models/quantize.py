@@ -10,7 +10,7 @@ What it does, in order:
   1. Constant nodes become initializers; BatchNormalization folds into the
      Conv before it (in float64), as ORT's pre-processing does.
   2. Calibration: the folded graph runs in torch on --calib seeded random
-     images (N(0,1), the same distribution as export.py's test inputs);
+     images (images(): N(0,1) with a random per-channel gain and offset);
      each activation keeps its min and max.
   3. Relu and Clip right after a Conv, Gemm or Add whose output feeds
      nothing else are removed, their output taking the producer's place
@@ -27,7 +27,7 @@ What it does, in order:
      GlobalAveragePool and Flatten stay in float between a DQ and a Q.
 
 With --test-inputs N --name NAME it also writes, next to the output model,
-STEM.input.npy (N seeded images, a seed of their own) and STEM.torch.npy,
+STEM.input.npy (N images as for calibration, from a seed of their own) and STEM.torch.npy,
 the fp32 logits of the torch model models/export.py builds for NAME (the
 same seeded weights), and STEM.json with the output's quantization step.
 """
@@ -132,6 +132,15 @@ def seed_of(name, salt):
     return zlib.crc32(f"{name}/{salt}".encode())
 
 
+def images(rng, n):
+    """n images N(0,1), each with its own per-channel gain and offset, so
+    that the seeded random-weight model does not put every image in one
+    class; calibration and test images come from here alike."""
+    x = rng.standard_normal((n, 3, 224, 224), dtype=np.float32)
+    return x * rng.uniform(0.5, 2.0, (n, 3, 1, 1)).astype(np.float32) + \
+        rng.uniform(-1.0, 1.0, (n, 3, 1, 1)).astype(np.float32)
+
+
 def act_params(lo, hi):
     """ORT's asymmetric uint8 parameters for the range [lo, hi]."""
     lo, hi = min(lo, 0.0), max(hi, 0.0)
@@ -170,7 +179,7 @@ def main():
     with torch.no_grad():
         for i in range(args.calib):
             rng = np.random.default_rng(seed_of(os.path.basename(args.src), f"quant-calib-{i}"))
-            x = torch.from_numpy(rng.standard_normal((1, 3, 224, 224), dtype=np.float32))
+            x = torch.from_numpy(images(rng, 1))
             for name, v in run_torch(nodes, inits, {in_name: x}):
                 if name in inits:
                     continue
@@ -282,7 +291,7 @@ def main():
     if args.test_inputs:
         stem = args.dst[:-5] if args.dst.endswith(".onnx") else args.dst
         rng = np.random.default_rng(seed_of(args.name or "model", "quant-test"))
-        x = rng.standard_normal((args.test_inputs, 3, 224, 224), dtype=np.float32)
+        x = images(rng, args.test_inputs)
         np.save(stem + ".input.npy", x)
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import export  # the seeded torch model the fp32 export came from

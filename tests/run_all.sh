@@ -69,6 +69,7 @@ else
 fi
 suite models tests/check_models.sh
 suite rnn_models tests/check_rnn.sh
+suite quant_models tests/check_quant.sh
 suite structure tests/check_structure.sh
 # the sources build for a generic x86-64 and for aarch64, where only the portable kernels exist
 suite portable make -s check-portable

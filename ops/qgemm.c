@@ -104,6 +104,8 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
     qg_tile_fn tile = tile_scalar;
 #if NN_HAVE_X86
     if (nn_qgemm_has_kernel(isa)) tile = nn_qg_tile_vnni512;
+#else
+    (void)isa;
 #endif
     int64_t blocks = mp / QG_MR, panels = np / QG_NR, groups = k4 / 4;
     /* the zero points, moved with the flips (qgemm.h) */

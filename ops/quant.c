@@ -107,6 +107,15 @@ static nn_status run_quantize(nn_call *c) {
     bool sgn = c->out[0].dtype == NN_DTYPE_INT8;
     int32_t lo = sgn ? -128 : 0, hi = sgn ? 127 : 255;
     uint8_t *y = c->out[0].data;
+    if (v.len == 1) { /* per tensor: one flat loop, so that all threads share it */
+        int64_t n = v.outer * v.inner;
+        float sc = s[0];
+        int32_t zp = nn_quant_zero(c, 2, 0);
+#pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
+        for (int64_t i = 0; i < n; i++)
+            y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
+        return NN_OK;
+    }
     int64_t rows = v.outer * v.len;
 #pragma omp parallel for num_threads(c->threads) if (rows * v.inner > NN_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
@@ -155,17 +164,22 @@ static nn_status run_dequantize(nn_call *c) {
     const nn_tensor *x = &c->in[0];
     const float *s = c->in[1].data;
     float *y = c->out[0].data;
-    int64_t rows = v.outer * v.len;
+    int64_t rows = v.outer * v.len, inner = v.inner;
+    if (v.len == 1) { /* per tensor: rows of 4096, so that all threads share the work */
+        inner = 4096;
+        rows = (v.outer * v.inner + inner - 1) / inner;
+    }
+    int64_t total = v.outer * v.len * v.inner;
     if (x->dtype == NN_DTYPE_INT32 && nn_present(c, 2))
         for (int64_t a = 0; a < v.len; a++)
             if (nn_quant_zero(c, 2, a) != 0)
                 return nn_call_error(c, NN_ERR_INVALID, "an int32 x needs a zero x_zero_point");
-#pragma omp parallel for num_threads(c->threads) if (rows * v.inner > NN_PAR_MIN)
+#pragma omp parallel for num_threads(c->threads) if (total > NN_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t a = r % v.len;
         float sc = s[a];
         int32_t zp = nn_quant_zero(c, 2, a);
-        int64_t i0 = r * v.inner, i1 = i0 + v.inner;
+        int64_t i0 = r * inner, i1 = i0 + inner < total ? i0 + inner : total;
         switch (x->dtype) {
         case NN_DTYPE_UINT8:
             for (int64_t i = i0; i < i1; i++)

@@ -210,7 +210,7 @@ static nn_status qconv_resolve(const nn_call *c, const qio *io, nn_conv_geom *g)
         g->out_size *= out;
         g->kernel_size *= k;
     }
-    if (g->in_size > INT_MAX || g->out_size > INT_MAX || g->kernel_size * g->in_ch > INT_MAX)
+    if (g->in_size > INT_MAX || g->out_size > INT_MAX || g->kernel_size * g->in_ch > INT_MAX || g->out_ch > INT_MAX)
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit sizes");
     return NN_OK;
 }
@@ -242,9 +242,11 @@ static size_t qconv_workspace_of(const nn_call *c, const qio *io) {
     int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
     size_t gemm = nn_qgemm_workspace(mg, g.out_size, kdim);
     if (gemm == SIZE_MAX) return SIZE_MAX;
-    size_t col = qconv_pointwise(&g) ? 0 : (size_t)nn_round_up(kdim * g.out_size, 64);
-    size_t acc = io->y_zero >= 0 ? (size_t)nn_round_up(mg * g.out_size * 4, 64) : 0;
-    return col + acc + gemm;
+    int64_t col, acc, total; /* sizes are below 2^31 each (qconv_resolve): the products fit, their sum is checked */
+    col = qconv_pointwise(&g) ? 0 : nn_round_up(kdim * g.out_size, 64);
+    acc = io->y_zero >= 0 ? nn_round_up(mg * g.out_size, 16) * 4 : 0;
+    if (__builtin_add_overflow(col, acc, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
+    return (size_t)total + gemm;
 }
 
 /* col[(ci * K + kk) * P + pos] = x at the tap, or `pad` outside the plane. */
@@ -456,9 +458,11 @@ static size_t qmm_workspace_of(const nn_call *c, const qio *io) {
     if (qmm_resolve((nn_call *)c, io, &q) != NN_OK) return 0;
     size_t gemm = nn_qgemm_workspace(q.m, q.n, q.k);
     if (gemm == SIZE_MAX) return SIZE_MAX;
-    /* + the accumulators (QLinearMatMul) and per-column zero points as int32 */
-    return nn_round_up((int64_t)gemm, 64) + (io->y_zero >= 0 ? (size_t)nn_round_up(q.m * q.n * 4, 64) : 0) +
-           (size_t)q.n * 4;
+    /* + the accumulators (QLinearMatMul) and per-column zero points as int32;
+     * m, n < 2^31 (nn_qgemm_workspace refuses more), so m * n * 4 fits */
+    int64_t acc = io->y_zero >= 0 ? nn_round_up(q.m * q.n, 16) * 4 : 0, total;
+    if (__builtin_add_overflow(acc, q.n * 4 + 64, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
+    return nn_round_up((int64_t)gemm, 64) + (size_t)total;
 }
 
 static nn_status qmm_run(nn_call *c, const qio *io) {

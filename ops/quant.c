@@ -232,7 +232,7 @@ static nn_status run_dynquant(nn_call *c) {
     /* as ONNX Runtime: an all-zero input gets scale 1, not a division by 0 */
     float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
     float z = 0.0f - lo / scale;
-    z = z < 0.0f ? 0.0f : z > 255.0f ? 255.0f : z;
+    z = !(z >= 0.0f) ? 0.0f : z > 255.0f ? 255.0f : z; /* NaN (an infinite x) too */
     int32_t zp = (int32_t)rintf(z);
     uint8_t *y = c->out[0].data;
 #pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)

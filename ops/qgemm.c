@@ -31,7 +31,7 @@ static void pack_a(const nn_qgemm *g, int64_t k4, uint8_t *ap, int32_t *rsum, in
 #pragma omp parallel for num_threads(threads) if (g->m * g->k > NN_PAR_MIN)
     for (int64_t blk = 0; blk < blocks; blk++) {
         uint8_t *dst = ap + blk * QG_MR * k4;
-        memset(dst, 0, (size_t)(QG_MR * k4));
+        if (g->k != k4 || (blk + 1) * QG_MR > g->m) memset(dst, 0, (size_t)(QG_MR * k4)); /* padding only */
         for (int r = 0; r < QG_MR; r++) {
             int64_t i = blk * QG_MR + r;
             uint32_t s = 0;
@@ -56,7 +56,7 @@ static void pack_b(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csum, int
     for (int64_t pn = 0; pn < panels; pn++) {
         int8_t *dst = bp + pn * QG_NR * k4;
         int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
-        memset(dst, 0, (size_t)(QG_NR * k4));
+        if (g->k != k4 || nc < QG_NR) memset(dst, 0, (size_t)(QG_NR * k4)); /* padding only */
         int32_t s[QG_NR] = {0};
         for (int64_t p = 0; p < g->k; p++) {
             const uint8_t *src = g->b + p * g->ldb + j0;

@@ -540,3 +540,11 @@ const nn_op_desc nn_op_ConvTranspose = {.name = "ConvTranspose",
                                         .infer = infer_conv_transpose,
                                         .workspace = workspace_conv_transpose,
                                         .run = run_conv_transpose};
+
+bool nn_conv_window(const void *params, nn_window_attrs *w, int64_t *group) {
+    const conv_params *p = params;
+    if (!p || p->n_out_padding >= 0 || p->n_out_shape >= 0) return false;
+    *w = p->w;
+    *group = p->group;
+    return true;
+}

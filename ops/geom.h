@@ -16,6 +16,9 @@ typedef struct nn_conv_geom {
     int64_t in_size, out_size, kernel_size; /* products over the spatial dims */
 } nn_conv_geom;
 nn_status nn_conv_resolve(const nn_call *c, bool transpose, nn_conv_geom *g);
+/* A Conv node's window attributes and group (for passes/fuse_qdq.c, which
+ * turns the node into a QLinearConv); false for ConvTranspose-only fields. */
+bool nn_conv_window(const void *params, nn_window_attrs *w, int64_t *group);
 
 /* MaxPool and AveragePool (ops/pool.c) */
 typedef struct nn_pool_params {

@@ -22,6 +22,17 @@ bool nn_isa_supported(nn_isa isa) {
     }
 }
 
+bool nn_isa_has(nn_isa_ext ext) {
+    switch (ext) {
+#if NN_HAVE_X86
+    case NN_ISA_EXT_AVX512_VNNI:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vnni");
+#endif
+    default: return false;
+    }
+}
+
 bool nn_isa_parse(const char *name, nn_isa *isa) {
     for (int i = 0; name && i < NN_ISA_COUNT; i++)
         if (!strcmp(name, names[i])) {

@@ -36,6 +36,15 @@ const char *nn_isa_name(nn_isa isa);
 bool nn_isa_supported(nn_isa isa);
 /* The ISA a name means; false for an unknown name. */
 bool nn_isa_parse(const char *name, nn_isa *isa);
+/* Instruction-set extensions that some kernels use within a level when
+ * the processor has them (the int8 GEMM's dot products): asked of the
+ * processor once, independent of the level chosen. */
+typedef enum nn_isa_ext {
+    NN_ISA_EXT_AVX512_VNNI, /* VPDPBUSD on 512-bit vectors (with AVX-512 F and BW) */
+    NN_ISA_EXT_COUNT
+} nn_isa_ext;
+/* Whether this build and this CPU have `ext`. */
+bool nn_isa_has(nn_isa_ext ext);
 /* For tests and benchmarks: switch every kernel family to `isa` (false, and
  * nothing changes, when unsupported).  Not safe while kernels run. */
 bool nn_isa_select(nn_isa isa);

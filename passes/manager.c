@@ -6,7 +6,8 @@
 #include "../engine/error.h"
 #include "pass.h"
 
-/* The default order.  Folding first, so every later pass sees static
+/* The default order.  QDQ convs become QLinearConvs before anything, since
+ * folding would dequantize their constant weights to float.  Folding next, so every later pass sees static
  * shapes and constant weights; no-op removal before the fusions so that an
  * Identity between a Conv and its BatchNormalization does not hide the
  * pair; bias Adds join their MatMul/Gemm before residual Adds are looked
@@ -21,6 +22,7 @@
  * input finally lives. */
 // clang-format off
 const nn_pass *const nn_default_pipeline[] = {
+    &nn_pass_fuse_qdq,
     &nn_pass_fold_constants,
     &nn_pass_eliminate_noops,
     &nn_pass_fold_batchnorm,

@@ -42,6 +42,8 @@ done
 for isa in scalar avx2 avx512; do
     suite "isa $isa" env NN_ISA=$isa "$BUILD/tests/test_isa"
 done
+# valgrind hides AVX-512 from the program: the int8 GEMM's VNNI kernel is checked natively
+suite "test_qgemm native" "$BUILD/tests/test_qgemm"
 # threads on one real model: valgrind would only serialize them (races: make tsan)
 suite concurrency "$BUILD/tests/concurrency"
 # the portable ISA's GEMM calls the serial OpenBLAS from several threads at once (ops/gemm_scalar.c's lock)
@@ -69,6 +71,7 @@ else
 fi
 suite models tests/check_models.sh
 suite rnn_models tests/check_rnn.sh
+suite quant_models tests/check_quant.sh
 suite structure tests/check_structure.sh
 # docs/operators.md is generated from ops/ops.def, the ONNX schemas and the conformance list: `make docs`
 suite operators_doc /usr/bin/python3 tools/gen_operators.py --check

@@ -1,0 +1,19 @@
+/* The int8 GEMM's tile kernels (qgemm.c packs for them): each sums, for a
+ * QG_MR x QG_NR tile, the raw u8 x s8 products over `groups` groups of 4 k
+ * values, wrapping modulo 2^32, into acc (row-major, QG_NR to a row). */
+#ifndef NN_QGEMM_KERNEL_H
+#define NN_QGEMM_KERNEL_H
+
+#include <stdint.h>
+
+#include "isa.h"
+
+enum { QG_MR = 6, QG_NR = 32 };
+
+typedef void (*qg_tile_fn)(const uint8_t *a, const int8_t *b, int64_t groups, int32_t *acc);
+
+#if NN_HAVE_X86
+void nn_qg_tile_vnni512(const uint8_t *a, const int8_t *b, int64_t groups, int32_t *acc);
+#endif
+
+#endif

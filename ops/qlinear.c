@@ -1,0 +1,547 @@
+/* The integer ops (opset 10): ConvInteger and MatMulInteger (int32 out),
+ * QLinearConv and QLinearMatMul (requantized to 8 bits).  All run the int8
+ * GEMM (qgemm.h): a conv as one product per (image, group) of its weights
+ * and an im2col matrix padded with the input's zero point, so that padding
+ * adds nothing; a matmul as one product per broadcast batch entry.
+ *
+ * Requantization, as ONNX Runtime computes it:
+ *     y = saturate(round_half_even(float(acc + bias) * multiplier) + y_zp)
+ * with multiplier = x_scale * w_scale[m] / y_scale in float, per output
+ * channel (conv) or column (matmul) where the weights' scale is per axis.
+ *
+ * Zero points and scales: x / a per tensor; w per tensor or per output
+ * channel; b per tensor or per column.  Other layouts (a per-row a_zero_point,
+ * batched b scales) are refused. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "geom.h"
+#include "op.h"
+#include "qgemm.h"
+#include "quant.h"
+#include "window.h"
+
+static bool is_int8(nn_dtype t) { return t == NN_DTYPE_UINT8 || t == NN_DTYPE_INT8; }
+
+/* Per-tensor (one value) or per-channel (`count` values, 1-D) input i. */
+static nn_status per_channel(nn_call *c, int i, const char *what, int64_t count, bool *per) {
+    *per = false;
+    if (!nn_present(c, i)) return NN_OK;
+    const nn_tensor *t = &c->in[i];
+    int64_t n = nn_tensor_elements(t);
+    if (n == 1 && t->ndim <= 1) return NN_OK;
+    if (t->ndim == 1 && n == count) {
+        *per = true;
+        return NN_OK;
+    }
+    return nn_call_error(c, NN_ERR_UNSUPPORTED, "%s (input %d) must hold 1 or %lld values (1-D), got rank %d with %lld",
+                         what, i, (long long)count, t->ndim, (long long)n);
+}
+
+static nn_status scalar_input(nn_call *c, int i, const char *what) {
+    if (!nn_present(c, i)) return NN_OK;
+    if (nn_tensor_elements(&c->in[i]) != 1 || c->in[i].ndim > 1)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "%s (input %d) must be one value (per tensor)", what, i);
+    return NN_OK;
+}
+
+static nn_status dtype_is(nn_call *c, int i, const char *what, nn_dtype want) {
+    if (nn_present(c, i) && c->in[i].dtype != want)
+        return nn_call_error(c, NN_ERR_INVALID, "%s (input %d) has dtype %s, want %s", what, i,
+                             nn_dtype_name(c->in[i].dtype), nn_dtype_name(want));
+    return NN_OK;
+}
+
+static nn_status check_int8(nn_call *c, int i, const char *what) {
+    if (!is_int8(c->in[i].dtype))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "%s (input %d) has dtype %s (uint8 or int8 only)", what, i,
+                             nn_dtype_name(c->in[i].dtype));
+    return NN_OK;
+}
+
+static int32_t requantize(int32_t acc, float mult, int32_t zp, int32_t lo, int32_t hi) {
+    float v = (float)acc * mult;
+    if (!(v >= (float)(lo - zp))) return lo;
+    if (v > (float)(hi - zp)) return hi;
+    return (int32_t)rintf(v) + zp;
+}
+
+/* Inputs of the two families, by role. */
+typedef struct qio {
+    int x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, bias; /* -1: the op has none */
+} qio;
+static const qio conv_int_io = {0, -1, 2, 1, -1, 3, -1, -1, -1};
+static const qio qconv_io = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+
+/* Dtypes and zero-point / scale layouts, for `channels` output channels
+ * (conv) or columns (matmul) along which w's may vary. */
+static nn_status check_quant_inputs(nn_call *c, const qio *io, int64_t channels, bool *w_per) {
+    nn_status st;
+    bool scale_per = false;
+    if ((st = check_int8(c, io->x, "x")) || (st = check_int8(c, io->w, "w")) ||
+        (st = dtype_is(c, io->x_zero, "x zero point", c->in[io->x].dtype)) ||
+        (st = dtype_is(c, io->w_zero, "w zero point", c->in[io->w].dtype)) ||
+        (st = scalar_input(c, io->x_zero, "x zero point")) ||
+        (st = per_channel(c, io->w_zero, "w zero point", channels, w_per)))
+        return st;
+    if (io->y_scale < 0) return NN_OK;
+    if ((st = dtype_is(c, io->x_scale, "x scale", NN_DTYPE_FLOAT)) ||
+        (st = dtype_is(c, io->w_scale, "w scale", NN_DTYPE_FLOAT)) ||
+        (st = dtype_is(c, io->y_scale, "y scale", NN_DTYPE_FLOAT)) || (st = check_int8(c, io->y_zero, "y zero point")) ||
+        (st = scalar_input(c, io->x_scale, "x scale")) || (st = scalar_input(c, io->y_scale, "y scale")) ||
+        (st = scalar_input(c, io->y_zero, "y zero point")) ||
+        (st = per_channel(c, io->w_scale, "w scale", channels, &scale_per)))
+        return st;
+    if (io->bias >= 0 && nn_present(c, io->bias)) {
+        const nn_tensor *b = &c->in[io->bias];
+        if (b->dtype != NN_DTYPE_INT32 || b->ndim != 1 || b->dims[0] != channels)
+            return nn_call_error(c, NN_ERR_SHAPE, "B must be int32 of shape [%lld]", (long long)channels);
+    }
+    *w_per = *w_per || scale_per;
+    return NN_OK;
+}
+
+/* Output element of channel m from int32 accumulators. */
+typedef struct requant {
+    float xs_over_ys; /* unused for int32 outputs */
+    const float *ws;
+    bool ws_per;
+    int32_t zp, lo, hi;
+    const int32_t *bias;
+} requant;
+
+static requant requant_of(const nn_call *c, const qio *io) {
+    requant r = {0};
+    if (io->y_scale < 0) return r;
+    r.xs_over_ys = ((const float *)c->in[io->x_scale].data)[0];
+    r.ws = c->in[io->w_scale].data;
+    r.ws_per = nn_tensor_elements(&c->in[io->w_scale]) > 1;
+    r.zp = nn_quant_zero(c, io->y_zero, 0);
+    bool sgn = c->in[io->y_zero].dtype == NN_DTYPE_INT8;
+    r.lo = sgn ? -128 : 0;
+    r.hi = sgn ? 127 : 255;
+    r.bias = io->bias >= 0 && nn_present(c, io->bias) ? c->in[io->bias].data : NULL;
+    return r;
+}
+
+/* y_scale divides last: (x_scale * w_scale) / y_scale, ONNX Runtime's order. */
+static float multiplier(const nn_call *c, const qio *io, const requant *r, int64_t m) {
+    return r->xs_over_ys * r->ws[r->ws_per ? m : 0] / ((const float *)c->in[io->y_scale].data)[0];
+}
+
+/* Write `count` accumulators of channel m to the 8-bit output. */
+static void requant_row(const nn_call *c, const qio *io, const requant *r, int64_t m, const int32_t *acc, uint8_t *y,
+                        int64_t count) {
+    float mult = multiplier(c, io, r, m);
+    uint32_t b = r->bias ? (uint32_t)r->bias[m] : 0u;
+    for (int64_t j = 0; j < count; j++)
+        y[j] = (uint8_t)requantize((int32_t)((uint32_t)acc[j] + b), mult, r->zp, r->lo, r->hi);
+}
+
+/* ---- ConvInteger and QLinearConv */
+
+typedef nn_qconv_params qconv_params;
+
+static nn_status parse_qconv(nn_parse_ctx *ctx) {
+    qconv_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    nn_status st = nn_window_parse(ctx, &p->w);
+    return st != NN_OK ? st : nn_attr_int(ctx, "group", 1, &p->group);
+}
+
+static nn_status check_qconv(const void *params, char *err, size_t err_size) {
+    const qconv_params *p = params;
+    nn_status st = nn_window_check(&p->w, err, err_size);
+    if (st != NN_OK) return st;
+    if (p->group < 1 || p->group > NN_ATTR_EXTENT_MAX)
+        return nn_check_error(err, err_size, "group must be >= 1, got %lld", (long long)p->group);
+    return NN_OK;
+}
+
+/* The conv's geometry (as ops/conv.c resolves a float Conv's). */
+static nn_status qconv_resolve(const nn_call *c, const qio *io, nn_conv_geom *g) {
+    const qconv_params *p = c->params;
+    const nn_tensor *x = &c->in[io->x], *w = &c->in[io->w];
+    if (x->ndim < 3 || w->ndim != x->ndim)
+        return nn_call_error(c, NN_ERR_SHAPE, "x must have rank >= 3 and w the same rank (x rank %d, w rank %d)",
+                             x->ndim, w->ndim);
+    int nsp = g->nsp = x->ndim - 2;
+    g->batch = x->dims[0];
+    g->in_ch = x->dims[1];
+    g->group = p->group;
+    g->out_ch = w->dims[0];
+    int64_t in_ch;
+    if (__builtin_mul_overflow(w->dims[1], g->group, &in_ch) || in_ch != g->in_ch || g->out_ch % g->group)
+        return nn_call_error(c, NN_ERR_SHAPE, "w %lldx%lld does not fit x channels %lld with group %lld",
+                             (long long)w->dims[0], (long long)w->dims[1], (long long)g->in_ch, (long long)g->group);
+    if ((p->w.n_kernel >= 0 && p->w.n_kernel != nsp) || (p->w.n_strides >= 0 && p->w.n_strides != nsp) ||
+        (p->w.n_dilations >= 0 && p->w.n_dilations != nsp) || (p->w.n_pads >= 0 && p->w.n_pads != 2 * nsp))
+        return nn_call_error(c, NN_ERR_INVALID, "kernel_shape/strides/dilations/pads lengths do not fit %d spatial dims",
+                             nsp);
+    g->in_size = g->out_size = g->kernel_size = 1;
+    for (int d = 0; d < nsp; d++) {
+        int64_t in = g->in[d] = x->dims[2 + d], k = g->kernel[d] = w->dims[2 + d];
+        int64_t s = g->stride[d] = p->w.n_strides >= 0 ? p->w.strides[d] : 1;
+        int64_t dil = g->dilation[d] = p->w.n_dilations >= 0 ? p->w.dilations[d] : 1;
+        int64_t pb = p->w.n_pads >= 0 ? p->w.pads[d] : 0, pe = p->w.n_pads >= 0 ? p->w.pads[nsp + d] : 0, out;
+        if (p->w.n_kernel >= 0 && p->w.kernel[d] != k)
+            return nn_call_error(c, NN_ERR_SHAPE, "kernel_shape[%d] = %lld but w has %lld", d,
+                                 (long long)p->w.kernel[d], (long long)k);
+        if (s < 1 || dil < 1 || pb < 0 || pe < 0 || k < 1)
+            return nn_call_error(c, NN_ERR_INVALID, "strides, dilations and kernel must be >= 1, pads >= 0");
+        int64_t ext = (k - 1) * dil + 1;
+        if (p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER || p->w.auto_pad == NN_AUTO_PAD_SAME_LOWER) {
+            out = (in + s - 1) / s;
+            int64_t total = (out - 1) * s + ext - in;
+            if (total < 0) total = 0;
+            pb = p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+        } else {
+            if (p->w.auto_pad == NN_AUTO_PAD_VALID) pb = pe = 0;
+            out = in + pb + pe < ext ? 0 : (in + pb + pe - ext) / s + 1;
+        }
+        if (out < 1)
+            return nn_call_error(c, NN_ERR_SHAPE, "spatial dim %d: output size %lld (input %lld, kernel %lld)", d,
+                                 (long long)out, (long long)in, (long long)k);
+        g->out[d] = out;
+        g->pad[d] = pb;
+        g->in_size *= in;
+        g->out_size *= out;
+        g->kernel_size *= k;
+    }
+    if (g->in_size > INT_MAX || g->out_size > INT_MAX || g->kernel_size * g->in_ch > INT_MAX || g->out_ch > INT_MAX)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit sizes");
+    return NN_OK;
+}
+
+static bool qconv_pointwise(const nn_conv_geom *g) {
+    for (int d = 0; d < g->nsp; d++)
+        if (g->kernel[d] != 1 || g->stride[d] != 1 || g->pad[d] != 0 || g->out[d] != g->in[d]) return false;
+    return true;
+}
+
+static nn_status qconv_infer(nn_call *c, const qio *io) {
+    nn_conv_geom g;
+    nn_status st = qconv_resolve(c, io, &g);
+    bool w_per;
+    if (st == NN_OK) st = check_quant_inputs(c, io, g.out_ch, &w_per);
+    if (st != NN_OK) return st;
+    int64_t dims[NN_MAX_DIMS] = {g.batch, g.out_ch};
+    for (int d = 0; d < g.nsp; d++)
+        dims[2 + d] = g.out[d];
+    nn_dtype out = io->y_zero >= 0 ? c->in[io->y_zero].dtype : NN_DTYPE_INT32;
+    nn_tensor_set_shape(&c->out[0], out, g.nsp + 2, dims);
+    return NN_OK;
+}
+
+/* Scratch: the im2col bytes, int32 accumulators (QLinearConv), the GEMM's packing. */
+static size_t qconv_workspace_of(const nn_call *c, const qio *io) {
+    nn_conv_geom g;
+    if (qconv_resolve(c, io, &g) != NN_OK) return 0;
+    int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
+    size_t gemm = nn_qgemm_workspace(mg, g.out_size, kdim);
+    if (gemm == SIZE_MAX) return SIZE_MAX;
+    int64_t col, acc, total; /* sizes are below 2^31 each (qconv_resolve): the products fit, their sum is checked */
+    col = qconv_pointwise(&g) ? 0 : nn_round_up(kdim * g.out_size, 64);
+    acc = io->y_zero >= 0 ? nn_round_up(mg * g.out_size, 16) * 4 : 0;
+    if (__builtin_add_overflow(col, acc, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
+    return (size_t)total + gemm;
+}
+
+/* col[(ci * K + kk) * P + pos] = x at the tap, or `pad` outside the plane. */
+static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, uint8_t pad, uint8_t *col,
+                         int threads) {
+    int nsp = g->nsp;
+    int64_t rows = cg * g->kernel_size;
+#pragma omp parallel for num_threads(threads) if (rows * g->out_size > NN_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t ci = r / g->kernel_size, kk = r % g->kernel_size, tap[NSP_MAX];
+        for (int d = nsp - 1; d >= 0; d--) {
+            tap[d] = kk % g->kernel[d];
+            kk /= g->kernel[d];
+        }
+        const uint8_t *plane = x + ci * g->in_size;
+        uint8_t *dst = col + r * g->out_size;
+        if (nsp == 2) { /* rows at a time: a tap's valid columns are one range */
+            int64_t ow = g->out[1], iw = g->in[1], off = tap[1] * g->dilation[1] - g->pad[1], lo, hi;
+            nn_valid_range(off, g->stride[1], iw, ow, &lo, &hi);
+            if (hi < lo) hi = lo;
+            for (int64_t oh = 0; oh < g->out[0]; oh++, dst += ow) {
+                int64_t ih = oh * g->stride[0] - g->pad[0] + tap[0] * g->dilation[0];
+                if (ih < 0 || ih >= g->in[0]) {
+                    memset(dst, pad, (size_t)ow);
+                    continue;
+                }
+                const uint8_t *src = plane + ih * iw + off;
+                memset(dst, pad, (size_t)lo);
+                if (g->stride[1] == 1) memcpy(dst + lo, src + lo, (size_t)(hi - lo));
+                else
+                    for (int64_t o = lo; o < hi; o++)
+                        dst[o] = src[o * g->stride[1]];
+                memset(dst + hi, pad, (size_t)(ow - hi));
+            }
+            continue;
+        }
+        for (int64_t pos = 0; pos < g->out_size; pos++) {
+            int64_t q = pos, off = 0, stride = 1;
+            bool inside = true;
+            for (int d = nsp - 1; d >= 0; d--) {
+                int64_t o = q % g->out[d];
+                q /= g->out[d];
+                int64_t i = o * g->stride[d] - g->pad[d] + tap[d] * g->dilation[d];
+                if (i < 0 || i >= g->in[d]) inside = false;
+                off += i * stride;
+                stride *= g->in[d];
+            }
+            dst[pos] = inside ? plane[off] : pad;
+        }
+    }
+}
+
+static nn_status qconv_run(nn_call *c, const qio *io) {
+    nn_conv_geom g;
+    bool w_per;
+    nn_status st = qconv_resolve(c, io, &g);
+    if (st == NN_OK) st = check_quant_inputs(c, io, g.out_ch, &w_per);
+    if (st != NN_OK) return st;
+    if (qconv_workspace_of(c, io) > c->workspace_size)
+        return nn_call_error(c, NN_ERR_INTERNAL, "workspace too small");
+    int64_t cg = g.in_ch / g.group, mg = g.out_ch / g.group, kdim = cg * g.kernel_size, P = g.out_size;
+    bool pointwise = qconv_pointwise(&g), q8 = io->y_zero >= 0;
+    uint8_t *col = c->workspace;
+    int32_t *acc = (int32_t *)(col + (pointwise ? 0 : nn_round_up(kdim * P, 64)));
+    void *gemm_ws = (uint8_t *)acc + (q8 ? nn_round_up(mg * P * 4, 64) : 0);
+    int32_t xz = nn_quant_zero(c, io->x_zero, 0), wz[1] = {0};
+    const uint8_t *x = c->in[io->x].data, *w = c->in[io->w].data;
+    requant r = requant_of(c, io);
+    for (int64_t n = 0; n < g.batch; n++)
+        for (int64_t gi = 0; gi < g.group; gi++) {
+            const uint8_t *xg = x + (n * g.in_ch + gi * cg) * g.in_size;
+            if (!pointwise) qconv_im2col(&g, xg, cg, (uint8_t)xz, col, c->threads);
+            int32_t wzs[64];
+            int32_t *za = NULL;
+            bool za_rows = false;
+            if (nn_present(c, io->w_zero)) {
+                if (nn_tensor_elements(&c->in[io->w_zero]) > 1) {
+                    za_rows = true;
+                } else {
+                    wz[0] = nn_quant_zero(c, io->w_zero, 0);
+                    za = wz;
+                }
+            }
+            int32_t *out32 = q8 ? acc : (int32_t *)c->out[0].data + (n * g.out_ch + gi * mg) * P;
+            /* per-channel zero points go 64 rows at a time (the buffer above) */
+            for (int64_t m0 = 0; m0 < mg; m0 += za_rows ? 64 : mg) {
+                int64_t mb = za_rows ? (mg - m0 < 64 ? mg - m0 : 64) : mg;
+                if (za_rows) {
+                    for (int64_t i = 0; i < mb; i++)
+                        wzs[i] = nn_quant_zero(c, io->w_zero, gi * mg + m0 + i);
+                    za = wzs;
+                }
+                nn_qgemm qg = {.m = mb,
+                               .n = P,
+                               .k = kdim,
+                               .a = w + (gi * mg + m0) * kdim,
+                               .lda = kdim,
+                               .a_signed = c->in[io->w].dtype == NN_DTYPE_INT8,
+                               .b = pointwise ? xg : col,
+                               .ldb = P,
+                               .b_signed = c->in[io->x].dtype == NN_DTYPE_INT8,
+                               .za = za,
+                               .za_per_row = za_rows,
+                               .zb = &xz,
+                               .c = out32 + m0 * P,
+                               .ldc = P};
+                nn_qgemm_run(&qg, gemm_ws, c->threads);
+            }
+            if (q8) {
+                uint8_t *y = (uint8_t *)c->out[0].data + (n * g.out_ch + gi * mg) * P;
+#pragma omp parallel for num_threads(c->threads) if (mg * P > NN_PAR_MIN)
+                for (int64_t m = 0; m < mg; m++)
+                    requant_row(c, io, &r, gi * mg + m, acc + m * P, y + m * P, P);
+            }
+        }
+    return NN_OK;
+}
+
+static nn_status infer_convinteger(nn_call *c) { return qconv_infer(c, &conv_int_io); }
+static size_t workspace_convinteger(const nn_call *c) { return qconv_workspace_of(c, &conv_int_io); }
+static nn_status run_convinteger(nn_call *c) { return qconv_run(c, &conv_int_io); }
+static nn_status infer_qlinearconv(nn_call *c) { return qconv_infer(c, &qconv_io); }
+static size_t workspace_qlinearconv(const nn_call *c) { return qconv_workspace_of(c, &qconv_io); }
+static nn_status run_qlinearconv(nn_call *c) { return qconv_run(c, &qconv_io); }
+
+const nn_op_desc nn_op_ConvInteger = {.name = "ConvInteger",
+                                      .min_inputs = 2,
+                                      .max_inputs = 4,
+                                      .min_outputs = 1,
+                                      .max_outputs = 1,
+                                      .parse = parse_qconv,
+                                      .check = check_qconv,
+                                      .infer = infer_convinteger,
+                                      .workspace = workspace_convinteger,
+                                      .run = run_convinteger};
+
+const nn_op_desc nn_op_QLinearConv = {.name = "QLinearConv",
+                                      .min_inputs = 8,
+                                      .max_inputs = 9,
+                                      .min_outputs = 1,
+                                      .max_outputs = 1,
+                                      .parse = parse_qconv,
+                                      .check = check_qconv,
+                                      .infer = infer_qlinearconv,
+                                      .workspace = workspace_qlinearconv,
+                                      .run = run_qlinearconv};
+
+/* ---- MatMulInteger and QLinearMatMul: numpy matmul with broadcast batch dims */
+
+static const qio matmul_int_io = {0, -1, 2, 1, -1, 3, -1, -1, -1};
+static const qio qmatmul_io = {0, 1, 2, 3, 4, 5, 6, 7, -1};
+
+typedef struct qmm {
+    int64_t m, n, k, batch;
+    int nb; /* batch dims */
+    int64_t bd[NN_MAX_DIMS], sa[NN_MAX_DIMS], sb[NN_MAX_DIMS]; /* dims, and A's and B's matrix strides (0: broadcast) */
+    int ndim;
+    int64_t dims[NN_MAX_DIMS];
+} qmm;
+
+static nn_status qmm_resolve(nn_call *c, const qio *io, qmm *q) {
+    const nn_tensor *a = &c->in[io->x], *b = &c->in[io->w];
+    if (a->ndim < 1 || b->ndim < 1) return nn_call_error(c, NN_ERR_SHAPE, "a and b must have rank >= 1");
+    int ra = a->ndim > 1 ? a->ndim - 2 : 0, rb = b->ndim > 1 ? b->ndim - 2 : 0;
+    q->m = a->ndim > 1 ? a->dims[a->ndim - 2] : 1;
+    q->k = a->dims[a->ndim - 1];
+    int64_t kb = b->ndim > 1 ? b->dims[b->ndim - 2] : b->dims[0];
+    q->n = b->ndim > 1 ? b->dims[b->ndim - 1] : 1;
+    if (kb != q->k)
+        return nn_call_error(c, NN_ERR_SHAPE, "a has %lld columns, b %lld rows", (long long)q->k, (long long)kb);
+    q->nb = ra > rb ? ra : rb;
+    q->batch = 1;
+    int64_t stra = q->m * q->k, strb = q->k * q->n;
+    for (int d = q->nb - 1; d >= 0; d--) {
+        int ia = d - (q->nb - ra), ib = d - (q->nb - rb);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return nn_call_error(c, NN_ERR_SHAPE, "batch dims %lld and %lld do not broadcast", (long long)da,
+                                 (long long)db);
+        q->bd[d] = da > db ? da : db;
+        if (da == 0 || db == 0) q->bd[d] = 0;
+        q->sa[d] = da == 1 ? 0 : stra;
+        q->sb[d] = db == 1 ? 0 : strb;
+        stra *= da;
+        strb *= db;
+        q->batch *= q->bd[d];
+    }
+    q->ndim = 0;
+    for (int d = 0; d < q->nb; d++)
+        q->dims[q->ndim++] = q->bd[d];
+    if (a->ndim > 1) q->dims[q->ndim++] = q->m;
+    if (b->ndim > 1) q->dims[q->ndim++] = q->n;
+    return NN_OK;
+}
+
+static nn_status qmm_infer(nn_call *c, const qio *io) {
+    qmm q;
+    bool w_per;
+    nn_status st = qmm_resolve(c, io, &q);
+    if (st == NN_OK) st = check_quant_inputs(c, io, q.n, &w_per);
+    if (st != NN_OK) return st;
+    nn_dtype out = io->y_zero >= 0 ? c->in[io->y_zero].dtype : NN_DTYPE_INT32;
+    nn_tensor_set_shape(&c->out[0], out, q.ndim, q.dims);
+    return NN_OK;
+}
+
+static size_t qmm_workspace_of(const nn_call *c, const qio *io) {
+    qmm q;
+    if (qmm_resolve((nn_call *)c, io, &q) != NN_OK) return 0;
+    size_t gemm = nn_qgemm_workspace(q.m, q.n, q.k);
+    if (gemm == SIZE_MAX) return SIZE_MAX;
+    /* + the accumulators (QLinearMatMul) and per-column zero points as int32;
+     * m, n < 2^31 (nn_qgemm_workspace refuses more), so m * n * 4 fits */
+    int64_t acc = io->y_zero >= 0 ? nn_round_up(q.m * q.n, 16) * 4 : 0, total;
+    if (__builtin_add_overflow(acc, q.n * 4 + 64, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
+    return nn_round_up((int64_t)gemm, 64) + (size_t)total;
+}
+
+static nn_status qmm_run(nn_call *c, const qio *io) {
+    qmm q;
+    bool w_per;
+    nn_status st = qmm_resolve(c, io, &q);
+    if (st == NN_OK) st = check_quant_inputs(c, io, q.n, &w_per);
+    if (st != NN_OK) return st;
+    if (qmm_workspace_of(c, io) > c->workspace_size) return nn_call_error(c, NN_ERR_INTERNAL, "workspace too small");
+    bool q8 = io->y_zero >= 0;
+    int32_t *acc = c->workspace;
+    void *gemm_ws = (uint8_t *)c->workspace + (q8 ? nn_round_up(q.m * q.n * 4, 64) : 0);
+    int32_t xz = nn_quant_zero(c, io->x_zero, 0), wz1 = nn_quant_zero(c, io->w_zero, 0);
+    int32_t *wz = &wz1;
+    bool wz_per = nn_present(c, io->w_zero) && nn_tensor_elements(&c->in[io->w_zero]) > 1;
+    if (wz_per) { /* the per-column zero points as int32, after the GEMM's packing space */
+        wz = (int32_t *)((uint8_t *)gemm_ws + nn_round_up((int64_t)nn_qgemm_workspace(q.m, q.n, q.k), 64));
+        for (int64_t j = 0; j < q.n; j++)
+            wz[j] = nn_quant_zero(c, io->w_zero, j);
+    }
+    requant r = requant_of(c, io);
+    const uint8_t *a = c->in[io->x].data, *b = c->in[io->w].data;
+    for (int64_t bi = 0; bi < q.batch; bi++) {
+        int64_t oa = 0, ob = 0, rem = bi;
+        for (int d = q.nb - 1; d >= 0; d--) {
+            int64_t i = rem % q.bd[d];
+            rem /= q.bd[d];
+            oa += i * q.sa[d];
+            ob += i * q.sb[d];
+        }
+        int32_t *out32 = q8 ? acc : (int32_t *)c->out[0].data + bi * q.m * q.n;
+        nn_qgemm g = {.m = q.m,
+                      .n = q.n,
+                      .k = q.k,
+                      .a = a + oa,
+                      .lda = q.k,
+                      .a_signed = c->in[io->x].dtype == NN_DTYPE_INT8,
+                      .b = b + ob,
+                      .ldb = q.n,
+                      .b_signed = c->in[io->w].dtype == NN_DTYPE_INT8,
+                      .za = &xz,
+                      .zb = wz,
+                      .zb_per_col = wz_per,
+                      .c = out32,
+                      .ldc = q.n};
+        nn_qgemm_run(&g, gemm_ws, c->threads);
+        if (q8) {
+            uint8_t *y = (uint8_t *)c->out[0].data + bi * q.m * q.n;
+            for (int64_t j = 0; j < q.n; j++) {
+                float mult = multiplier(c, io, &r, j);
+                for (int64_t i = 0; i < q.m; i++)
+                    y[i * q.n + j] = (uint8_t)requantize(acc[i * q.n + j], mult, r.zp, r.lo, r.hi);
+            }
+        }
+    }
+    return NN_OK;
+}
+
+static nn_status infer_matmulinteger(nn_call *c) { return qmm_infer(c, &matmul_int_io); }
+static size_t workspace_matmulinteger(const nn_call *c) { return qmm_workspace_of(c, &matmul_int_io); }
+static nn_status run_matmulinteger(nn_call *c) { return qmm_run(c, &matmul_int_io); }
+static nn_status infer_qlinearmatmul(nn_call *c) { return qmm_infer(c, &qmatmul_io); }
+static size_t workspace_qlinearmatmul(const nn_call *c) { return qmm_workspace_of(c, &qmatmul_io); }
+static nn_status run_qlinearmatmul(nn_call *c) { return qmm_run(c, &qmatmul_io); }
+
+const nn_op_desc nn_op_MatMulInteger = {.name = "MatMulInteger",
+                                        .min_inputs = 2,
+                                        .max_inputs = 4,
+                                        .min_outputs = 1,
+                                        .max_outputs = 1,
+                                        .infer = infer_matmulinteger,
+                                        .workspace = workspace_matmulinteger,
+                                        .run = run_matmulinteger};
+
+const nn_op_desc nn_op_QLinearMatMul = {.name = "QLinearMatMul",
+                                        .min_inputs = 8,
+                                        .max_inputs = 8,
+                                        .min_outputs = 1,
+                                        .max_outputs = 1,
+                                        .infer = infer_qlinearmatmul,
+                                        .workspace = workspace_qlinearmatmul,
+                                        .run = run_qlinearmatmul};

@@ -1,0 +1,252 @@
+/* Linear quantization between float and 8-bit integers: QuantizeLinear,
+ * DequantizeLinear (opsets 10-17: per tensor; from 13 also per axis) and
+ * DynamicQuantizeLinear (uint8).
+ *
+ *     quantize:   y = saturate(round(x / scale) + zero_point)
+ *     dequantize: y = (x - zero_point) * scale
+ *
+ * round is half to even (rintf in the default rounding mode), saturate
+ * clamps to the output dtype, as in the spec; x / scale is a float
+ * division, not a multiply by 1/scale, as ONNX Runtime's kernel computes
+ * it, so the two agree bit for bit.  The integer ops (QLinearConv and the
+ * rest) are in ops/qlinear.c and share nn_quantize_value. */
+#include <math.h>
+#include <stdio.h>
+
+#include "op.h"
+#include "quant.h"
+
+typedef nn_qdq_params qdq_params;
+
+static nn_status parse_qdq(nn_parse_ctx *ctx) {
+    qdq_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    p->per_axis_ok = ctx->opset >= 13;
+    return nn_attr_int(ctx, "axis", 1, &p->axis);
+}
+
+static nn_status check_qdq(const void *params, char *err, size_t err_size) {
+    const qdq_params *p = params;
+    if (!nn_check_axis(p->axis)) return nn_check_error(err, err_size, "axis %lld is out of range", (long long)p->axis);
+    if (p->per_axis_ok != 0 && p->per_axis_ok != 1)
+        return nn_check_error(err, err_size, "per_axis_ok must be 0 or 1, got %d", (int)p->per_axis_ok);
+    return NN_OK;
+}
+
+nn_status nn_quant_layout(nn_call *c, int data, int scale, int zero, int64_t axis, bool per_axis_ok, nn_quant_view *v) {
+    const nn_tensor *x = &c->in[data], *s = &c->in[scale];
+    v->outer = 1;
+    v->len = 1;
+    v->inner = nn_tensor_elements(x);
+    int64_t ns = nn_tensor_elements(s);
+    if (s->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "scale (input %d) must be float, got %s", scale,
+                             nn_dtype_name(s->dtype));
+    if (s->ndim > 1 || ns < 1)
+        return nn_call_error(c, NN_ERR_SHAPE, "scale (input %d) must be a scalar or 1-D, got rank %d with %lld values",
+                             scale, s->ndim, (long long)ns);
+    if (s->ndim == 1 && (ns > 1 || per_axis_ok)) {
+        int64_t ax;
+        if (!per_axis_ok)
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "a per-axis scale needs opset 13 or later");
+        if (!nn_axis_normalize(axis, x->ndim, &ax))
+            return nn_call_error(c, NN_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, x->ndim);
+        if (x->dims[ax] != ns)
+            return nn_call_error(c, NN_ERR_SHAPE, "scale has %lld values, axis %lld has %lld", (long long)ns,
+                                 (long long)ax, (long long)x->dims[ax]);
+        v->outer = nn_shape_elements(x->dims, (int)ax);
+        v->len = ns;
+        v->inner = nn_shape_elements(x->dims + ax + 1, x->ndim - (int)ax - 1);
+    }
+    if (nn_present(c, zero)) {
+        const nn_tensor *z = &c->in[zero];
+        if (z->ndim != s->ndim || nn_tensor_elements(z) != ns)
+            return nn_call_error(c, NN_ERR_SHAPE, "zero point (input %d) must have the shape of the scale", zero);
+    }
+    return NN_OK;
+}
+
+int32_t nn_quant_zero(const nn_call *c, int zero, int64_t i) {
+    if (!nn_present(c, zero)) return 0;
+    const nn_tensor *z = &c->in[zero];
+    switch (z->dtype) {
+    case NN_DTYPE_INT8: return ((const int8_t *)z->data)[i];
+    case NN_DTYPE_UINT8: return ((const uint8_t *)z->data)[i];
+    default: return ((const int32_t *)z->data)[i];
+    }
+}
+
+/* ---- QuantizeLinear */
+
+static nn_status infer_quantize(nn_call *c) {
+    const qdq_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    if (x->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "x has dtype %s (float only)", nn_dtype_name(x->dtype));
+    nn_dtype out = NN_DTYPE_UINT8;
+    if (nn_present(c, 2)) {
+        out = c->in[2].dtype;
+        if (out != NN_DTYPE_UINT8 && out != NN_DTYPE_INT8)
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "y_zero_point has dtype %s (uint8 or int8 only)",
+                                 nn_dtype_name(out));
+    }
+    nn_quant_view v;
+    nn_status st = nn_quant_layout(c, 0, 1, 2, p->axis, p->per_axis_ok, &v);
+    if (st != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], out, x->ndim, x->dims);
+    return NN_OK;
+}
+
+static nn_status run_quantize(nn_call *c) {
+    const qdq_params *p = c->params;
+    nn_quant_view v;
+    nn_status st = nn_quant_layout(c, 0, 1, 2, p->axis, p->per_axis_ok, &v);
+    if (st != NN_OK) return st;
+    const float *x = c->in[0].data, *s = c->in[1].data;
+    bool sgn = c->out[0].dtype == NN_DTYPE_INT8;
+    int32_t lo = sgn ? -128 : 0, hi = sgn ? 127 : 255;
+    uint8_t *y = c->out[0].data;
+    if (v.len == 1) { /* per tensor: one flat loop, so that all threads share it */
+        int64_t n = v.outer * v.inner;
+        float sc = s[0];
+        int32_t zp = nn_quant_zero(c, 2, 0);
+#pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
+        for (int64_t i = 0; i < n; i++)
+            y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
+        return NN_OK;
+    }
+    int64_t rows = v.outer * v.len;
+#pragma omp parallel for num_threads(c->threads) if (rows * v.inner > NN_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t a = r % v.len;
+        float sc = s[a];
+        int32_t zp = nn_quant_zero(c, 2, a);
+        for (int64_t i = r * v.inner; i < (r + 1) * v.inner; i++)
+            y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_QuantizeLinear = {.name = "QuantizeLinear",
+                                         .min_inputs = 2,
+                                         .max_inputs = 3,
+                                         .min_outputs = 1,
+                                         .max_outputs = 1,
+                                         .parse = parse_qdq,
+                                         .check = check_qdq,
+                                         .infer = infer_quantize,
+                                         .run = run_quantize};
+
+/* ---- DequantizeLinear */
+
+static nn_status infer_dequantize(nn_call *c) {
+    const qdq_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    if (x->dtype != NN_DTYPE_UINT8 && x->dtype != NN_DTYPE_INT8 && x->dtype != NN_DTYPE_INT32)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "x has dtype %s (uint8, int8 or int32 only)",
+                             nn_dtype_name(x->dtype));
+    if (nn_present(c, 2) && c->in[2].dtype != x->dtype)
+        return nn_call_error(c, NN_ERR_INVALID, "x_zero_point has dtype %s, x %s", nn_dtype_name(c->in[2].dtype),
+                             nn_dtype_name(x->dtype));
+    nn_quant_view v;
+    nn_status st = nn_quant_layout(c, 0, 1, 2, p->axis, p->per_axis_ok, &v);
+    if (st != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, x->ndim, x->dims);
+    return NN_OK;
+}
+
+static nn_status run_dequantize(nn_call *c) {
+    const qdq_params *p = c->params;
+    nn_quant_view v;
+    nn_status st = nn_quant_layout(c, 0, 1, 2, p->axis, p->per_axis_ok, &v);
+    if (st != NN_OK) return st;
+    const nn_tensor *x = &c->in[0];
+    const float *s = c->in[1].data;
+    float *y = c->out[0].data;
+    int64_t rows = v.outer * v.len, inner = v.inner;
+    if (v.len == 1) { /* per tensor: rows of 4096, so that all threads share the work */
+        inner = 4096;
+        rows = (v.outer * v.inner + inner - 1) / inner;
+    }
+    int64_t total = v.outer * v.len * v.inner;
+    if (x->dtype == NN_DTYPE_INT32 && nn_present(c, 2))
+        for (int64_t a = 0; a < v.len; a++)
+            if (nn_quant_zero(c, 2, a) != 0)
+                return nn_call_error(c, NN_ERR_INVALID, "an int32 x needs a zero x_zero_point");
+#pragma omp parallel for num_threads(c->threads) if (total > NN_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t a = r % v.len;
+        float sc = s[a];
+        int32_t zp = nn_quant_zero(c, 2, a);
+        int64_t i0 = r * inner, i1 = i0 + inner < total ? i0 + inner : total;
+        switch (x->dtype) {
+        case NN_DTYPE_UINT8:
+            for (int64_t i = i0; i < i1; i++)
+                y[i] = (float)(((const uint8_t *)x->data)[i] - zp) * sc;
+            break;
+        case NN_DTYPE_INT8:
+            for (int64_t i = i0; i < i1; i++)
+                y[i] = (float)(((const int8_t *)x->data)[i] - zp) * sc;
+            break;
+        default:
+            for (int64_t i = i0; i < i1; i++)
+                y[i] = (float)((const int32_t *)x->data)[i] * sc;
+            break;
+        }
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_DequantizeLinear = {.name = "DequantizeLinear",
+                                           .min_inputs = 2,
+                                           .max_inputs = 3,
+                                           .min_outputs = 1,
+                                           .max_outputs = 1,
+                                           .parse = parse_qdq,
+                                           .check = check_qdq,
+                                           .infer = infer_dequantize,
+                                           .run = run_dequantize};
+
+/* ---- DynamicQuantizeLinear: uint8 with a scale and zero point that make
+ *      [min(x, 0), max(x, 0)] span [0, 255] */
+
+static nn_status infer_dynquant(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    if (x->dtype != NN_DTYPE_FLOAT)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "x has dtype %s (float only)", nn_dtype_name(x->dtype));
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_UINT8, x->ndim, x->dims);
+    if (c->n_out > 1) nn_tensor_set_shape(&c->out[1], NN_DTYPE_FLOAT, 0, NULL);
+    if (c->n_out > 2) nn_tensor_set_shape(&c->out[2], NN_DTYPE_UINT8, 0, NULL);
+    return NN_OK;
+}
+
+static nn_status run_dynquant(nn_call *c) {
+    const float *x = c->in[0].data;
+    int64_t n = nn_tensor_elements(&c->in[0]);
+    float lo = 0.0f, hi = 0.0f; /* the range always holds 0 */
+    for (int64_t i = 0; i < n; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+    }
+    /* as ONNX Runtime: an all-zero input gets scale 1, not a division by 0 */
+    float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+    float z = 0.0f - lo / scale;
+    z = !(z >= 0.0f) ? 0.0f : z > 255.0f ? 255.0f : z; /* NaN (an infinite x) too */
+    int32_t zp = (int32_t)rintf(z);
+    uint8_t *y = c->out[0].data;
+#pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (uint8_t)nn_quantize_value(x[i], scale, zp, 0, 255);
+    if (c->n_out > 1 && c->out[1].data) *(float *)c->out[1].data = scale;
+    if (c->n_out > 2 && c->out[2].data) *(uint8_t *)c->out[2].data = (uint8_t)zp;
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_DynamicQuantizeLinear = {.name = "DynamicQuantizeLinear",
+                                                .min_inputs = 1,
+                                                .max_inputs = 1,
+                                                .min_outputs = 1,
+                                                .max_outputs = 3,
+                                                .infer = infer_dynquant,
+                                                .run = run_dynquant};

@@ -1,0 +1,131 @@
+/* QDQ fusion: DequantizeLinear -> Conv -> QuantizeLinear, as ONNX Runtime's
+ * static quantizer writes a quantized conv, runs as one QLinearConv on the
+ * 8-bit values (the int8 GEMM, ops/qgemm.h) instead of dequantizing input
+ * and weights to float.  This is the rewrite ONNX Runtime makes itself, so
+ * the two engines then compute the same int32 sums and requantize them the
+ * same way.
+ *
+ * The pattern: Conv(DQ(x), DQ(w) [, DQ(b)]) whose output has one reader, a
+ * QuantizeLinear, and is not a graph output; x per tensor, w and its DQ
+ * constant (per tensor, or per output channel on axis 0), the bias a
+ * constant int32 whose scale is exactly x_scale * w_scale (what QLinearConv
+ * assumes: its B is added to the int32 sums), zero point 0.  Runs before
+ * constant folding, which would otherwise turn DQ(w) into float weights.
+ * DQ nodes that nothing else reads are removed with the Conv's float
+ * output; the rest stay for their other readers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/geom.h"
+#include "../ops/quant.h"
+#include "../ops/registry.h"
+#include "pass.h"
+
+/* The producer of v when it is a DequantizeLinear, else NULL. */
+static nn_node *dq_of(nn_graph *g, int v) {
+    if (v < 0 || g->values[v].producer < 0) return NULL;
+    nn_node *n = &g->nodes[g->values[v].producer];
+    return n->op == NN_OP_DequantizeLinear && n->n_in >= 2 ? n : NULL;
+}
+
+static const nn_value *input_value(const nn_graph *g, const nn_node *n, int k) {
+    return k < n->n_in && n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
+}
+
+static bool is_const(const nn_value *v) { return v && v->is_const && v->t.data; }
+
+/* One scale and zero point (per tensor), the zero point present. */
+static bool per_tensor(const nn_graph *g, const nn_node *qdq) {
+    const nn_value *s = input_value(g, qdq, 1), *z = input_value(g, qdq, 2);
+    return is_const(s) && s->t.dtype == NN_DTYPE_FLOAT && nn_tensor_elements(&s->t) == 1 && s->t.ndim <= 1 &&
+           is_const(z) && nn_tensor_elements(&z->t) == 1 && z->t.ndim <= 1;
+}
+
+static bool int8_dtype(nn_dtype t) { return t == NN_DTYPE_UINT8 || t == NN_DTYPE_INT8; }
+
+/* w's DQ: constant int8/uint8 weights, scale and zero point of 1 or M values (axis 0). */
+static bool weights_ok(const nn_graph *g, const nn_node *dq, int64_t m) {
+    const nn_value *w = input_value(g, dq, 0), *s = input_value(g, dq, 1), *z = input_value(g, dq, 2);
+    if (!is_const(w) || !int8_dtype(w->t.dtype) || w->t.ndim < 3 || w->t.dims[0] != m) return false;
+    if (!is_const(s) || s->t.dtype != NN_DTYPE_FLOAT || !is_const(z) || z->t.dtype != w->t.dtype) return false;
+    int64_t ns = nn_tensor_elements(&s->t);
+    if (ns != nn_tensor_elements(&z->t) || s->t.ndim > 1 || z->t.ndim > 1) return false;
+    if (ns == 1) return true;
+    int64_t axis = dq->params ? ((const nn_qdq_params *)dq->params)->axis : 1;
+    return ns == m && (axis == 0 || axis == -w->t.ndim);
+}
+
+/* b's DQ: constant int32, zero point 0, scale[c] == x_scale * w_scale[c] bit for bit. */
+static bool bias_ok(const nn_graph *g, const nn_node *dq, const nn_node *dqx, const nn_node *dqw, int64_t m) {
+    const nn_value *b = input_value(g, dq, 0), *s = input_value(g, dq, 1), *z = input_value(g, dq, 2);
+    if (!is_const(b) || b->t.dtype != NN_DTYPE_INT32 || b->t.ndim != 1 || b->t.dims[0] != m) return false;
+    if (!is_const(s) || s->t.dtype != NN_DTYPE_FLOAT || s->t.ndim > 1) return false;
+    int64_t ns = nn_tensor_elements(&s->t);
+    if (ns != 1 && ns != m) return false;
+    if (z) {
+        if (!is_const(z) || z->t.dtype != NN_DTYPE_INT32 || nn_tensor_elements(&z->t) != ns) return false;
+        for (int64_t i = 0; i < ns; i++)
+            if (((const int32_t *)z->t.data)[i] != 0) return false;
+    }
+    float xs = *(const float *)input_value(g, dqx, 1)->t.data;
+    const nn_value *ws = input_value(g, dqw, 1);
+    int64_t nw = nn_tensor_elements(&ws->t);
+    for (int64_t c = 0; c < m; c++) {
+        float want = xs * ((const float *)ws->t.data)[nw > 1 ? c : 0];
+        float got = ((const float *)s->t.data)[ns > 1 ? c : 0];
+        if (memcmp(&want, &got, sizeof want)) return false;
+    }
+    return true;
+}
+
+static nn_status fuse_qdq(nn_model *m, int *rewrites) {
+    nn_graph *g = &m->g;
+    int *uses = nn_value_uses(g);
+    if (!uses) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    nn_status st = NN_OK;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *conv = &g->nodes[i];
+        if (conv->op != NN_OP_Conv || conv->has_epilogue || conv->has_prologue || conv->n_out != 1) continue;
+        int y = conv->out[0];
+        if (!nn_fusable(g, uses, y)) continue;
+        int qi = nn_sole_consumer(g, uses, y);
+        nn_node *q = qi >= 0 ? &g->nodes[qi] : NULL;
+        if (!q || q->op != NN_OP_QuantizeLinear || q->in[0] != y || !per_tensor(g, q)) continue;
+        nn_node *dqx = dq_of(g, conv->in[0]), *dqw = conv->n_in > 1 ? dq_of(g, conv->in[1]) : NULL;
+        nn_node *dqb = conv->n_in > 2 && conv->in[2] >= 0 ? dq_of(g, conv->in[2]) : NULL;
+        if (!dqx || !dqw || (conv->n_in > 2 && conv->in[2] >= 0 && !dqb)) continue;
+        const nn_value *x = input_value(g, dqx, 0);
+        if (!x || !x->shape_known || !int8_dtype(x->t.dtype) || !per_tensor(g, dqx)) continue;
+        if (input_value(g, dqx, 2)->t.dtype != x->t.dtype) continue;
+        const nn_value *w = input_value(g, dqw, 0);
+        if (!w || !w->shape_known) continue;
+        int64_t out_ch = w->t.dims[0];
+        if (!weights_ok(g, dqw, out_ch) || (dqb && !bias_ok(g, dqb, dqx, dqw, out_ch))) continue;
+        nn_qconv_params qp;
+        memset(&qp, 0, sizeof qp);
+        if (!nn_conv_window(conv->params, &qp.w, &qp.group)) continue;
+        int ins[9] = {dqx->in[0], dqx->in[1], dqx->in[2], dqw->in[0], dqw->in[1],
+                      dqw->in[2], q->in[1],   q->in[2],   dqb ? dqb->in[0] : -1};
+        int *in = nn_arena_alloc(&g->meta, sizeof ins);
+        if (!in || !nn_node_set_params(g, conv, &qp, sizeof qp)) {
+            st = nn_set_error(NN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        memcpy(in, ins, sizeof ins);
+        /* the DQ outputs the Conv read lose a reader; those left with none go */
+        nn_node *dqs[3] = {dqx, dqw, dqb};
+        for (int k = 0; k < 3; k++)
+            if (dqs[k] && --uses[dqs[k]->out[0]] == 0) dqs[k]->op = -1;
+        conv->in = in;
+        conv->n_in = dqb ? 9 : 8;
+        conv->op = NN_OP_QLinearConv;
+        nn_node_absorb(g, conv, q, "DequantizeLinear->Conv->QuantizeLinear");
+        (*rewrites)++;
+    }
+    free(uses);
+    nn_graph_compact(g);
+    return st;
+}
+
+const nn_pass nn_pass_fuse_qdq = {"fuse_qdq", "run DequantizeLinear -> Conv -> QuantizeLinear as one QLinearConv",
+                                  fuse_qdq};

@@ -1,0 +1,179 @@
+/* The fuse_qdq pass (passes/fuse_qdq.c) on small QDQ convs built here, as
+ * models/quantize.py and ONNX Runtime's quantizer lay them out:
+ *   x -> Q -> DQ -> Conv(DQ(w int8 per channel), DQ(b int32)) -> Q -> DQ -> y
+ * must become QuantizeLinear QLinearConv DequantizeLinear and compute what
+ * the unoptimized graph computes, to within one output quantization step
+ * (the float path rounds its sums, the int8 one does not); and must stay
+ * as it is when the bias scale is not x_scale * w_scale, when the Conv's
+ * output is also a graph output, when no QuantizeLinear follows, and when
+ * the pass is disabled by name. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/model.h"
+#include "../ops/registry.h"
+#include "check.h"
+#include "nn.h"
+#include "onnx_builder.h"
+
+enum { CIN = 4, COUT = 6, HW = 7, KS = 3 };
+static const float XS = 0.02f, YS = 0.05f;
+
+typedef enum variant { PLAIN, BAD_BIAS_SCALE, CONV_IS_OUTPUT, NO_QUANTIZE } variant;
+
+static Onnx__TensorProto *raw_init(builder *b, const char *name, int dtype, int ndim, const int64_t *dims,
+                                   const void *data, size_t bytes) {
+    Onnx__TensorProto *t = tensor_init(b, name, dtype, ndim, dims);
+    t->has_raw_data = 1;
+    t->raw_data.len = bytes;
+    t->raw_data.data = builder_dup(b, data, bytes);
+    return t;
+}
+
+static const char *build(builder *b, variant v) {
+    builder_init(b);
+    int64_t xd[4] = {1, CIN, HW, HW}, wd[4] = {COUT, CIN, KS, KS}, cd[1] = {COUT};
+    graph_input(b, "x", 4, xd);
+    int64_t yd[4] = {1, COUT, HW, HW};
+    graph_output(b, "y", 4, yd);
+    if (v == CONV_IS_OUTPUT) graph_output(b, "conv_out", 4, yd);
+    int8_t w[COUT * CIN * KS * KS], wz[COUT] = {0};
+    float ws[COUT], bs[COUT];
+    int32_t bias[COUT];
+    uint32_t seed = 7;
+    for (int i = 0; i < COUT * CIN * KS * KS; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        w[i] = (int8_t)((int)(seed >> 24) % 255 - 127);
+    }
+    for (int c = 0; c < COUT; c++) {
+        ws[c] = 0.001f * (float)(c + 1);
+        bs[c] = XS * ws[c] * (v == BAD_BIAS_SCALE ? 1.5f : 1.0f);
+        bias[c] = (c - 3) * 200;
+    }
+    uint8_t xz = 128, yz = 100;
+    float xs = XS, ys = YS;
+    float_init(b, "xs", 0, NULL, 1, &xs);
+    raw_init(b, "xz", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &xz, 1);
+    float_init(b, "ys", 0, NULL, 1, &ys);
+    raw_init(b, "yz", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &yz, 1);
+    raw_init(b, "w_q", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, 4, wd, w, sizeof w);
+    float_init(b, "w_s", 1, cd, COUT, ws);
+    raw_init(b, "w_z", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, 1, cd, wz, sizeof wz);
+    raw_init(b, "b_q", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, cd, bias, sizeof bias);
+    float_init(b, "b_s", 1, cd, COUT, bs);
+    const char *q_in[3] = {"x", "xs", "xz"}, *dq_in[3] = {"x_q", "xs", "xz"};
+    node_io(b, "QuantizeLinear", "q_x", 3, q_in, 1, (const char *[]){"x_q"});
+    node_io(b, "DequantizeLinear", "dq_x", 3, dq_in, 1, (const char *[]){"x_dq"});
+    attr_int(b, node_io(b, "DequantizeLinear", "dq_w", 3, (const char *[]){"w_q", "w_s", "w_z"}, 1,
+                        (const char *[]){"w_dq"}),
+             "axis", 0);
+    attr_int(b, node_io(b, "DequantizeLinear", "dq_b", 2, (const char *[]){"b_q", "b_s"}, 1, (const char *[]){"b_dq"}),
+             "axis", 0);
+    Onnx__NodeProto *conv =
+        node_io(b, "Conv", "conv", 3, (const char *[]){"x_dq", "w_dq", "b_dq"}, 1, (const char *[]){"conv_out"});
+    attr_ints(b, conv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+    const char *act = "conv_out";
+    if (v == NO_QUANTIZE) {
+        node(b, "Relu", "relu", "conv_out", NULL, "relu_out");
+        act = "relu_out";
+    }
+    node_io(b, "QuantizeLinear", "q_y", 3, (const char *[]){act, "ys", "yz"}, 1, (const char *[]){"y_q"});
+    node_io(b, "DequantizeLinear", "dq_y", 3, (const char *[]){"y_q", "ys", "yz"}, 1, (const char *[]){"y"});
+    static const char *files[] = {"qdq_plain.onnx", "qdq_bad_bias.onnx", "qdq_conv_out.onnx", "qdq_relu.onnx"};
+    return save(b, files[v]);
+}
+
+static nn_model *load(const char *path, int optimize, const char *passes, const char *disable) {
+    nn_options o = nn_options_default();
+    o.threads = 1;
+    o.optimize = optimize;
+    o.passes = passes;
+    o.disable_passes = disable;
+    o.verify = 1;
+    nn_model *m = NULL;
+    nn_status st = nn_load(path, &o, &m);
+    CHECK(st == NN_OK, "load %s: %s", path, nn_last_error());
+    return m;
+}
+
+static int count_op(const nn_model *m, int op) {
+    int n = 0;
+    for (int i = 0; i < m->g.n_nodes; i++)
+        n += m->g.nodes[i].op == op;
+    return n;
+}
+
+/* y of a model on a seeded input (caller frees) */
+static float *run(nn_model *m) {
+    static float x[CIN * HW * HW];
+    uint32_t seed = 3;
+    for (int i = 0; i < CIN * HW * HW; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = -2.5f + 5.0f * (float)(seed >> 8) / (float)(1u << 24);
+    }
+    nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, CIN, HW, HW}, .data = x};
+    nn_tensor out[2] = {0};
+    int n_out = nn_output_count(m);
+    if (!CHECK(nn_predict(m, &in, 1, out, n_out) == NN_OK, "predict: %s", nn_last_error())) return NULL;
+    float *y = malloc(sizeof(float) * COUT * HW * HW);
+    memcpy(y, out[0].data, sizeof(float) * COUT * HW * HW);
+    for (int k = 0; k < n_out; k++)
+        nn_tensor_release(&out[k]);
+    return y;
+}
+
+int main(void) {
+    if (!mkdtemp(nn_test_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    static const char *names[] = {"plain", "bias scale != x_scale * w_scale", "Conv output is a graph output",
+                                  "Relu between Conv and Q"};
+    for (int v = PLAIN; v <= NO_QUANTIZE; v++) {
+        check_set_case("fuse_qdq: %s", names[v]);
+        builder b;
+        const char *path = build(&b, (variant)v);
+        nn_model *ref = load(path, 0, NULL, NULL), *m = load(path, 1, "fuse_qdq", NULL);
+        if (ref && m) {
+            int want = v == PLAIN;
+            CHECK_EQ_INT("QLinearConv nodes", want, count_op(m, NN_OP_QLinearConv));
+            CHECK_EQ_INT("Conv nodes", 1 - want, count_op(m, NN_OP_Conv));
+            if (v == PLAIN) /* the DQs of x, w and b had no other reader */
+                CHECK_EQ_INT("DequantizeLinear nodes", 1, count_op(m, NN_OP_DequantizeLinear));
+            float *a = run(ref), *c = run(m);
+            if (a && c) {
+                int equal = 0;
+                float worst = 0.0f;
+                for (int i = 0; i < COUT * HW * HW; i++) {
+                    float d = fabsf(a[i] - c[i]);
+                    worst = d > worst ? d : worst;
+                    equal += a[i] == c[i];
+                }
+                CHECK(worst <= YS * 1.001f && equal >= COUT * HW * HW * 9 / 10,
+                      "optimized vs unoptimized: expected within one step (%g) and 90%% equal, got %g apart, %d of %d "
+                      "equal",
+                      (double)YS, (double)worst, equal, COUT * HW * HW);
+            }
+            free(a);
+            free(c);
+        }
+        nn_free(ref);
+        nn_free(m);
+        if (v == PLAIN) {
+            check_set_case("fuse_qdq: disabled by name");
+            m = load(path, 1, NULL, "fuse_qdq");
+            if (m) CHECK_EQ_INT("QLinearConv nodes with fuse_qdq disabled", 0, count_op(m, NN_OP_QLinearConv));
+            nn_free(m);
+            check_set_case("fuse_qdq: default pipeline");
+            m = load(path, 1, NULL, NULL);
+            if (m) CHECK_EQ_INT("QLinearConv nodes in the default pipeline", 1, count_op(m, NN_OP_QLinearConv));
+            nn_free(m);
+        }
+        builder_free(&b);
+    }
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", nn_test_dir);
+    return check_summary();
+}

@@ -78,14 +78,15 @@ _nn.set_errors([None, FileError, ParseError, InvalidModel, Unsupported, ShapeErr
                 DeviceError, InternalError])
 
 IOInfo = collections.namedtuple("IOInfo", "name shape dtype batch_axis")
-IOInfo.__doc__ = """An input or output: shape has None on the batch axis (batch_axis, or None when it has none)."""
+IOInfo.__doc__ = """An input or output: shape has None on the batch axis (batch_axis, or None when it has none)
+and on dimensions known only at run time; dtype is None when only a run tells."""
 
 
 def _info(rows):
     out = []
     for name, dims, typenum, axis, ndim in rows:
         shape = None if ndim < 0 else tuple(None if d == axis else (None if n < 0 else n) for d, n in enumerate(dims))
-        out.append(IOInfo(name, shape, np.dtype(_typenum(typenum)),
+        out.append(IOInfo(name, shape, None if typenum < 0 else np.dtype(_typenum(typenum)),
                           None if axis < 0 else axis))
     return out
 

@@ -108,7 +108,7 @@ static int model_init(Model *self, PyObject *args, PyObject *kw) {
         nn_tensor t;
         int in = i < nn_input_count(m);
         if (in ? nn_input_info(m, i, NULL, &t) : nn_output_info(m, i - nn_input_count(m), NULL, &t)) continue;
-        if (npy_type(t.dtype) < 0) {
+        if (t.dtype != NN_DTYPE_UNDEFINED && npy_type(t.dtype) < 0) { /* undefined: known after a run */
             PyErr_Format(error_class[NN_ERR_UNSUPPORTED] ? error_class[NN_ERR_UNSUPPORTED] : PyExc_RuntimeError,
                          "the Python binding has no NumPy type for dtype %s", nn_dtype_name(t.dtype));
             nn_free(m);
@@ -214,7 +214,20 @@ static int take_inputs(Model *self, PyObject *seq, PyObject **arrays, nn_tensor 
         nn_tensor info;
         const char *name;
         nn_input_info(self->m, i, &name, &info);
-        arrays[i] = PyArray_FROM_OTF(PySequence_Fast_GET_ITEM(fast, i), npy_type(info.dtype), NPY_ARRAY_IN_ARRAY);
+        /* converted as NumPy's same-kind casting allows (float64 to float32, int to float), refused otherwise */
+        PyObject *any = PyArray_FROM_O(PySequence_Fast_GET_ITEM(fast, i));
+        if (!any) goto fail;
+        PyArray_Descr *want = PyArray_DescrFromType(npy_type(info.dtype));
+        if (!PyArray_CanCastTypeTo(PyArray_DESCR((PyArrayObject *)any), want, NPY_SAME_KIND_CASTING)) {
+            PyErr_Format(error_class[NN_ERR_ARG] ? error_class[NN_ERR_ARG] : PyExc_TypeError,
+                         "input '%s' must be %s, got an array of %S", name, nn_dtype_name(info.dtype),
+                         (PyObject *)PyArray_DESCR((PyArrayObject *)any));
+            Py_DECREF(want);
+            Py_DECREF(any);
+            goto fail;
+        }
+        arrays[i] = PyArray_FromAny(any, want, 0, 0, NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST, NULL); /* steals want */
+        Py_DECREF(any);
         if (!arrays[i]) goto fail;
         PyArrayObject *a = (PyArrayObject *)arrays[i];
         if (PyArray_NDIM(a) > NN_MAX_DIMS) {

@@ -372,3 +372,22 @@ def test_classify_example():
     logits = nn.load(model).predict(x)[0]
     assert top5 == [int(i) for i in np.argsort(-logits)[:5]], (top5, np.argsort(-logits)[:5])
     assert torchvision and torch
+
+
+# ---- packaging
+
+def test_pip_install_offline(tmp_path):
+    """pip install --no-build-isolation ./python builds and installs offline with Debian's setuptools."""
+    target = tmp_path / "site"
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index",
+                          "--no-cache-dir", "--target", str(target), os.path.join(ROOT, "python")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    env = dict(os.environ, PYTHONPATH=str(target))
+    x = os.path.join(ROOT, "models", "mobilenetv2.input.npy")
+    run = subprocess.run([sys.executable, "-c", "import nn, numpy as np; print(nn.__file__); "
+                          "print(nn.load(%r).predict(np.load(%r)).shape)" % (
+                              os.path.join(ROOT, "models", "mobilenetv2.onnx"), x)],
+                         capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0].startswith(str(target)) and run.stdout.splitlines()[1] == "(1, 1000)"

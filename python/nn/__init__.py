@@ -99,6 +99,14 @@ def _typenum(n):
     raise InternalError("unknown NumPy type number %d" % n)
 
 
+def _fail(fut, e):
+    """The first error of a request completes its future; later ones (batches already queued) are dropped."""
+    try:
+        fut.set_exception(e)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
 class Model:
     """A loaded model; see nn.load.  Safe to share between threads: predictions on one model run one at a time
     (they share its planned memory), predictions on different models run in parallel."""
@@ -213,7 +221,7 @@ class Model:
                     outs.append(np.empty((total,) + tuple(s[1:]) if o.batch_axis is not None else s, o.dtype))
                 chunks = None
         except BaseException as e:  # noqa: B902 - the future carries it
-            fut.set_exception(e)
+            _fail(fut, e)
             return
         state = {"left": 1 if chunks else (total + step - 1) // step, "failed": False}
 
@@ -230,7 +238,7 @@ class Model:
                     fut.set_result(self._result(outs))
             except BaseException as e:  # noqa: B902
                 state["failed"] = True
-                fut.set_exception(e)
+                _fail(fut, e)
             finally:
                 self._window.release()
 
@@ -249,7 +257,7 @@ class Model:
             except BaseException as e:  # noqa: B902
                 self._window.release()
                 state["failed"] = True
-                fut.set_exception(e)
+                _fail(fut, e)
                 return
             self._compute.submit(compute, inp, lo, hi)
 

@@ -1,4 +1,4 @@
-# nn — build, test, run.   make run | make test | make models | make bench | make install PREFIX=DIR
+# nn — build, test, run.   make run | make test | make models | make bench | make python | make install PREFIX=DIR
 #
 # Debug build:  make DEBUG=1  (assertions + the IR verifier after every pass)
 

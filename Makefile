@@ -1,4 +1,4 @@
-# nn — build, test, run.   make run | make test | make models | make bench | make install [PREFIX=DIR] [DESTDIR=DIR]
+# nn — build, test, run.   make run | make test | make models | make bench | make python | make install [PREFIX=DIR] [DESTDIR=DIR]
 #
 # Debug build:  make DEBUG=1  (assertions + the IR verifier after every pass)
 
@@ -153,11 +153,46 @@ $(MODELS_DIR)/.done: models/export.py | $(BUILD)/.deps-test
 	$(PYTHON) models/export.py --out $(MODELS_DIR) $(if $(wildcard $@),--force)
 	@touch $@
 
+# ---- Python: the package nn (python/nn) for $(PYTHON), its C extension linked with libnn.a (docs/python.md).
+#   make python                 build it into $(BUILD)/python and install it where $(PYTHON) finds it:
+#                               its site-packages for local installs (/usr/local/lib/python3.X/dist-packages
+#                               on Debian) when writable, else the user's site-packages (python3 -m site)
+#   make python PY_SITE=DIR     install into DIR instead
+# The extension is named _nn.so, a suffix every CPython accepts: the rules need no Python at parse time.
+PY_PKG  := $(BUILD)/python/nn
+PY_SRC  := $(wildcard python/nn/*.py)
+PY_SITE ?=
+PY_CFLAGS = $(filter-out -fvisibility=hidden,$(CFLAGS)) -Wno-missing-field-initializers -Wno-cast-function-type \
+            -I$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
+            -I$$($(PYTHON) -c 'import numpy; print(numpy.get_include())')
+$(BUILD)/.deps-python: tools/install-deps.sh
+	@mkdir -p $(BUILD)
+	tools/install-deps.sh python
+	@touch $@
+$(PY_PKG)/_nn.so: python/nn/_nn.c engine/nn.h $(BUILD)/libnn.a | $(BUILD)/.deps-python
+	@mkdir -p $(PY_PKG)
+	$(CC) $(PY_CFLAGS) -Iengine -shared $< -o $@ $(BUILD)/libnn.a $(LIBS)
+$(PY_PKG)/%.py: python/nn/%.py
+	@mkdir -p $(PY_PKG)
+	cp $< $@
+python-build: $(PY_PKG)/_nn.so $(PY_SRC:python/nn/%=$(PY_PKG)/%) $(CUDA_PLUGIN)
+	$(if $(CUDA_PLUGIN),cp $(CUDA_PLUGIN) $(PY_PKG)/)
+python: python-build
+	@site="$(PY_SITE)"; \
+	if [ -z "$$site" ]; then \
+	    site=$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
+	    mkdir -p "$$site" 2>/dev/null; \
+	    [ -w "$$site" ] || site=$$($(PYTHON) -m site --user-site); \
+	fi; \
+	mkdir -p "$$site/nn" && cp $(PY_PKG)/* "$$site/nn/" && echo "installed nn into $$site/nn"
+	cd / && PYTHONPATH=$(PY_SITE) $(PYTHON) -c 'import nn; print("import nn:", nn.__file__)'
+.PHONY: python python-build
+
 # ---- tests
 conformance: $(BUILD)/tests/conformance all | $(BUILD)/.deps-test
 	$(BUILD)/tests/conformance
 
-test: all $(TEST_BINS) | $(BUILD)/.deps-test
+test: all $(TEST_BINS) python-build | $(BUILD)/.deps-test
 	tests/run_all.sh
 
 # ---- portability: the engine must build where the x86 kernels cannot run.  Every engine/, ops/ and

@@ -146,6 +146,32 @@ NN_API nn_status nn_output_info(const nn_model *m, int i, const char **name, nn_
     return io_info(m, m ? m->g.outputs : NULL, nn_output_count(m), i, name, shape);
 }
 
+static int io_index(const nn_model *m, const int *ids, int count, const char *name, const char *what) {
+    for (int i = 0; m && name && i < count; i++)
+        if (!strcmp(m->g.values[ids[i]].name, name)) return i;
+    nn_set_error(NN_ERR_ARG, "the model has no %s named '%s'", what, name ? name : "(null)");
+    return -1;
+}
+
+NN_API int nn_input_index(const nn_model *m, const char *name) {
+    return io_index(m, m ? m->g.inputs : NULL, nn_input_count(m), name, "input");
+}
+NN_API int nn_output_index(const nn_model *m, const char *name) {
+    return io_index(m, m ? m->g.outputs : NULL, nn_output_count(m), name, "output");
+}
+
+static int batch_axis(const nn_model *m, const int *ids, int count, int index) {
+    if (!m || index < 0 || index >= count) return -1;
+    const nn_value *v = &m->g.values[ids[index]];
+    return v->batched && v->t.ndim > 0 ? 0 : -1;
+}
+NN_API int nn_input_batch_axis(const nn_model *m, int i) {
+    return batch_axis(m, m ? m->g.inputs : NULL, nn_input_count(m), i);
+}
+NN_API int nn_output_batch_axis(const nn_model *m, int i) {
+    return batch_axis(m, m ? m->g.outputs : NULL, nn_output_count(m), i);
+}
+
 NN_API nn_status nn_model_get_stats(const nn_model *m, nn_model_stats *s) {
     if (!m || !s) return nn_set_error(NN_ERR_ARG, "nn_model_get_stats: NULL argument");
     s->nodes = m->g.n_nodes;
@@ -208,20 +234,47 @@ static nn_status check_inputs(const nn_model *m, const nn_tensor *in, int n_in, 
     return NN_OK;
 }
 
-/* Output shapes: the static plan's, or for dynamic models what the run
+/* Output i's shape: the static plan's, or for dynamic models what the run
  * just produced; batched outputs hold `samples` rows. */
+static nn_tensor output_shape(const nn_model *m, const nn_tensor *shapes, int i, int64_t samples) {
+    int v = m->g.outputs[i];
+    nn_tensor t = shapes[v];
+    t.data = NULL;
+    if (m->g.values[v].batched && samples >= 0) t.dims[0] = samples;
+    return t;
+}
+
 static nn_status alloc_outputs(nn_model *m, const nn_tensor *shapes, nn_tensor *out, int n_out, int64_t samples) {
     for (int i = 0; i < n_out; i++) {
-        int v = m->g.outputs[i];
-        out[i] = shapes[v];
-        if (m->g.values[v].batched && samples >= 0) out[i].dims[0] = samples;
+        out[i] = output_shape(m, shapes, i, samples);
         size_t bytes = (size_t)nn_tensor_elements(&out[i]) * nn_dtype_size(out[i].dtype);
         out[i].data = malloc(bytes ? bytes : 1);
         if (!out[i].data) {
             for (int j = 0; j < i; j++)
                 nn_tensor_release(&out[j]);
-            return nn_set_error(NN_ERR_NOMEM, "out of memory for output '%s' (%zu bytes)", m->g.values[v].name, bytes);
+            return nn_set_error(NN_ERR_NOMEM, "out of memory for output '%s' (%zu bytes)",
+                                m->g.values[m->g.outputs[i]].name, bytes);
         }
+    }
+    return NN_OK;
+}
+
+/* Caller-owned outputs (nn_predict_into) must have exactly the shapes the
+ * run produces: they are written in place, row by row. */
+static nn_status check_outputs(const nn_model *m, const nn_tensor *out, int n_out, int64_t samples) {
+    for (int i = 0; i < n_out; i++) {
+        nn_tensor want = output_shape(m, m->lanes[0].rt, i, samples);
+        const char *name = m->g.values[m->g.outputs[i]].name;
+        if (out[i].dtype != want.dtype)
+            return nn_set_error(NN_ERR_ARG, "output '%s' must be %s, got %s", name, nn_dtype_name(want.dtype),
+                                nn_dtype_name(out[i].dtype));
+        bool same = out[i].ndim == want.ndim;
+        for (int d = 0; same && d < want.ndim; d++)
+            same = out[i].dims[d] == want.dims[d];
+        if (!same)
+            return nn_set_error(NN_ERR_SHAPE, "output '%s' buffer has the wrong shape (see nn_output_shapes)", name);
+        if (!out[i].data && nn_tensor_elements(&want) > 0)
+            return nn_set_error(NN_ERR_ARG, "output '%s' has no data", name);
     }
     return NN_OK;
 }
@@ -327,8 +380,9 @@ static nn_status run_concurrent(nn_model *m, const nn_tensor *in, nn_tensor *out
 
 /* Static plan: the samples run in chunks of the plan's batch on the
  * model's target. */
-static nn_status predict_static(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples) {
-    nn_status st = alloc_outputs(m, m->lanes[0].rt, out, n_out, samples);
+static nn_status predict_static(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t samples,
+                                bool into) {
+    nn_status st = into ? check_outputs(m, out, n_out, samples) : alloc_outputs(m, m->lanes[0].rt, out, n_out, samples);
     if (st != NN_OK) return st;
     int64_t step = m->has_batch ? m->plan_batch : 1, total = samples >= 0 ? samples : 1;
     int64_t chunks = (total + step - 1) / step;
@@ -337,24 +391,55 @@ static nn_status predict_static(nn_model *m, const nn_tensor *in, nn_tensor *out
         st = run_concurrent(m, in, out, n_out, chunks, step, total, slots);
     else
         st = run_pipelined(m, in, out, n_out, chunks, step, total);
-    if (st != NN_OK)
+    if (st != NN_OK && !into)
         for (int i = 0; i < n_out; i++)
             nn_tensor_release(&out[i]);
     return st;
 }
 
-NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
+/* Validate the inputs under the model's lock; *samples as check_inputs. */
+static nn_status begin_predict(nn_model *m, const nn_tensor *in, int n_in, int64_t *samples) {
+    nn_status st = check_inputs(m, in, n_in, samples);
+    if (st == NN_OK && *samples == 0) st = nn_set_error(NN_ERR_SHAPE, "inputs hold no samples");
+    if (st == NN_OK) st = nn_batch_check_samples(m, *samples);
+    return st;
+}
+
+static nn_status predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out, bool into) {
     if (!m || (!in && n_in) || !out) return nn_set_error(NN_ERR_ARG, "nn_predict: NULL argument");
     if (n_out != m->g.n_outputs)
         return nn_set_error(NN_ERR_ARG, "model has %d outputs, %d requested", m->g.n_outputs, n_out);
-    memset(out, 0, sizeof *out * (size_t)n_out);
+    if (!into) memset(out, 0, sizeof *out * (size_t)n_out);
     pthread_mutex_lock(&m->lock);
     int64_t samples;
-    nn_status st = check_inputs(m, in, n_in, &samples);
-    if (st == NN_OK && samples == 0) st = nn_set_error(NN_ERR_SHAPE, "inputs hold no samples");
-    if (st == NN_OK) st = nn_batch_check_samples(m, samples);
+    nn_status st = begin_predict(m, in, n_in, &samples);
+    if (st == NN_OK && into && m->dynamic)
+        st = nn_set_error(NN_ERR_UNSUPPORTED, "this model's output shapes depend on run-time values: use nn_predict");
     if (st == NN_OK)
-        st = m->dynamic ? predict_dynamic(m, in, out, n_out) : predict_static(m, in, out, n_out, samples);
+        st = m->dynamic ? predict_dynamic(m, in, out, n_out) : predict_static(m, in, out, n_out, samples, into);
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
+NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
+    return predict(m, in, n_in, out, n_out, false);
+}
+
+NN_API nn_status nn_predict_into(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
+    return predict(m, in, n_in, out, n_out, true);
+}
+
+NN_API nn_status nn_output_shapes(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *shapes, int n_out) {
+    if (!m || (!in && n_in) || !shapes) return nn_set_error(NN_ERR_ARG, "nn_output_shapes: NULL argument");
+    if (n_out != m->g.n_outputs)
+        return nn_set_error(NN_ERR_ARG, "model has %d outputs, %d requested", m->g.n_outputs, n_out);
+    pthread_mutex_lock(&m->lock); /* lane 0's shapes are rewritten while a dynamic model runs */
+    int64_t samples;
+    nn_status st = begin_predict(m, in, n_in, &samples);
+    if (st == NN_OK && m->dynamic)
+        st = nn_set_error(NN_ERR_UNSUPPORTED, "this model's output shapes depend on run-time values: use nn_predict");
+    for (int i = 0; st == NN_OK && i < n_out; i++)
+        shapes[i] = output_shape(m, m->lanes[0].rt, i, samples);
     pthread_mutex_unlock(&m->lock);
     return st;
 }

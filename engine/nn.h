@@ -124,11 +124,33 @@ NN_API void nn_free(nn_model *model);
  * (release with nn_tensor_release). */
 NN_API nn_status nn_predict(nn_model *model, const nn_tensor *inputs, int n_inputs, nn_tensor *outputs, int n_outputs);
 
+/* Like nn_predict, but into caller-owned buffers: outputs[i] must carry the
+ * dtype and exact shape nn_output_shapes gives for these inputs, and `data`
+ * room for them; the results are written there, nothing is allocated.  On
+ * failure the buffers may hold partial results.  NN_ERR_UNSUPPORTED for a
+ * model whose output shapes depend on run-time values (use nn_predict). */
+NN_API nn_status nn_predict_into(nn_model *model, const nn_tensor *inputs, int n_inputs, nn_tensor *outputs,
+                                 int n_outputs);
+
+/* The output shapes (dtype, ndim, dims; data NULL) nn_predict would return
+ * for these inputs, which are checked as nn_predict checks them but not
+ * run.  NN_ERR_UNSUPPORTED when the shapes depend on run-time values. */
+NN_API nn_status nn_output_shapes(nn_model *model, const nn_tensor *inputs, int n_inputs, nn_tensor *shapes,
+                                  int n_outputs);
+
 /* Graph inputs/outputs: counts, names and shapes (at the bound batch size). */
 NN_API int nn_input_count(const nn_model *model);
 NN_API int nn_output_count(const nn_model *model);
 NN_API nn_status nn_input_info(const nn_model *model, int index, const char **name, nn_tensor *shape);
 NN_API nn_status nn_output_info(const nn_model *model, int index, const char **name, nn_tensor *shape);
+/* Index of the input/output called `name`, or -1 (with nn_last_error set). */
+NN_API int nn_input_index(const nn_model *model, const char *name);
+NN_API int nn_output_index(const nn_model *model, const char *name);
+/* The axis that holds the samples of input/output `index`: 0 when its first
+ * dimension is the model's symbolic batch dimension (nn_predict takes any
+ * count there), -1 when it has none or the index is out of range. */
+NN_API int nn_input_batch_axis(const nn_model *model, int index);
+NN_API int nn_output_batch_axis(const nn_model *model, int index);
 
 typedef enum nn_cache_state {
     NN_CACHE_OFF = 0, /* caching disabled (options.cache = 0) */

@@ -78,6 +78,13 @@ suite operators_doc /usr/bin/python3 tools/gen_operators.py --check
 # the sources build for a generic x86-64 and for aarch64, where only the portable kernels exist
 suite portable make -s check-portable
 suite cache tests/test_cache.sh
+# the Python package (make python-build) with pytest, and examples/classify.py; its extension links the
+# uninstrumented libnn.a, so a sanitizer build has nothing of its own to run here
+if [ -n "$sanitizer" ]; then
+    skip python "the extension links build/libnn.a, not the sanitizer build"
+else
+    suite python env PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
+fi
 echo "suites failed:${failed_names:- none}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

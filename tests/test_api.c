@@ -306,6 +306,63 @@ static void test_unbatched_input(void) {
     }
     CHECK(out.data && wrong == 0, "%d of 12 outputs wrong with an unbatched input over 3 chunks", wrong);
     nn_tensor_release(&out);
+    CHECK(nn_input_batch_axis(m, 0) == 0 && nn_input_batch_axis(m, 1) == -1 && nn_output_batch_axis(m, 0) == 0,
+          "batch axes: x %d, y %d, z %d (expected 0, -1, 0)", nn_input_batch_axis(m, 0), nn_input_batch_axis(m, 1),
+          nn_output_batch_axis(m, 0));
+    CHECK(nn_input_batch_axis(m, 2) == -1 && nn_output_batch_axis(m, -1) == -1, "batch axis of a missing index");
+    CHECK(nn_input_index(m, "y") == 1 && nn_input_index(m, "x") == 0 && nn_output_index(m, "z") == 0,
+          "name lookup: y %d, x %d, z %d", nn_input_index(m, "y"), nn_input_index(m, "x"), nn_output_index(m, "z"));
+    nn_free(m);
+}
+
+/* nn_predict_into writes the same results as nn_predict into the caller's
+ * buffers, after nn_output_shapes sized them; wrong buffers are refused. */
+static void test_predict_into(void) {
+    check_set_case("test_predict_into");
+    builder b;
+    small_model(&b);
+    const char *path = save(&b, "into.onnx");
+    builder_free(&b);
+    nn_options opt = nn_options_default();
+    opt.batch = 2;
+    nn_model *m;
+    CHECK(nn_load(path, &opt, &m) == NN_OK, "load: %s", nn_last_error());
+    if (!m) return;
+    CHECK(nn_input_index(m, "nope") == -1 && strstr(nn_last_error(), "no input named 'nope'"), "unknown input name: %s",
+          nn_last_error());
+    CHECK(nn_output_index(m, "x") == -1 && strstr(nn_last_error(), "no output named 'x'"), "input name as output");
+    enum { N = 5 };
+    float xs[N * 4], ys[N * 4 + 1];
+    for (int i = 0; i < N * 4; i++)
+        xs[i] = (float)(i % 5) - 2.5f;
+    nn_tensor in = {NN_DTYPE_FLOAT, 2, {N, 4}, xs}, shape;
+    CHECK(nn_output_shapes(m, &in, 1, &shape, 1) == NN_OK, "output shapes: %s", nn_last_error());
+    CHECK(shape.dtype == NN_DTYPE_FLOAT && shape.ndim == 2 && shape.dims[0] == N && shape.dims[1] == 4 && !shape.data,
+          "output shape for %d samples: ndim %d [%lld, %lld]", N, shape.ndim, (long long)shape.dims[0],
+          (long long)shape.dims[1]);
+    ys[N * 4] = 42; /* a guard: nothing is written past the output */
+    nn_tensor out = shape;
+    out.data = ys;
+    CHECK(nn_predict_into(m, &in, 1, &out, 1) == NN_OK, "predict_into: %s", nn_last_error());
+    int wrong = 0;
+    for (int i = 0; i < N * 4; i++)
+        wrong += fabsf(ys[i] - reference(xs[i], i % 4)) > 1e-6f;
+    CHECK(wrong == 0 && ys[N * 4] == 42, "%d of %d outputs wrong, guard %g", wrong, N * 4, ys[N * 4]);
+    CHECK(out.data == ys, "the output buffer was replaced");
+
+    nn_tensor short_out = out;
+    short_out.dims[0] = N - 1;
+    nn_status st = nn_predict_into(m, &in, 1, &short_out, 1);
+    CHECK(st == NN_ERR_SHAPE && strstr(nn_last_error(), "output 'y'"), "short output buffer: %s, %s", nn_strerror(st),
+          nn_last_error());
+    nn_tensor int_out = out;
+    int_out.dtype = NN_DTYPE_INT32;
+    CHECK(nn_predict_into(m, &in, 1, &int_out, 1) == NN_ERR_ARG, "int32 buffer for a float output accepted");
+    nn_tensor no_data = shape;
+    CHECK(nn_predict_into(m, &in, 1, &no_data, 1) == NN_ERR_ARG, "output without data accepted");
+    nn_tensor bad = {NN_DTYPE_FLOAT, 2, {N, 3}, xs};
+    CHECK(nn_output_shapes(m, &bad, 1, &shape, 1) == NN_ERR_SHAPE, "output shapes of a wrong input: %s",
+          nn_last_error());
     nn_free(m);
 }
 
@@ -605,6 +662,7 @@ int main(void) {
     test_concurrency();
     test_cache_and_limits();
     test_unbatched_input();
+    test_predict_into();
     test_micro_batches();
     test_micro_batch_refused();
     test_batch_follows();

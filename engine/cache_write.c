@@ -253,6 +253,13 @@ void nn_cache_store(nn_model *m) {
             m, "not cached: the model keeps its weights in external data files, which the cache key does not cover");
         return;
     }
+    if (m->g.has_containers) {
+        /* their values are pointers (strings, sequence items), which a file cannot hold; and such
+         * graphs run dynamically, so a cached plan would save little (docs/sequences.md) */
+        cache_warn(m, "not cached: the graph holds strings, sequences or optionals, which the plan cache does not "
+                      "store");
+        return;
+    }
     /* the device's measured choices (GPU algorithms) go along with the plan */
     size_t choices_bytes = m->backend && m->backend->save_choices ? m->backend->save_choices(m, NULL, 0) : 0;
     void *choices = choices_bytes ? malloc(choices_bytes) : NULL;

@@ -279,10 +279,20 @@ const nn_op_desc nn_op_Clip = {.name = "Clip",
 
 /* ---- Identity */
 
-static nn_status infer_Identity(nn_call *c) { return infer_same(c, ~0u); }
+/* Any tensor, and sequences and optionals too (shared: they are immutable). */
+static nn_status infer_Identity(nn_call *c) {
+    if (!nn_dtype_is_container(c->in[0].dtype)) return infer_same(c, ~0u);
+    if (c->in[0].dtype == NN_DTYPE_SEQUENCE && !c->in[0].data) return NN_DYNAMIC;
+    memset(&c->out[0], 0, sizeof c->out[0]);
+    c->out[0].dtype = c->in[0].dtype;
+    return NN_OK;
+}
 
 static nn_status run_Identity(nn_call *c) {
-    copy_data(c);
+    if (nn_dtype_is_container(c->in[0].dtype))
+        c->out[0].data = c->in[0].data;
+    else
+        copy_data(c);
     return NN_OK;
 }
 

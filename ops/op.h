@@ -155,6 +155,10 @@ enum nn_op_flags {
     /* takes or makes sequence / optional values (nn_seq): a graph with such
      * a node runs through the dynamic executor */
     NN_OPF_CONTAINER = 1u << 6,
+    /* params point into the model's arena (long attribute lists: an n-gram
+     * pool, stopwords), which the plan cache cannot store: a graph with such
+     * a node is never cached */
+    NN_OPF_UNCACHED = 1u << 7,
 };
 
 typedef struct nn_op_desc {

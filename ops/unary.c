@@ -8,6 +8,7 @@
 #include "act.h"
 #include "half.h"
 #include "op.h"
+#include "text.h"
 
 #define DT(code) (1u << NN_DTYPE_##code)
 
@@ -406,6 +407,13 @@ static nn_status cast_check(const void *params, char *err, size_t err_size) {
 
 static nn_status infer_cast_to(nn_call *c, int64_t to) {
     nn_dtype from = c->in[0].dtype;
+    if (from == NN_DTYPE_STRING || to == NN_DTYPE_STRING) { /* ops/text.c */
+        if (!nn_cast_string_supported(from, (nn_dtype)to))
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "cast from %s to %s not supported", nn_dtype_name(from),
+                                 nn_dtype_name((nn_dtype)to));
+        nn_tensor_set_shape(&c->out[0], (nn_dtype)to, c->in[0].ndim, c->in[0].dims);
+        return NN_OK;
+    }
     if (!dtype_in(from, CAST_MASK)) return reject_dtype(c, from);
     if (to < 0 || to >= 32 || !dtype_in((nn_dtype)to, CAST_MASK))
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "cast to dtype %s not supported", nn_dtype_name((nn_dtype)to));
@@ -487,6 +495,7 @@ static nn_status infer_Cast(nn_call *c) { return infer_cast_to(c, ((const cast_p
 
 /* Converts to the output's dtype: Cast and CastLike alike. */
 static nn_status run_Cast(nn_call *c) {
+    if (c->in[0].dtype == NN_DTYPE_STRING || c->out[0].dtype == NN_DTYPE_STRING) return nn_cast_string(c);
     int64_t n = elements(&c->in[0]);
     if (c->in[0].dtype == c->out[0].dtype) {
         copy_data(c);

@@ -1,8 +1,8 @@
-/* Sequences and optionals (docs/sequences.md): a round trip whose answer is
- * the input itself, the error paths (a position out of range, an empty
- * optional where a tensor is required, a sequence past NN_SEQ_MAX_LENGTH,
- * malformed SequenceProto files), and the public API's refusal of
- * sequence inputs. */
+/* Sequences, optionals and strings (docs/sequences.md): a round trip whose
+ * answer is the input itself, the error paths (a position out of range, an
+ * empty optional where a tensor is required, a sequence past
+ * NN_SEQ_MAX_LENGTH, malformed SequenceProto files, text that is no number,
+ * non-ASCII case mapping), and the public API's refusal of sequence inputs. */
 #include <unistd.h>
 
 #include "check.h"
@@ -218,6 +218,110 @@ static void test_value_files(void) {
     unlink(path);
 }
 
+/* X (float or string) -> Cast(to) -> Y, loaded */
+static nn_model *cast_model(builder *b, int from, int to, int n) {
+    builder_init(b);
+    int64_t d[1] = {n};
+    graph_input(b, "X", 1, d);
+    b->inputs[0]->type->tensor_type->elem_type = from;
+    attr_int(b, node(b, "Cast", "cast", "X", NULL, "Y"), "to", to);
+    graph_output(b, "Y", 1, d);
+    b->outputs[0]->type->tensor_type->elem_type = to;
+    return load(b, "cast.onnx");
+}
+
+/* Cast to STRING writes what std::to_chars writes (the shortest digits that
+ * read back, fixed or scientific, whichever is shorter); from STRING, a
+ * string that is no number is an error naming it. */
+static void test_cast_strings(void) {
+    check_set_case("Cast and strings");
+    builder b;
+    float x[6] = {0.1f, 1e10f, 123456.0f, -2.5e-7f, 100000.0f, 0.039187793f};
+    const char *want[6] = {"0.1", "1e+10", "123456", "-2.5e-07", "1e+05", "0.039187793"};
+    nn_model *m = cast_model(&b, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, ONNX__TENSOR_PROTO__DATA_TYPE__STRING, 6);
+    nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 1, .dims = {6}, .data = x}, out;
+    nn_status st = m ? nn_predict(m, &in, 1, &out, 1) : NN_ERR_ARG;
+    if (CHECK(st == NN_OK && out.dtype == NN_DTYPE_STRING, "float to string: %s", nn_last_error())) {
+        for (int i = 0; i < 6; i++)
+            CHECK(!strcmp(((char **)out.data)[i], want[i]), "%.9g: got '%s', expected '%s'", x[i],
+                  ((char **)out.data)[i], want[i]);
+        nn_tensor_release(&out); /* one block: valgrind checks nothing is left */
+    }
+    nn_free(m);
+    builder_free(&b);
+
+    m = cast_model(&b, ONNX__TENSOR_PROTO__DATA_TYPE__STRING, ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 3);
+    const char *text[3] = {"12", "-7", "3x"};
+    nn_tensor sin = {.dtype = NN_DTYPE_STRING, .ndim = 1, .dims = {3}, .data = (void *)text};
+    st = m ? nn_predict(m, &sin, 1, &out, 1) : NN_ERR_ARG;
+    CHECK(st == NN_ERR_INVALID && strstr(nn_last_error(), "string 2 (\"3x\") is not a INT32"),
+          "'3x' to int32: status %d, '%s'", (int)st, nn_last_error());
+    text[2] = "2147483648"; /* one past INT32_MAX */
+    st = m ? nn_predict(m, &sin, 1, &out, 1) : NN_ERR_ARG;
+    CHECK(st == NN_ERR_INVALID, "2^31 to int32: status %d, '%s'", (int)st, nn_last_error());
+    text[2] = "2147483647";
+    st = m ? nn_predict(m, &sin, 1, &out, 1) : NN_ERR_ARG;
+    if (CHECK(st == NN_OK, "strings to int32: %s", nn_last_error())) {
+        const int32_t *v = out.data;
+        CHECK(v[0] == 12 && v[1] == -7 && v[2] == INT32_MAX, "got %d %d %d", v[0], v[1], v[2]);
+        nn_tensor_release(&out);
+    }
+    nn_free(m);
+    builder_free(&b);
+
+    /* FLOAT16 to STRING has a spelling of ONNX Runtime's own: refused at load */
+    builder_init(&b);
+    int64_t d[1] = {2};
+    graph_input(&b, "X", 1, d);
+    b.inputs[0]->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
+    attr_int(&b, node(&b, "Cast", "cast", "X", NULL, "Y"), "to", ONNX__TENSOR_PROTO__DATA_TYPE__STRING);
+    graph_output(&b, "Y", 1, d);
+    b.outputs[0]->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__STRING;
+    nn_options opt = nn_options_default();
+    opt.cache = 0;
+    st = nn_load(save(&b, "cast.onnx"), &opt, &m);
+    CHECK(st == NN_ERR_UNSUPPORTED && strstr(nn_last_error(), "cast from FLOAT16 to STRING not supported"),
+          "float16 to string: status %d, '%s'", (int)st, nn_last_error());
+    builder_free(&b);
+}
+
+/* StringNormalizer maps case for ASCII only: other text is refused where
+ * case matters, and passes where it does not. */
+static void test_normalizer_ascii(void) {
+    check_set_case("StringNormalizer");
+    builder b;
+    builder_init(&b);
+    b.opset.version = 10;
+    int64_t d[1] = {2};
+    graph_input(&b, "X", 1, d);
+    b.inputs[0]->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__STRING;
+    Onnx__NodeProto *n = node(&b, "StringNormalizer", "norm", "X", NULL, "Y");
+    Onnx__AttributeProto *a = attr_new(&b, n, "case_change_action", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    a->s.data = (uint8_t *)"UPPER";
+    a->s.len = 5;
+    a->has_s = 1;
+    int64_t any[1] = {-1};
+    graph_output(&b, "Y", 1, any);
+    b.outputs[0]->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__STRING;
+    nn_model *m = load(&b, "norm.onnx");
+    const char *text[2] = {"monday", "stra\xc3\x9f"
+                                     "e"};
+    nn_tensor in = {.dtype = NN_DTYPE_STRING, .ndim = 1, .dims = {2}, .data = (void *)text}, out;
+    nn_status st = m ? nn_predict(m, &in, 1, &out, 1) : NN_ERR_ARG;
+    CHECK(st == NN_ERR_UNSUPPORTED && strstr(nn_last_error(), "string 1 is not ASCII"),
+          "non-ASCII upper-cased: status %d, '%s'", (int)st, nn_last_error());
+    text[1] = "Tuesday";
+    st = m ? nn_predict(m, &in, 1, &out, 1) : NN_ERR_ARG;
+    if (CHECK(st == NN_OK, "ASCII: %s", nn_last_error())) {
+        CHECK(out.dims[0] == 2 && !strcmp(((char **)out.data)[0], "MONDAY") &&
+                  !strcmp(((char **)out.data)[1], "TUESDAY"),
+              "upper-cased wrongly");
+        nn_tensor_release(&out);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
 int main(void) {
     if (!mkdtemp(nn_test_dir)) {
         perror("mkdtemp");
@@ -227,7 +331,9 @@ int main(void) {
     test_empty_optional();
     test_length_bound();
     test_value_files();
-    const char *files[] = {"seq.onnx", "opt.onnx", "long.onnx"};
+    test_cast_strings();
+    test_normalizer_ascii();
+    const char *files[] = {"seq.onnx", "opt.onnx", "long.onnx", "cast.onnx", "norm.onnx"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s/%s", nn_test_dir, files[i]);

@@ -381,7 +381,7 @@ static nn_status predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *
         return nn_set_error(NN_ERR_ARG, "model has %d outputs, %d requested", m->g.n_outputs, n_out);
     memset(out, 0, sizeof *out * (size_t)n_out);
     pthread_mutex_lock(&m->lock);
-    int64_t samples;
+    int64_t samples = -1;
     nn_status st = check_inputs(m, in, n_in, &samples);
     if (st == NN_OK && samples == 0) st = nn_set_error(NN_ERR_SHAPE, "inputs hold no samples");
     if (st == NN_OK) {

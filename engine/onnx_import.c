@@ -290,7 +290,7 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
         val->producer = id;
         node->out[i] = v;
     }
-    nn_attr *attrs;
+    nn_attr *attrs = NULL;
     nn_status st = convert_attrs(g, np, name, &attrs);
     if (st != NN_OK) return st;
     char err[256] = "";

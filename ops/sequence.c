@@ -40,6 +40,7 @@ nn_status nn_seq_item(nn_call *c, const nn_tensor *t, nn_tensor *item) {
 }
 
 nn_status nn_input_seq(nn_call *c, int i, const nn_seq **out) {
+    *out = NULL;
     if (!nn_present(c, i) || c->in[i].dtype != NN_DTYPE_SEQUENCE)
         return nn_call_error(c, NN_ERR_INVALID, "input %d must be a sequence, got %s", i,
                              c->in[i].dtype == NN_DTYPE_NONE ? "an empty optional"
@@ -182,8 +183,8 @@ const nn_op_desc nn_op_SequenceConstruct = {.name = "SequenceConstruct",
 /* ---- SequenceInsert(sequence, tensor, position = n) */
 
 static nn_status infer_SequenceInsert(nn_call *c) {
-    const nn_seq *s;
-    int64_t pos;
+    const nn_seq *s = NULL;
+    int64_t pos = 0;
     nn_status st = nn_input_seq(c, 0, &s);
     if (st == NN_OK) st = need_tensor(c, 1);
     if (st == NN_OK) st = position(c, 2, s->n, 1, s->n, &pos);
@@ -197,7 +198,7 @@ static nn_status infer_SequenceInsert(nn_call *c) {
 
 static nn_status run_SequenceInsert(nn_call *c) {
     const nn_seq *s = c->in[0].data;
-    int64_t pos;
+    int64_t pos = 0;
     nn_status st = position(c, 2, s->n, 1, s->n, &pos);
     if (st != NN_OK) return st;
     nn_tensor item;
@@ -235,8 +236,8 @@ const nn_op_desc nn_op_SequenceInsert = {.name = "SequenceInsert",
 /* ---- SequenceAt(sequence, position): a copy of one item */
 
 static nn_status infer_SequenceAt(nn_call *c) {
-    const nn_seq *s;
-    int64_t pos;
+    const nn_seq *s = NULL;
+    int64_t pos = 0;
     nn_status st = nn_input_seq(c, 0, &s);
     if (st == NN_OK) st = position(c, 1, s->n, 0, 0, &pos);
     if (st != NN_OK) return st;
@@ -246,7 +247,7 @@ static nn_status infer_SequenceAt(nn_call *c) {
 
 static nn_status run_SequenceAt(nn_call *c) {
     const nn_seq *s = c->in[0].data;
-    int64_t pos;
+    int64_t pos = 0;
     nn_status st = position(c, 1, s->n, 0, 0, &pos);
     if (st != NN_OK) return st;
     size_t bytes = (size_t)nn_tensor_elements(&s->items[pos]) * nn_dtype_size(s->items[pos].dtype);
@@ -266,8 +267,8 @@ const nn_op_desc nn_op_SequenceAt = {.name = "SequenceAt",
 /* ---- SequenceErase(sequence, position = -1) */
 
 static nn_status infer_SequenceErase(nn_call *c) {
-    const nn_seq *s;
-    int64_t pos;
+    const nn_seq *s = NULL;
+    int64_t pos = 0;
     nn_status st = nn_input_seq(c, 0, &s);
     if (st == NN_OK) st = position(c, 1, s->n, 0, s->n - 1, &pos);
     if (st == NN_OK && s->n == 0) st = nn_call_error(c, NN_ERR_INVALID, "cannot erase from an empty sequence");
@@ -276,7 +277,7 @@ static nn_status infer_SequenceErase(nn_call *c) {
 
 static nn_status run_SequenceErase(nn_call *c) {
     const nn_seq *s = c->in[0].data;
-    int64_t pos;
+    int64_t pos = 0;
     nn_status st = position(c, 1, s->n, 0, s->n - 1, &pos);
     if (st != NN_OK) return st;
     nn_seq *out;
@@ -306,7 +307,7 @@ const nn_op_desc nn_op_SequenceErase = {.name = "SequenceErase",
 /* ---- SequenceLength: an int64 scalar */
 
 static nn_status infer_SequenceLength(nn_call *c) {
-    const nn_seq *s;
+    const nn_seq *s = NULL;
     nn_status st = nn_input_seq(c, 0, &s);
     if (st != NN_OK) return st;
     nn_tensor_set_shape(&c->out[0], NN_DTYPE_INT64, 0, NULL);
@@ -522,7 +523,7 @@ static nn_status concat_seq_shape(nn_call *c, const nn_seq *s, int64_t *axis, nn
 }
 
 static nn_status infer_ConcatFromSequence(nn_call *c) {
-    const nn_seq *s;
+    const nn_seq *s = NULL;
     int64_t axis;
     nn_status st = nn_input_seq(c, 0, &s);
     return st == NN_OK ? concat_seq_shape(c, s, &axis, &c->out[0]) : st;

@@ -260,7 +260,7 @@ static nn_status strnorm_count(nn_call *c, int64_t *kept) {
 }
 
 static nn_status infer_StringNormalizer(nn_call *c) {
-    int64_t kept;
+    int64_t kept = 0;
     nn_status st = strnorm_count(c, &kept);
     if (st != NN_OK) return st;
     int64_t dims[2] = {1, kept ? kept : 1}; /* all dropped: one empty string */

@@ -124,7 +124,7 @@ static bool compare(const nn_tensor *got, const nn_tensor *want, char *msg, size
     for (int64_t i = 0; i < w->n; i++) {
         char inner[300];
         if (!compare_tensor(&g->items[i], &w->items[i], inner, sizeof inner)) {
-            snprintf(msg, msg_size, "sequence item %lld: %s", (long long)i, inner);
+            snprintf(msg, msg_size, "sequence item %lld: %.200s", (long long)i, inner);
             return false;
         }
     }

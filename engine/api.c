@@ -172,6 +172,15 @@ NN_API void nn_tensor_release(nn_tensor *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* Every element of a STRING input points at a string. */
+static nn_status check_strings(const char *name, const nn_tensor *t) {
+    int64_t n = t->dtype == NN_DTYPE_STRING ? nn_tensor_elements(t) : 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!((char *const *)t->data)[i])
+            return nn_set_error(NN_ERR_ARG, "input '%s': string %lld is NULL", name, (long long)i);
+    return NN_OK;
+}
+
 /* A tensor as the caller hands it: a known dtype, a valid shape, data. */
 static nn_status check_tensor(const char *name, const nn_tensor *t, nn_dtype want) {
     if (t->dtype != want && want != NN_DTYPE_UNDEFINED)
@@ -180,7 +189,7 @@ static nn_status check_tensor(const char *name, const nn_tensor *t, nn_dtype wan
     if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS || nn_tensor_elements(t) < 0)
         return nn_set_error(NN_ERR_ARG, "input '%s' holds an invalid tensor", name);
     if (!t->data && nn_tensor_elements(t) > 0) return nn_set_error(NN_ERR_ARG, "input '%s' has no data", name);
-    return NN_OK;
+    return check_strings(name, t);
 }
 
 /* A sequence or optional graph input (docs/sequences.md). */
@@ -218,6 +227,10 @@ static nn_status check_inputs(const nn_model *m, const nn_tensor *in, int n_in, 
         }
         if (!in[i].data && nn_tensor_elements(&in[i]) > 0)
             return nn_set_error(NN_ERR_ARG, "input '%s' has no data", v->name);
+        if (in[i].data && in[i].dtype == NN_DTYPE_STRING && in[i].ndim >= 0 && in[i].ndim <= NN_MAX_DIMS) {
+            nn_status st = check_strings(v->name, &in[i]);
+            if (st != NN_OK) return st;
+        }
         if (in[i].dtype != v->t.dtype)
             return nn_set_error(NN_ERR_ARG, "input '%s' must be %s, got %s", v->name, nn_dtype_name(v->t.dtype),
                                 nn_dtype_name(in[i].dtype));

@@ -436,7 +436,7 @@ static nn_status run_TfIdfVectorizer(nn_call *c) {
             if (n >= p->min_n && n <= p->max_n)
                 for (int64_t g = 0; g < count; g++) {
                     int64_t hits = 0;
-                    for (int64_t skip = 0; skip <= (n == 1 ? 0 : p->max_skip); skip++)
+                    for (int64_t skip = 0; skip <= (n == 1 ? 0 : p->max_skip) && (n - 1) * (skip + 1) < cols; skip++)
                         for (int64_t at = 0; at + (n - 1) * (skip + 1) < cols; at++)
                             hits += gram_at(p, x, r * cols + at, skip + 1, n, begin + g * n);
                     int k = gram + (int)g;

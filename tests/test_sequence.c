@@ -259,6 +259,10 @@ static void test_cast_strings(void) {
     text[2] = "2147483648"; /* one past INT32_MAX */
     st = m ? nn_predict(m, &sin, 1, &out, 1) : NN_ERR_ARG;
     CHECK(st == NN_ERR_INVALID, "2^31 to int32: status %d, '%s'", (int)st, nn_last_error());
+    text[2] = NULL; /* a caller's NULL string: refused before anything reads it */
+    st = m ? nn_predict(m, &sin, 1, &out, 1) : NN_ERR_ARG;
+    CHECK(st == NN_ERR_ARG && strstr(nn_last_error(), "string 2 is NULL"), "NULL string: status %d, '%s'", (int)st,
+          nn_last_error());
     text[2] = "2147483647";
     st = m ? nn_predict(m, &sin, 1, &out, 1) : NN_ERR_ARG;
     if (CHECK(st == NN_OK, "strings to int32: %s", nn_last_error())) {

@@ -103,6 +103,8 @@ static nn_status fold_node(nn_model *m, const nn_node *n, nn_call *call) {
         if (n->out[k] < 0) continue;
         nn_value *v = &g->values[n->out[k]];
         v->t.data = call->out[k].data;
+        /* a constant sequence is shared by every run: none may append to its items in place (nn_seq) */
+        if (call->out[k].dtype == NN_DTYPE_SEQUENCE && v->t.data) ((nn_seq *)v->t.data)->used = NULL;
         v->is_const = true;
         v->producer = -1;
     }

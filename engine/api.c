@@ -10,6 +10,7 @@
 #include "import.h"
 #include "model.h"
 #include "plugin.h"
+#include "values.h"
 
 NN_API nn_options nn_options_default(void) {
     nn_options o = {.device = "cpu", .batch = 1, .threads = 0, .optimize = 1, .winograd = 1, .cache = 1};
@@ -199,6 +200,46 @@ NN_API void nn_tensor_release(nn_tensor *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* Every element of a STRING input points at a string. */
+static nn_status check_strings(const char *name, const nn_tensor *t) {
+    int64_t n = t->dtype == NN_DTYPE_STRING ? nn_tensor_elements(t) : 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!((char *const *)t->data)[i])
+            return nn_set_error(NN_ERR_ARG, "input '%s': string %lld is NULL", name, (long long)i);
+    return NN_OK;
+}
+
+/* A tensor as the caller hands it: a known dtype, a valid shape, data. */
+static nn_status check_tensor(const char *name, const nn_tensor *t, nn_dtype want) {
+    if (t->dtype != want && want != NN_DTYPE_UNDEFINED)
+        return nn_set_error(NN_ERR_ARG, "input '%s' must hold %s, got %s", name, nn_dtype_name(want),
+                            nn_dtype_name(t->dtype));
+    if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS || nn_tensor_elements(t) < 0)
+        return nn_set_error(NN_ERR_ARG, "input '%s' holds an invalid tensor", name);
+    if (!t->data && nn_tensor_elements(t) > 0) return nn_set_error(NN_ERR_ARG, "input '%s' has no data", name);
+    return check_strings(name, t);
+}
+
+/* A sequence or optional graph input (docs/sequences.md). */
+static nn_status check_value_input(const nn_value *v, const nn_tensor *t) {
+    if (v->kind == NN_KIND_TENSOR)
+        return nn_set_error(NN_ERR_ARG, "input '%s' is a tensor, got a sequence or optional", v->name);
+    bool seq = v->kind == NN_KIND_SEQUENCE || v->elem_kind == NN_KIND_SEQUENCE;
+    if (v->kind == NN_KIND_OPTIONAL && t->dtype == NN_DTYPE_NONE) return NN_OK;
+    if (!seq) return check_tensor(v->name, t, v->t.dtype);
+    const nn_seq *s = t->data;
+    if (t->dtype != NN_DTYPE_SEQUENCE || !s)
+        return nn_set_error(NN_ERR_ARG, "input '%s' must be a sequence, got %s", v->name, nn_dtype_name(t->dtype));
+    if (s->n < 0 || s->n > NN_SEQ_MAX_LENGTH || (s->n && !s->items))
+        return nn_set_error(NN_ERR_ARG, "input '%s': a sequence of %lld tensors (at most NN_SEQ_MAX_LENGTH, %d)",
+                            v->name, (long long)s->n, NN_SEQ_MAX_LENGTH);
+    for (int64_t k = 0; k < s->n; k++) {
+        nn_status st = check_tensor(v->name, &s->items[k], s->n ? v->t.dtype : NN_DTYPE_UNDEFINED);
+        if (st != NN_OK) return st;
+    }
+    return NN_OK;
+}
+
 /* Inputs must match the model: dtype, rank, and every fixed dimension.
  * Returns the sample count of batched inputs in *samples. */
 static nn_status check_inputs(const nn_model *m, const nn_tensor *in, int n_in, int64_t *samples) {
@@ -207,8 +248,17 @@ static nn_status check_inputs(const nn_model *m, const nn_tensor *in, int n_in, 
     *samples = -1;
     for (int i = 0; i < n_in; i++) {
         const nn_value *v = &g->values[g->inputs[i]];
+        if (v->kind != NN_KIND_TENSOR || nn_dtype_is_container(in[i].dtype)) {
+            nn_status st = check_value_input(v, &in[i]);
+            if (st != NN_OK) return st;
+            continue;
+        }
         if (!in[i].data && nn_tensor_elements(&in[i]) > 0)
             return nn_set_error(NN_ERR_ARG, "input '%s' has no data", v->name);
+        if (in[i].data && in[i].dtype == NN_DTYPE_STRING && in[i].ndim >= 0 && in[i].ndim <= NN_MAX_DIMS) {
+            nn_status st = check_strings(v->name, &in[i]);
+            if (st != NN_OK) return st;
+        }
         if (in[i].dtype != v->t.dtype)
             return nn_set_error(NN_ERR_ARG, "input '%s' must be %s, got %s", v->name, nn_dtype_name(v->t.dtype),
                                 nn_dtype_name(in[i].dtype));
@@ -284,11 +334,17 @@ static nn_status predict_dynamic(nn_model *m, const nn_tensor *in, nn_tensor *ou
     for (int i = 0; i < m->g.n_inputs; i++)
         lane->rt[m->g.inputs[i]] = in[i];
     nn_status st = nn_execute(m, lane);
-    if (st == NN_OK) st = alloc_outputs(m, lane->rt, out, n_out, -1);
-    if (st == NN_OK)
+    /* each output in one block of its own: strings and sequences with what they point to */
+    for (int i = 0; i < n_out && st == NN_OK; i++) {
+        const nn_value *v = &m->g.values[m->g.outputs[i]];
+        if ((st = nn_value_pack(&lane->rt[m->g.outputs[i]], &out[i], v->name)) != NN_OK) break;
+        if (v->kind == NN_KIND_TENSOR && nn_dtype_is_container(out[i].dtype))
+            st = nn_set_error(NN_ERR_INVALID, "graph output '%s' is declared a tensor, but came out a %s", v->name,
+                              out[i].dtype == NN_DTYPE_NONE ? "empty optional" : "sequence");
+    }
+    if (st != NN_OK)
         for (int i = 0; i < n_out; i++)
-            memcpy(out[i].data, lane->rt[m->g.outputs[i]].data,
-                   (size_t)nn_tensor_elements(&out[i]) * nn_dtype_size(out[i].dtype));
+            nn_tensor_release(&out[i]);
     nn_execute_release(m);
     return st;
 }
@@ -405,13 +461,27 @@ static nn_status begin_predict(nn_model *m, const nn_tensor *in, int n_in, int64
     return st;
 }
 
-static nn_status predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out, bool into) {
+/* How a call hands its values: into caller-owned outputs, and whether graph
+ * inputs and outputs may be sequences and optionals (values.h). */
+enum { PREDICT_INTO = 1, PREDICT_VALUES = 2 };
+
+static nn_status predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out, unsigned mode) {
+    bool into = mode & PREDICT_INTO;
     if (!m || (!in && n_in) || !out) return nn_set_error(NN_ERR_ARG, "nn_predict: NULL argument");
+    for (int i = 0; i < m->g.n_inputs + m->g.n_outputs && !(mode & PREDICT_VALUES); i++) {
+        bool is_in = i < m->g.n_inputs;
+        const nn_value *v = &m->g.values[is_in ? m->g.inputs[i] : m->g.outputs[i - m->g.n_inputs]];
+        if (v->kind != NN_KIND_TENSOR)
+            return nn_set_error(NN_ERR_UNSUPPORTED,
+                                "graph %s '%s' is %s: nn_predict takes and returns tensors only (docs/sequences.md)",
+                                is_in ? "input" : "output", v->name,
+                                v->kind == NN_KIND_SEQUENCE ? "a sequence" : "an optional");
+    }
     if (n_out != m->g.n_outputs)
         return nn_set_error(NN_ERR_ARG, "model has %d outputs, %d requested", m->g.n_outputs, n_out);
     if (!into) memset(out, 0, sizeof *out * (size_t)n_out);
     pthread_mutex_lock(&m->lock);
-    int64_t samples;
+    int64_t samples = -1;
     nn_status st = begin_predict(m, in, n_in, &samples);
     if (st == NN_OK && into && m->dynamic)
         st = nn_set_error(NN_ERR_UNSUPPORTED, "this model's output shapes depend on run-time values: use nn_predict");
@@ -422,11 +492,15 @@ static nn_status predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *
 }
 
 NN_API nn_status nn_predict(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
-    return predict(m, in, n_in, out, n_out, false);
+    return predict(m, in, n_in, out, n_out, 0);
+}
+
+nn_status nn_predict_values(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
+    return predict(m, in, n_in, out, n_out, PREDICT_VALUES);
 }
 
 NN_API nn_status nn_predict_into(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
-    return predict(m, in, n_in, out, n_out, true);
+    return predict(m, in, n_in, out, n_out, PREDICT_INTO);
 }
 
 NN_API nn_status nn_output_shapes(nn_model *m, const nn_tensor *in, int n_in, nn_tensor *shapes, int n_out) {

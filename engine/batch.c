@@ -35,6 +35,11 @@ nn_status nn_bind_inputs(nn_model *m) {
     for (int i = 0; i < g->n_inputs; i++) {
         nn_value *v = &g->values[g->inputs[i]];
         v->batched = false;
+        if (v->kind != NN_KIND_TENSOR) { /* a sequence or optional: what it holds is known when it comes */
+            v->shape_known = false;
+            m->dynamic = true;
+            continue;
+        }
         if (v->t.ndim < 0) {
             m->dynamic = true;
             continue;

@@ -125,6 +125,8 @@ static bool read_value(reader *r, nn_graph *g, int v, int n_nodes) {
     val->alias = vr.alias;
     val->alias_offset = vr.alias_offset;
     if (vr.ndim < 0 || vr.ndim > NN_MAX_DIMS) return fail(r, "a value has an invalid rank");
+    if (val->t.dtype == NN_DTYPE_STRING) /* pointers: never written (cache_write.c), so never read */
+        return fail(r, "a value holds strings");
     if (val->shape_known && (!nn_dtype_size(val->t.dtype) || !shape_bytes(&val->t, &bytes)))
         return fail(r, "a value has an invalid dtype or shape");
     if (val->producer < -1 || val->producer >= n_nodes) return fail(r, "a value names a producer out of range");
@@ -182,6 +184,8 @@ static bool read_node(reader *r, nn_graph *g, nn_node *n) {
     if (!n->name || !op || (n->op = nn_op_lookup(op)) < 0) return fail(r, "a node has no name or an unknown op");
     /* Constant's params point into the model: it is always folded before a plan exists */
     if (n->op == NN_OP_Constant) return fail(r, "a node is a Constant, which plans never hold");
+    if (nn_op_get(n->op)->flags & (NN_OPF_CONTAINER | NN_OPF_UNCACHED))
+        return fail(r, "a node's op is one plans never hold (sequences, pointer attributes)");
     n->n_in = head.n_in;
     n->n_out = head.n_out;
     if (n->n_in < 0 || n->n_in > MAX_IO || n->n_out < 1 || n->n_out > MAX_IO)

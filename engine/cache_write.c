@@ -255,6 +255,19 @@ void nn_cache_store(nn_model *m) {
             m, "not cached: the model keeps its weights in external data files, which the cache key does not cover");
         return;
     }
+    for (int i = 0; i < m->g.n_nodes; i++)
+        if (nn_op_get(m->g.nodes[i].op)->flags & NN_OPF_UNCACHED) {
+            cache_warn(m, "not cached: node '%s' (%s) keeps attributes the plan cache does not store",
+                       m->g.nodes[i].name, nn_op_get(m->g.nodes[i].op)->name);
+            return;
+        }
+    if (m->g.has_containers) {
+        /* their values are pointers (strings, sequence items), which a file cannot hold; and such
+         * graphs run dynamically, so a cached plan would save little (docs/sequences.md) */
+        cache_warn(m, "not cached: the graph holds strings, sequences or optionals, which the plan cache does not "
+                      "store");
+        return;
+    }
     /* the device's measured choices (GPU algorithms) go along with the plan */
     size_t choices_bytes = m->backend && m->backend->save_choices ? m->backend->save_choices(m, NULL, 0) : 0;
     void *choices = choices_bytes ? malloc(choices_bytes) : NULL;

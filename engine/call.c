@@ -17,6 +17,7 @@ nn_call nn_node_call(const nn_model *m, const nn_node *n, const nn_tensor *in, n
                      .epilogue = n->has_epilogue ? &n->epilogue : NULL,
                      .prologue = n->has_prologue ? &n->prologue : NULL,
                      .prepared = n->prepared,
+                     .pool = (nn_arena *)&m->g.weights, /* folding; a run gives its lane's pool */
                      .winograd = m->opt.winograd != 0,
                      .err = err,
                      .err_size = err_size};

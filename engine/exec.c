@@ -13,12 +13,12 @@
 static size_t tensor_bytes(const nn_tensor *t) { return (size_t)nn_tensor_elements(t) * nn_dtype_size(t->dtype); }
 
 /* The node's call on this lane: its run-time tensors and its workspace. */
-static void gather_call(const nn_model *m, const nn_lane *lane, const nn_node *n, nn_call *call, char *err,
-                        size_t err_size) {
+static void gather_call(const nn_model *m, nn_lane *lane, const nn_node *n, nn_call *call, char *err, size_t err_size) {
     nn_node_gather(n, lane->rt, lane->call_in, lane->call_out);
     *call = nn_node_call(m, n, lane->call_in, lane->call_out, err, err_size);
     call->workspace = lane->workspace;
     call->workspace_size = m->plan.workspace_bytes;
+    call->pool = (nn_arena *)&lane->pool;
 }
 
 static nn_status lane_init(const nn_model *m, nn_lane *lane, int max_io) {
@@ -105,7 +105,8 @@ static bool run_owned(const nn_model *m, int v) {
 }
 
 static void free_value(nn_lane *lane, int v) {
-    free(lane->rt[v].data);
+    /* a sequence lives in the pool or the caller's memory, never on its own */
+    if (!nn_dtype_is_container(lane->rt[v].dtype)) free(lane->rt[v].data);
     lane->rt[v].data = NULL;
 }
 
@@ -121,6 +122,11 @@ static nn_status prepare_dynamic(nn_lane *lane, const nn_node *n, nn_call *call)
         return nn_set_error(st, "node '%s' (%s): %s", n->name, d->name, call->err[0] ? call->err : nn_strerror(st));
     for (int k = 0; k < n->n_out; k++) {
         nn_tensor *t = &call->out[k];
+        if (nn_dtype_is_container(t->dtype)) { /* run makes it in the pool */
+            t->data = NULL;
+            if (n->out[k] >= 0) lane->rt[n->out[k]] = *t;
+            continue;
+        }
         if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS)
             return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): invalid output shape", n->name, d->name);
         size_t bytes = tensor_bytes(t);
@@ -149,7 +155,7 @@ nn_status nn_execute(nn_model *m, nn_lane *lane) {
             st = prepare_dynamic(lane, n, &call);
             if (st != NN_OK) {
                 for (int k = 0; k < n->n_out; k++)
-                    if (n->out[k] < 0) free(call.out[k].data);
+                    if (n->out[k] < 0 && !nn_dtype_is_container(call.out[k].dtype)) free(call.out[k].data);
                 free(call.workspace);
                 return st;
             }
@@ -163,10 +169,11 @@ nn_status nn_execute(nn_model *m, nn_lane *lane) {
         }
         if (m->dynamic) {
             free(call.workspace);
-            for (int k = 0; d->bound && k < n->n_out; k++) /* the shapes run settled on */
+            for (int k = 0; k < n->n_out; k++) /* the shapes run settled on (bound), the sequences it made */
                 if (n->out[k] >= 0) lane->rt[n->out[k]] = call.out[k];
             for (int k = 0; k < n->n_out; k++)
-                if (n->out[k] < 0) free(call.out[k].data); /* an output nobody named */
+                if (n->out[k] < 0 && !nn_dtype_is_container(call.out[k].dtype))
+                    free(call.out[k].data); /* an output nobody named */
             for (int k = 0; k < n->n_in; k++) {
                 int v = n->in[k];
                 if (v >= 0 && m->last_use[v] == i && run_owned(m, v) && lane->rt[v].data) free_value(lane, v);
@@ -223,6 +230,8 @@ void nn_execute_release(nn_model *m) {
     if (!m->dynamic || !m->n_lanes) return;
     for (int v = 0; v < m->g.n_values; v++)
         if (run_owned(m, v) && m->lanes[0].rt[v].data) free_value(&m->lanes[0], v);
+    for (int l = 0; l < m->n_lanes; l++)
+        nn_arena_free(&m->lanes[l].pool);
 }
 
 /* ---- the CPU executor as the reference target (backend.h) */

@@ -12,12 +12,14 @@
 /* Whether a tensor of these dims has a byte size that fits in int64_t (and
  * so in every size computed from it). */
 static bool bytes_fit(const nn_tensor *t) {
+    if (!nn_dtype_size(t->dtype)) return true; /* a sequence or an empty optional: no bytes of its own */
     int64_t n = nn_dims_checked_elements(t->dims, (size_t)t->ndim);
     return n >= 0 && n <= INT64_MAX / (int64_t)nn_dtype_size(t->dtype);
 }
 
 /* Check an inferred output shape before anything is sized from it. */
 static nn_status check_output(const nn_node *n, const nn_tensor *t, int k) {
+    if (nn_dtype_is_container(t->dtype)) return NN_OK; /* the op's run makes it (ops/op.h) */
     if (!nn_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > NN_MAX_DIMS)
         return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s): output %d got an invalid shape from inference", n->name,
                             nn_op_get(n->op)->name, k);
@@ -46,7 +48,9 @@ static nn_status fold_node(nn_model *m, const nn_node *n, nn_call *call) {
     nn_graph *g = &m->g;
     const nn_op_desc *d = nn_op_get(n->op);
     for (int k = 0; k < n->n_out; k++) {
-        size_t bytes = (size_t)nn_tensor_elements(&call->out[k]) * nn_dtype_size(call->out[k].dtype);
+        size_t bytes = nn_dtype_size(call->out[k].dtype)
+                           ? (size_t)nn_tensor_elements(&call->out[k]) * nn_dtype_size(call->out[k].dtype)
+                           : 0;
         call->out[k].data = nn_arena_alloc(&g->weights, bytes ? bytes : 1);
         if (!call->out[k].data) return nn_set_error(NN_ERR_NOMEM, "out of memory folding node '%s'", n->name);
     }
@@ -61,6 +65,8 @@ static nn_status fold_node(nn_model *m, const nn_node *n, nn_call *call) {
         if (n->out[k] < 0) continue;
         nn_value *v = &g->values[n->out[k]];
         v->t.data = call->out[k].data;
+        /* a constant sequence is shared by every run: none may append to its items in place (nn_seq) */
+        if (call->out[k].dtype == NN_DTYPE_SEQUENCE && v->t.data) ((nn_seq *)v->t.data)->used = NULL;
         v->is_const = true;
         v->producer = -1;
     }
@@ -146,6 +152,15 @@ nn_status nn_infer_graph(nn_model *m, bool fold, int *n_folded) {
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_out; k++)
             m->dynamic |= g->nodes[i].out[k] >= 0 && !g->values[g->nodes[i].out[k]].shape_known;
+    /* strings and containers (docs/sequences.md) run through the dynamic
+     * executor, which keeps what runs make in a pool freed after each */
+    for (int v = 0; v < g->n_values; v++) {
+        nn_value *val = &g->values[v];
+        if (!val->shape_known) continue;
+        if (val->t.dtype == NN_DTYPE_SEQUENCE) val->kind = NN_KIND_SEQUENCE;
+        g->has_containers |= nn_dtype_is_container(val->t.dtype) || val->t.dtype == NN_DTYPE_STRING;
+    }
+    m->dynamic |= g->has_containers;
 done:
     free(in);
     free(out);

@@ -11,6 +11,11 @@
 #include "arena.h"
 #include "nn.h"
 
+/* What a value holds (docs/sequences.md): a tensor, a sequence of tensors,
+ * or an optional (of a tensor or a sequence).  At run time the kind shows
+ * in the value's tensor dtype (ops/op.h: NN_DTYPE_SEQUENCE, NN_DTYPE_NONE). */
+typedef enum nn_value_kind { NN_KIND_TENSOR = 0, NN_KIND_SEQUENCE, NN_KIND_OPTIONAL } nn_value_kind;
+
 typedef struct nn_value {
     const char *name;
     nn_tensor t;      /* dtype and shape once inferred; t.data set for constants */
@@ -22,6 +27,8 @@ typedef struct nn_value {
     bool batched;     /* graph input/output whose dim 0 is the symbolic batch */
     int alias;        /* -1, or: this value's bytes lie inside value `alias`, at alias_offset */
     int64_t alias_offset;
+    nn_value_kind kind;      /* declared for graph inputs and outputs, inferred for the rest */
+    nn_value_kind elem_kind; /* an optional's element: NN_KIND_TENSOR or NN_KIND_SEQUENCE */
 } nn_value;
 
 typedef struct nn_node {
@@ -55,6 +62,7 @@ typedef struct nn_graph {
     bool external_data; /* some initializer was read from an external data file */
     int nodes_parsed;
     int64_t parameters;
+    bool has_containers; /* some value is a sequence, an optional or strings: run dynamically, never cached */
 } nn_graph;
 
 /* Append a value / node; return its index or -1 when out of memory. */

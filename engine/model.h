@@ -23,6 +23,7 @@ typedef struct nn_lane {
     nn_tensor *call_in, *call_out; /* argument arrays sized for the widest node */
     void *arena;                   /* activations (static plan) */
     void *workspace;
+    nn_arena pool;   /* strings and sequences a run makes (ops/op.h), freed when it ends */
     double *node_ns; /* per node: accumulated run time when profiling */
     int64_t profiled_runs;
     int64_t failed_chunk; /* in the last split run: the chunk that failed (-1: none), */

@@ -58,7 +58,10 @@ typedef enum nn_dtype {
     NN_DTYPE_INT16 = 5,
     NN_DTYPE_INT32 = 6,
     NN_DTYPE_INT64 = 7,
-    NN_DTYPE_BOOL = 9,    /* one byte per element, 0 or 1 */
+    NN_DTYPE_STRING = 8,   /* a `char *` per element, each a NUL-terminated UTF-8 string; a tensor the
+                            * library allocates holds the pointers and the bytes they point to in one
+                            * block, which nn_tensor_release frees */
+    NN_DTYPE_BOOL = 9,     /* one byte per element, 0 or 1 */
     NN_DTYPE_FLOAT16 = 10, /* IEEE-754 binary16, as uint16_t bits */
     NN_DTYPE_DOUBLE = 11,
     NN_DTYPE_UINT32 = 12,

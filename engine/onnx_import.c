@@ -36,7 +36,7 @@ static int value_for(nn_graph *g, name_map *m, const char *name) {
     return *slot;
 }
 
-static nn_status read_file(const char *path, uint8_t **buf, size_t *len) {
+nn_status nn_read_file(const char *path, uint8_t **buf, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return nn_set_error(NN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     nn_status st = NN_OK;
@@ -70,7 +70,7 @@ out:
 nn_status nn_read_protobuf(const char *path, void *(*unpack)(size_t, const uint8_t *), void **msg) {
     uint8_t *buf = NULL;
     size_t len = 0;
-    nn_status st = read_file(path, &buf, &len);
+    nn_status st = nn_read_file(path, &buf, &len);
     if (st != NN_OK) return st;
     *msg = len ? unpack(len, buf) : NULL;
     free(buf);
@@ -126,12 +126,23 @@ static void type_string(const Onnx__TypeProto *tp, char *buf, size_t size, int d
 }
 
 /* Declared type of a graph input/output: dtype and dims, -1 for a symbolic
- * (named or unknown) dimension.  Only plain tensors of the dtypes nn holds
- * are accepted, so that no other value reaches a kernel. */
+ * (named or unknown) dimension.  Tensors of the dtypes nn holds, sequences of
+ * them, and optionals of either (docs/sequences.md); for those two, v->t
+ * describes the element tensor and v->kind says what holds it. */
 static nn_status declared_type(const Onnx__ValueInfoProto *vi, nn_value *v, const char *role) {
     const Onnx__TypeProto *tp = vi->type;
     char type[200];
     type_string(tp, type, sizeof type, 0);
+    v->kind = v->elem_kind = NN_KIND_TENSOR;
+    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE && tp->optional_type->elem_type) {
+        v->kind = NN_KIND_OPTIONAL;
+        tp = tp->optional_type->elem_type;
+        if (tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE) v->elem_kind = NN_KIND_SEQUENCE;
+    }
+    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE && tp->sequence_type->elem_type) {
+        if (v->kind == NN_KIND_TENSOR) v->kind = NN_KIND_SEQUENCE;
+        tp = tp->sequence_type->elem_type;
+    }
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
         const char *what = !tp                                                       ? "untyped"
                            : tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? "a sequence"
@@ -139,8 +150,10 @@ static nn_status declared_type(const Onnx__ValueInfoProto *vi, nn_value *v, cons
                            : tp->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE      ? "a map"
                            : tp->value_case == ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE ? "a sparse tensor"
                                                                                           : "untyped";
-        return nn_set_error(NN_ERR_UNSUPPORTED, "graph %s '%s' is %s (%s): only tensors are supported", role,
-                            vi->name, what, type);
+        return nn_set_error(NN_ERR_UNSUPPORTED,
+                            "graph %s '%s' is %s (%s): only tensors, sequences of tensors and optionals of those are "
+                            "supported",
+                            role, vi->name, what, type);
     }
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     int32_t dt = tt->has_elem_type ? tt->elem_type : 0;
@@ -219,7 +232,10 @@ static nn_status convert_attrs(nn_graph *g, const Onnx__NodeProto *np, const cha
             break;
         }
         case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
-        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+        /* a type (Optional's, SequenceEmpty-like ops'): what the value would hold, which the engine learns
+         * when it runs; kept as a name only */
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO: break;
         default:
             return nn_set_error(NN_ERR_UNSUPPORTED, "node '%s': attribute '%s' has a type (%d) that is not supported",
                                 node_name, ap->name, (int)ap->type);
@@ -274,7 +290,7 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
         val->producer = id;
         node->out[i] = v;
     }
-    nn_attr *attrs;
+    nn_attr *attrs = NULL;
     nn_status st = convert_attrs(g, np, name, &attrs);
     if (st != NN_OK) return st;
     char err[256] = "";
@@ -293,6 +309,7 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
                             name, op_type, ctx.params_size, NN_PARAMS_MAX);
     if (d->check && (st = d->check(ctx.params, err, sizeof err)) != NN_OK)
         return nn_set_error(st, "node '%s' (%s): %s", name, op_type, err[0] ? err : nn_strerror(st));
+    g->has_containers |= (d->flags & NN_OPF_CONTAINER) != 0;
     g->nodes[id].params = ctx.params;
     g->nodes[id].params_size = ctx.params_size;
     return NN_OK;
@@ -329,6 +346,7 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
         g->external_data |= tp->n_external_data > 0;
         if (raw && raw->data) nn_onnx_file_release(file, raw);
         g->values[v].is_const = g->values[v].shape_known = true;
+        g->has_containers |= g->values[v].t.dtype == NN_DTYPE_STRING;
         g->parameters += nn_tensor_elements(&g->values[v].t);
     }
     g->inputs = nn_arena_alloc(&g->meta, sizeof(int) * (gp->n_input + 1));
@@ -351,6 +369,7 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
         }
         if ((st = declared_type(vi, &g->values[v], "input")) != NN_OK) goto out;
         g->values[v].is_input = true;
+        g->has_containers |= g->values[v].kind != NN_KIND_TENSOR || g->values[v].t.dtype == NN_DTYPE_STRING;
         g->inputs[g->n_inputs++] = v;
     }
     for (size_t i = 0; i < gp->n_node; i++)
@@ -367,6 +386,9 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
         nn_value declared = {0};
         if ((st = declared_type(vi, &declared, "output")) != NN_OK) goto out;
         val->is_output = true; /* whether it carries the batch follows from the graph (batch.c) */
+        val->kind = declared.kind;
+        val->elem_kind = declared.elem_kind;
+        g->has_containers |= declared.kind != NN_KIND_TENSOR || declared.t.dtype == NN_DTYPE_STRING;
         g->outputs[g->n_outputs++] = *slot;
     }
     if (!g->n_outputs) {

@@ -36,6 +36,7 @@ NN_API size_t nn_dtype_size(nn_dtype d) {
     case NN_DTYPE_UINT8:
     case NN_DTYPE_INT8:
     case NN_DTYPE_BOOL: return 1;
+    case NN_DTYPE_STRING: return sizeof(char *);
     default: return 0;
     }
 }
@@ -136,6 +137,33 @@ static size_t typed_values(const Onnx__TensorProto *tp) {
            tp->n_string_data;
 }
 
+/* The n strings of a STRING tensor: in the arena, or in one malloc'ed block
+ * (the pointers, then the bytes) that free() releases whole.  A string
+ * with a NUL inside would end early: refused. */
+static nn_status strings_from_proto(const Onnx__TensorProto *tp, int64_t n, nn_arena *arena, const char *what,
+                                    nn_tensor *out) {
+    size_t bytes = (size_t)n * sizeof(char *);
+    for (int64_t i = 0; i < n; i++) {
+        const ProtobufCBinaryData *s = &tp->string_data[i];
+        if (s->len && memchr(s->data, 0, s->len))
+            return nn_set_error(NN_ERR_UNSUPPORTED, "%s: string %lld holds a NUL byte", what, (long long)i);
+        if (s->len > SIZE_MAX / 4 || bytes > SIZE_MAX / 4) return nn_set_error(NN_ERR_INVALID, "%s: too big", what);
+        bytes += s->len + 1;
+    }
+    char **ptrs = arena ? nn_arena_alloc(arena, bytes ? bytes : 1) : calloc(1, bytes ? bytes : 1);
+    if (!ptrs) return nn_set_error(NN_ERR_NOMEM, "%s: out of memory for %zu bytes", what, bytes);
+    char *text = (char *)(ptrs + n);
+    for (int64_t i = 0; i < n; i++) {
+        const ProtobufCBinaryData *s = &tp->string_data[i];
+        ptrs[i] = text;
+        if (s->len) memcpy(text, s->data, s->len);
+        text[s->len] = 0;
+        text += s->len + 1;
+    }
+    out->data = ptrs;
+    return NN_OK;
+}
+
 nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *raw, nn_arena *arena,
                                const char *base_dir, const char *what, nn_tensor *out) {
     memset(out, 0, sizeof *out);
@@ -162,6 +190,11 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
     const uint8_t *raw_bytes = NULL;
     size_t have = 0; /* values present in the typed field used */
     nn_status st = NN_OK;
+    bool elsewhere = (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
+                     (raw && raw->data) || tp->has_raw_data;
+    if (dt == NN_DTYPE_STRING && elsewhere)
+        return nn_set_error(NN_ERR_INVALID,
+                            "%s: dtype STRING with raw or external data (strings belong in string_data)", what);
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         st = open_external(tp, base_dir, what, nbytes, &external);
     } else if (((raw && raw->data) || tp->has_raw_data) && typed_values(tp)) {
@@ -172,6 +205,10 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
         size_t len = raw && raw->data ? raw->length : tp->raw_data.len;
         if (len != nbytes)
             st = nn_set_error(NN_ERR_INVALID, "%s: raw_data has %zu bytes, dims need %zu", what, len, nbytes);
+    } else if (dt == NN_DTYPE_STRING) {
+        if (tp->n_string_data != (size_t)n)
+            st = nn_set_error(NN_ERR_INVALID, "%s has dtype STRING with %zu strings, dims need %lld", what,
+                              tp->n_string_data, (long long)n);
     } else {
         /* The 1- and 2-byte types and INT32 are stored widened in int32_data (FLOAT16 as its
          * bits), UINT32 and UINT64 in uint64_data. */
@@ -184,6 +221,7 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
             st = nn_set_error(NN_ERR_INVALID, "%s holds %zu values, dims need %lld", what, have, (long long)n);
     }
     if (st != NN_OK) return st;
+    if (dt == NN_DTYPE_STRING) return strings_from_proto(tp, n, arena, what, out);
     void *data = arena ? nn_arena_alloc(arena, nbytes ? nbytes : 1) : calloc(1, nbytes ? nbytes : 1);
     if (!data) {
         if (external) fclose(external);

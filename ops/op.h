@@ -127,6 +127,7 @@ typedef struct nn_call {
     const nn_epilogue *epilogue; /* NULL when nothing is fused */
     const nn_prologue *prologue; /* NULL when nothing is fused */
     const void *prepared;        /* what the op's prepare made at load; NULL if it has none */
+    nn_arena *pool;              /* where run puts strings and sequence items (see nn_seq) */
     bool winograd;               /* convs may use Winograd (nn_options.winograd) */
     char *err;
     size_t err_size;
@@ -151,6 +152,13 @@ enum nn_op_flags {
      * across time there): a symbolic dim 0 must not be bound as the batch,
      * which the engine would split into micro-batches or chunks */
     NN_OPF_SPANS_DIM0 = 1u << 5,
+    /* takes or makes sequence / optional values (nn_seq): a graph with such
+     * a node runs through the dynamic executor */
+    NN_OPF_CONTAINER = 1u << 6,
+    /* params point into the model's arena (long attribute lists: an n-gram
+     * pool, stopwords), which the plan cache cannot store: a graph with such
+     * a node is never cached */
+    NN_OPF_UNCACHED = 1u << 7,
 };
 
 typedef struct nn_op_desc {
@@ -198,6 +206,45 @@ typedef struct nn_op_desc {
      * e.g. "3x3 stride 2 group 32, depthwise".  Writes "" when it cannot tell. */
     void (*describe)(const nn_call *call, char *buf, size_t size);
 } nn_op_desc;
+
+/* ---- values that are not tensors (docs/sequences.md).
+ * At run time every value travels as an nn_tensor.  A sequence has dtype
+ * NN_DTYPE_SEQUENCE and data pointing at an nn_seq; an optional holds its
+ * element itself (a tensor or a sequence), or is empty: dtype NN_DTYPE_NONE,
+ * data NULL.  Strings (NN_DTYPE_STRING: a char * per element), sequences
+ * and their items are immutable once made and live in call->pool, the
+ * run's region (freed when the run ends; the weights for folded
+ * constants), or in the caller's / the model's memory: ops copy pointers,
+ * never free them.  These dtypes are not nn_dtype enumerators, so never
+ * use them as case labels. */
+#define NN_DTYPE_SEQUENCE ((nn_dtype)64)
+#define NN_DTYPE_NONE     ((nn_dtype)65)
+/* Most tensors a sequence may hold: far beyond the sequences models build
+ * (SplitToSequence over a long axis, a Loop appending per step), small
+ * enough that a runaway loop fails with a clear error instead of eating
+ * memory.  Raise it here and rebuild if a model needs more. */
+#define NN_SEQ_MAX_LENGTH (1 << 20)
+typedef struct nn_seq {
+    nn_dtype elem; /* the items' dtype (also for an empty sequence) */
+    int64_t n;     /* items[0..n) */
+    const nn_tensor *items;
+    /* Appending: the item array is shared by the sequences made from one
+     * another; one whose n equals *used may append in place (older ones
+     * only ever read their first n items). */
+    int64_t *used, cap;
+} nn_seq;
+static inline bool nn_dtype_is_container(nn_dtype t) { return t == NN_DTYPE_SEQUENCE || t == NN_DTYPE_NONE; }
+/* A new sequence in `pool` with room for `cap` items; NULL when out of memory. */
+nn_seq *nn_seq_new(nn_arena *pool, nn_dtype elem, int64_t cap);
+/* A copy of tensor `t` (data and strings stay shared) into pool memory:
+ * its bytes copied, since the engine frees a tensor once its last reader ran. */
+nn_status nn_seq_item(nn_call *c, const nn_tensor *t, nn_tensor *item);
+/* The sequence of input i (NN_ERR_INVALID when it holds something else). */
+nn_status nn_input_seq(nn_call *c, int i, const nn_seq **out);
+/* Write a sequence as output k. */
+void nn_output_seq(nn_call *c, int k, const nn_seq *s);
+/* A copy of NUL-terminated s (len bytes) in pool; NULL when out of memory */
+char *nn_pool_strndup(nn_arena *pool, const char *s, size_t len);
 
 /* ---- attribute helpers: return NN_OK (value or default stored), or
  *      NN_ERR_INVALID with a message when the attribute has the wrong type. */

@@ -8,6 +8,7 @@
 #include "act.h"
 #include "half.h"
 #include "op.h"
+#include "text.h"
 
 #define DT(code) (1u << NN_DTYPE_##code)
 
@@ -279,10 +280,20 @@ const nn_op_desc nn_op_Clip = {.name = "Clip",
 
 /* ---- Identity */
 
-static nn_status infer_Identity(nn_call *c) { return infer_same(c, ~0u); }
+/* Any tensor, and sequences and optionals too (shared: they are immutable). */
+static nn_status infer_Identity(nn_call *c) {
+    if (!nn_dtype_is_container(c->in[0].dtype)) return infer_same(c, ~0u);
+    if (c->in[0].dtype == NN_DTYPE_SEQUENCE && !c->in[0].data) return NN_DYNAMIC;
+    memset(&c->out[0], 0, sizeof c->out[0]);
+    c->out[0].dtype = c->in[0].dtype;
+    return NN_OK;
+}
 
 static nn_status run_Identity(nn_call *c) {
-    copy_data(c);
+    if (nn_dtype_is_container(c->in[0].dtype))
+        c->out[0].data = c->in[0].data;
+    else
+        copy_data(c);
     return NN_OK;
 }
 
@@ -400,6 +411,13 @@ static nn_status cast_check(const void *params, char *err, size_t err_size) {
 
 static nn_status infer_cast_to(nn_call *c, int64_t to) {
     nn_dtype from = c->in[0].dtype;
+    if (from == NN_DTYPE_STRING || to == NN_DTYPE_STRING) { /* ops/text.c */
+        if (!nn_cast_string_supported(from, (nn_dtype)to))
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "cast from %s to %s not supported", nn_dtype_name(from),
+                                 nn_dtype_name((nn_dtype)to));
+        nn_tensor_set_shape(&c->out[0], (nn_dtype)to, c->in[0].ndim, c->in[0].dims);
+        return NN_OK;
+    }
     if (!dtype_in(from, CAST_MASK)) return reject_dtype(c, from);
     if (to < 0 || to >= 32 || !dtype_in((nn_dtype)to, CAST_MASK))
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "cast to dtype %s not supported", nn_dtype_name((nn_dtype)to));
@@ -481,6 +499,7 @@ static nn_status infer_Cast(nn_call *c) { return infer_cast_to(c, ((const cast_p
 
 /* Converts to the output's dtype: Cast and CastLike alike. */
 static nn_status run_Cast(nn_call *c) {
+    if (c->in[0].dtype == NN_DTYPE_STRING || c->out[0].dtype == NN_DTYPE_STRING) return nn_cast_string(c);
     int64_t n = elements(&c->in[0]);
     if (c->in[0].dtype == c->out[0].dtype) {
         copy_data(c);

@@ -81,11 +81,11 @@ static void test_invalid_graphs(void) {
     check_set_case("test_invalid_graphs");
     builder b;
     small_model(&b);
-    /* a real ONNX operator on strings, which the engine has no dtype for */
-    b.nodes[2]->op_type = "StringNormalizer";
-    b.nodes[2]->name = "norm_3";
+    /* a real ONNX operator (opset 20) the engine does not implement */
+    b.nodes[2]->op_type = "ImageDecoder";
+    b.nodes[2]->name = "decode_3";
     expect_load_error(save(&b, "unsupported.onnx"), NN_ERR_UNSUPPORTED,
-                      "unsupported operator 'StringNormalizer' at node 'norm_3'");
+                      "unsupported operator 'ImageDecoder' at node 'decode_3'");
     builder_free(&b);
 
     small_model(&b);

@@ -9,7 +9,7 @@
 /* The default order.  Folding first, so every later pass sees static
  * shapes and constant weights; no-op removal before the fusions so that an
  * Identity between a Conv and its BatchNormalization does not hide the
- * pair; decompositions (LayerNorm) are recognized before the elementwise
+ * pair; decompositions (LayerNorm, GELU) are recognized before the elementwise
  * fusions take their pieces; bias Adds join their MatMul/Gemm before residual Adds are looked
  * for; the residual Add is absorbed before the activation, so Conv+Add+Relu
  * becomes one node; chains of elementwise ops are fused after that, from
@@ -26,6 +26,7 @@ const nn_pass *const nn_default_pipeline[] = {
     &nn_pass_eliminate_noops,
     &nn_pass_fold_batchnorm,
     &nn_pass_fuse_layernorm,
+    &nn_pass_fuse_gelu,
     &nn_pass_fuse_bias,
     &nn_pass_fuse_residual,
     &nn_pass_fuse_activation,

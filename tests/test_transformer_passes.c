@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../engine/model.h"
+#include "../ops/act.h"
 #include "../ops/params.h"
 #include "../ops/registry.h"
 #include "../passes/pass.h"
@@ -211,6 +212,133 @@ static void test_pow_exponents(void) {
     }
 }
 
+/* ---- fuse_gelu */
+enum { G_D = 24 };
+
+typedef struct gelu_variant {
+    bool tanh_form;
+    int order;        /* the outer product: 0 (x * a) * 0.5, 1 (x * 0.5) * a, 2 (a * 0.5) * x */
+    bool mul_inverse; /* erf form: x * (1/sqrt 2) instead of x / sqrt 2 */
+    bool pow_cube;    /* tanh form: Pow(x, 3) instead of x * (x * x) */
+    float scale;      /* sqrt 2, or sqrt(2/pi) for tanh */
+    float one;        /* the 1 added */
+    float cubic;      /* tanh form's 0.044715 */
+    bool f_read_twice;
+    bool matmul;      /* x = MatMul(input, W) + bias: the Gelu then folds into a Gemm */
+} gelu_variant;
+
+static const char *gelu_model(builder *b, const gelu_variant *v) {
+    builder_init(b);
+    graph_input(b, "in", 2, (int64_t[]){-1, G_D});
+    graph_output(b, "y", 2, (int64_t[]){-1, G_D});
+    if (v->f_read_twice) graph_output(b, "f", 2, (int64_t[]){-1, G_D});
+    const char *x = "in";
+    if (v->matmul) {
+        float w[G_D * G_D], bias[G_D];
+        float_init(b, "W", 2, (int64_t[]){G_D, G_D}, G_D * G_D, fill(w, G_D * G_D, -0.3f, 0.3f, 5));
+        float_init(b, "bias", 1, (int64_t[]){G_D}, G_D, fill(bias, G_D, -0.5f, 0.5f, 6));
+        node(b, "MatMul", "mm", "in", "W", "p");
+        node(b, "Add", "add_bias", "bias", "p", "x");
+        x = "x";
+    }
+    float half = 0.5f, three = 3.0f;
+    float_init(b, "scale", 0, NULL, 1, &v->scale);
+    float_init(b, "one", 0, NULL, 1, &v->one);
+    float_init(b, "half", 0, NULL, 1, &half);
+    if (!v->tanh_form) {
+        node(b, v->mul_inverse ? "Mul" : "Div", "arg", x, "scale", "u");
+        node(b, "Erf", "erf", "u", NULL, "f");
+    } else {
+        float_init(b, "cubic", 0, NULL, 1, &v->cubic);
+        if (v->pow_cube) {
+            float_init(b, "three", 0, NULL, 1, &three);
+            node(b, "Pow", "cube", x, "three", "x3");
+        } else {
+            node(b, "Mul", "sq", x, x, "x2");
+            node(b, "Mul", "cube", x, "x2", "x3");
+        }
+        node(b, "Mul", "cubic_mul", "cubic", "x3", "k");
+        node(b, "Add", "inner", x, "k", "s");
+        node(b, "Mul", "arg", "scale", "s", "u");
+        node(b, "Tanh", "tanh", "u", NULL, "f");
+    }
+    node(b, "Add", "plus_one", "one", "f", "a");
+    if (v->order == 0) {
+        node(b, "Mul", "mx", x, "a", "m");
+        node(b, "Mul", "mhalf", "half", "m", "y");
+    } else if (v->order == 1) {
+        node(b, "Mul", "mhalf", x, "half", "h");
+        node(b, "Mul", "mx", "h", "a", "y");
+    } else {
+        node(b, "Mul", "mhalf", "a", "half", "h");
+        node(b, "Mul", "mx", x, "h", "y");
+    }
+    return save(b, "gelu.onnx");
+}
+
+static void gelu_case(const char *what, const gelu_variant *v, const char *passes, const char *want_ops) {
+    check_set_case("fuse_gelu: %s", what);
+    builder b;
+    const char *path = gelu_model(&b, v);
+    nn_model *m = load_opts(path, 1, passes);
+    if (m) {
+        CHECK_OPS(m, want_ops);
+        const nn_node *n = find_op(m, v->matmul ? NN_OP_Gemm : NN_OP_Gelu);
+        if (v->matmul && n)
+            CHECK(n->has_epilogue && n->epilogue.act == (v->tanh_form ? NN_ACT_GELU_TANH : NN_ACT_GELU),
+                  "Gemm epilogue: expected the GELU activation");
+        else if (n)
+            CHECK(((const nn_gelu_params *)n->params)->tanh == v->tanh_form, "Gelu approximate: expected %s",
+                  v->tanh_form ? "tanh" : "none");
+        CHECK_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fuse_gelu(void) {
+    const float r2 = 1.41421356f, k = 0.79788456f;
+    const char *only = "fuse_gelu";
+    gelu_case("erf form", &(gelu_variant){.scale = r2, .one = 1, .order = 0}, only, "Gelu");
+    gelu_case("erf form, x * 0.5 first", &(gelu_variant){.scale = r2, .one = 1, .order = 1}, only, "Gelu");
+    gelu_case("erf form, times 1/sqrt 2", &(gelu_variant){.scale = 0.70710678f, .one = 1, .mul_inverse = true, .order = 2},
+              only, "Gelu");
+    gelu_case("tanh form", &(gelu_variant){.tanh_form = true, .scale = k, .one = 1, .cubic = 0.044715f}, only, "Gelu");
+    gelu_case("tanh form with Pow",
+              &(gelu_variant){.tanh_form = true, .pow_cube = true, .scale = k, .one = 1, .cubic = 0.044715f, .order = 1},
+              only, "Gelu");
+    gelu_case("MatMul + bias + GELU -> one Gemm", &(gelu_variant){.scale = r2, .one = 1, .matmul = true}, NULL, "Gemm");
+    gelu_case("MatMul + bias + tanh GELU -> one Gemm",
+              &(gelu_variant){.tanh_form = true, .scale = k, .one = 1, .cubic = 0.044715f, .matmul = true}, NULL,
+              "Gemm");
+    /* must not rewrite */
+    gelu_case("x / 2", &(gelu_variant){.scale = 2.0f, .one = 1}, only, "Div Erf Add Mul Mul");
+    gelu_case("2 + erf", &(gelu_variant){.scale = r2, .one = 2}, only, "Div Erf Add Mul Mul");
+    gelu_case("Erf read twice", &(gelu_variant){.scale = r2, .one = 1, .f_read_twice = true}, only,
+              "Div Erf Add Mul Mul");
+    gelu_case("tanh form with 0.05", &(gelu_variant){.tanh_form = true, .scale = k, .one = 1, .cubic = 0.05f}, only,
+              "Mul Mul Mul Add Mul Tanh Add Mul Mul");
+}
+
+/* ---- the GELU kernels against double-precision references */
+static void test_gelu_accuracy(void) {
+    double worst[2] = {0, 0};
+    const double range[2] = {5.0, 5.0}, tol[2] = {3e-6, 3e-6};
+    for (int form = 0; form < 2; form++) {
+        for (int i = -20000; i <= 20000; i++) {
+            float x = (float)(range[form] * i / 20000.0);
+            double xd = x, want = form ? 0.5 * xd * (1.0 + tanh(sqrt(2.0 / M_PI) * (xd + 0.044715 * xd * xd * xd)))
+                                       : 0.5 * xd * erfc(-xd / sqrt(2.0)); /* 1 + erf cancels */
+            double got = form ? nn_gelu_tanh(x) : nn_gelu(x);
+            double err = want != 0.0 ? fabs(got - want) / fabs(want) : fabs(got);
+            if (err > worst[form]) worst[form] = err;
+        }
+        check_set_case("GELU %s form accuracy on [-%g, %g]", form ? "tanh" : "erf", range[form], range[form]);
+        CHECK(worst[form] <= tol[form], "largest relative error: expected <= %g, got %g", tol[form], worst[form]);
+    }
+    printf("GELU largest relative error: erf form %.2g on [-5, 5], tanh form %.2g on [-5, 5]\n", worst[0], worst[1]);
+}
+
 int main(void) {
     if (!mkdtemp(nn_test_dir)) {
         perror("mkdtemp");
@@ -218,6 +346,8 @@ int main(void) {
     }
     test_fuse_layernorm();
     test_pow_exponents();
+    test_fuse_gelu();
+    test_gelu_accuracy();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", nn_test_dir);

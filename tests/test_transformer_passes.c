@@ -320,6 +320,44 @@ static void test_fuse_gelu(void) {
               "Mul Mul Mul Add Mul Tanh Add Mul Mul");
 }
 
+/* ---- fuse_bias on a MatMul of a 3-D A: the bias (and the activation) in its epilogue */
+static void nd_bias_case(const char *what, bool b_const, int bias_rows, const char *want_ops) {
+    check_set_case("fuse_bias N-D: %s", what);
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 3, (int64_t[]){-1, 5, 16});
+    if (!b_const) graph_input(&b, "W", 2, (int64_t[]){16, 8});
+    graph_output(&b, "y", 3, (int64_t[]){-1, 5, 8});
+    float w[16 * 8], bias[5 * 8];
+    if (b_const) float_init(&b, "W", 2, (int64_t[]){16, 8}, 16 * 8, fill(w, 16 * 8, -0.5f, 0.5f, 21));
+    if (bias_rows)
+        float_init(&b, "bias", 2, (int64_t[]){bias_rows, 8}, bias_rows * 8, fill(bias, bias_rows * 8, -1, 1, 22));
+    else
+        float_init(&b, "bias", 1, (int64_t[]){8}, 8, fill(bias, 8, -1, 1, 22));
+    node(&b, "MatMul", "mm", "x", "W", "p");
+    node(&b, "Add", "add", "bias", "p", "q");
+    node(&b, "Relu", "relu", "q", NULL, "y");
+    const char *path = save(&b, "matmul_nd_bias.onnx");
+    nn_model *m = load_opts(path, 1, NULL);
+    if (m) {
+        CHECK_OPS(m, want_ops);
+        const nn_node *n = find_op(m, NN_OP_MatMul);
+        if (n && !strcmp(want_ops, "MatMul"))
+            CHECK(n->n_in == 3 && n->has_epilogue && n->epilogue.act == NN_ACT_RELU && n->epilogue.residual < 0,
+                  "MatMul: expected the bias as input 2 and Relu in the epilogue");
+        CHECK_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_matmul_nd_bias(void) {
+    nd_bias_case("bias [N] + Relu", true, 0, "MatMul");
+    nd_bias_case("bias [1, N] + Relu", true, 1, "MatMul");
+    nd_bias_case("B not constant", false, 0, "MatMul Add");
+    nd_bias_case("bias per row and column", true, 5, "MatMul Add");
+}
+
 /* ---- the GELU kernels against double-precision references */
 static void test_gelu_accuracy(void) {
     double worst[2] = {0, 0};
@@ -347,6 +385,7 @@ int main(void) {
     test_fuse_layernorm();
     test_pow_exponents();
     test_fuse_gelu();
+    test_matmul_nd_bias();
     test_gelu_accuracy();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);

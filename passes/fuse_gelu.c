@@ -78,6 +78,7 @@ static int gelu_argument(nn_graph *g, const int *uses, int u, bool tanh_form, nn
     dead[1] = add;
     for (int side = 0; side < 2; side++) {
         int x = add->in[side];
+        dead[2] = dead[3] = dead[4] = NULL; /* nothing from the other side's attempt */
         nn_node *scaled = from(g, uses, add->in[1 - side], NN_OP_Mul);
         if (!scaled) continue;
         int cube = other_than_scalar(g, scaled, &k);

@@ -148,7 +148,11 @@ static bool fuse_one(nn_graph *g, const int *uses, nn_node *sub, bool *nomem) {
         if ((beta = normalized_const(g, bias, "bias", xt, axis, &g->values[beta].t, 0.0f)) < 0) return *nomem = true;
         xt = &g->values[x].t;
     }
-    const nn_norm_params p = {.epsilon = eps, .axis = axis, .spatial = 1};
+    nn_norm_params p;
+    memset(&p, 0, sizeof p); /* the padding too: the plan cache stores these bytes */
+    p.epsilon = eps;
+    p.axis = axis;
+    p.spatial = 1;
     int *in = nn_arena_alloc(&g->meta, sizeof(int) * 3);
     if (!in || !nn_node_set_params(g, host, &p, sizeof p)) return *nomem = true;
     in[0] = x;

@@ -127,6 +127,10 @@ nn_status cu_gemm_setup(cu_ctx *c, cu_node *dn, nn_call *call, const char **why)
             c_input = 2;
         }
     } else {
+        if (call->n_in > 2 && nn_present(call, 2) && !(call->epilogue && call->epilogue->residual == 2)) {
+            *why = "a MatMul with a fused bias (passes/fuse_bias.c)";
+            return NN_ERR_UNSUPPORTED;
+        }
         gs->batching = nn_cu_matmul_batched(&gs->mm, &gs->batch, a, b);
         gs->alpha = 1.0f;
     }

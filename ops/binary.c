@@ -395,7 +395,31 @@ const nn_op_desc nn_op_PRelu = {.name = "PRelu", .min_inputs = 2, .max_inputs = 
 #define POW_II(x, y) ipow(x, y)
 #define POW_MIX(x, y) pow((double)(x), (double)(y))
 
-BIN_ROW(pow_ff, float, float, float, POW_FF(x, y))
+BIN_ROW(pow_ff_any, float, float, float, POW_FF(x, y))
+
+/* sqrt(x) with powf's results for -0 (+0) and -inf (+inf) */
+static inline float pow_half(float x) { return x == -INFINITY ? INFINITY : sqrtf(x) + 0.0f; }
+
+/* A scalar exponent of 1, 2, 3 or 0.5 (x^2 inside an exported LayerNorm)
+ * skips powf, which costs far more than the product (one or two roundings)
+ * or the correctly rounded sqrt it reduces to. */
+static void pow_ff(void *po, const void *const *pi, const int *step, int64_t n) {
+    float *o = po;
+    const float *a = pi[0];
+    float y = *(const float *)pi[1];
+    if (step[1] || !step[0] || !(y == 1.0f || y == 2.0f || y == 3.0f || y == 0.5f)) {
+        pow_ff_any(po, pi, step, n);
+        return;
+    }
+    if (y == 1.0f)
+        for (int64_t i = 0; i < n; i++) o[i] = a[i];
+    else if (y == 2.0f)
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] * a[i];
+    else if (y == 3.0f)
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] * a[i] * a[i];
+    else
+        for (int64_t i = 0; i < n; i++) o[i] = pow_half(a[i]);
+}
 BIN_ROW(pow_fi32, float, int32_t, float, POW_MIX(x, y))
 BIN_ROW(pow_fi64, float, int64_t, float, POW_MIX(x, y))
 BIN_ROW(pow_fu32, float, uint32_t, float, POW_MIX(x, y))

@@ -21,6 +21,12 @@ static inline void nn_epilogue_apply(const nn_epilogue *e, float *y, const float
     case NN_ACT_CLIP:
         for (int64_t i = 0; i < n; i++) y[i] = y[i] < e->alpha ? e->alpha : (y[i] > e->beta ? e->beta : y[i]);
         break;
+    case NN_ACT_GELU:
+        for (int64_t i = 0; i < n; i++) y[i] = nn_gelu(y[i]);
+        break;
+    case NN_ACT_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) y[i] = nn_gelu_tanh(y[i]);
+        break;
     default:
         for (int64_t i = 0; i < n; i++) y[i] = nn_act_apply(e->act, e->alpha, e->beta, y[i]);
         break;

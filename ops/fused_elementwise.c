@@ -35,7 +35,7 @@ static nn_status fused_elementwise_check(const void *params, char *err, size_t e
         if (st->op < 0 || st->op >= NN_EW_OP_COUNT)
             return nn_check_error(err, err_size, "step %d: unknown opcode %d", s, st->op);
         if ((st->op == NN_EW_Act || muladd) &&
-            (st->act < (muladd ? NN_ACT_NONE : NN_ACT_RELU) || st->act >= NN_ACT_COUNT))
+            (st->act < (muladd ? NN_ACT_NONE : NN_ACT_RELU) || (int)st->act >= NN_ACT_COUNT))
             return nn_check_error(err, err_size, "step %d: unknown activation %d", s, (int)st->act);
         if ((binary || muladd) && (st->operand < 0 || st->operand >= NN_EW_MAX_INPUTS))
             return nn_check_error(err, err_size, "step %d: operand %d out of range", s, st->operand);
@@ -98,7 +98,7 @@ static nn_status infer_FusedElementwise(nn_call *c) {
         if (st->op < 0 || st->op >= NN_EW_OP_COUNT)
             return nn_call_error(c, NN_ERR_INVALID, "step %d: unknown opcode %d", s, st->op);
         if ((st->op == NN_EW_Act || muladd) &&
-            (st->act < (muladd ? NN_ACT_NONE : NN_ACT_RELU) || st->act > NN_ACT_TANH))
+            (st->act < (muladd ? NN_ACT_NONE : NN_ACT_RELU) || (int)st->act >= NN_ACT_COUNT))
             return nn_call_error(c, NN_ERR_INVALID, "step %d: unknown activation %d", s, (int)st->act);
         if (!nn_ew_is_binary(st->op) && !muladd) continue;
         int64_t inner, period, inner2, period2;
@@ -238,7 +238,9 @@ static void walk_advance(walk *w, int64_t n) {
     X(NN_ACT_HARD_SIGMOID)                                                                                             \
     X(NN_ACT_HARD_SWISH)                                                                                               \
     X(NN_ACT_SILU)                                                                                                     \
-    X(NN_ACT_TANH)
+    X(NN_ACT_TANH)                                                                                                     \
+    X(NN_ACT_GELU)                                                                                                     \
+    X(NN_ACT_GELU_TANH)
 
 /* One step over output elements [i, i + n), from src to dst, which never
  * overlap (so that every loop vectorizes); `operands` are the walks of the

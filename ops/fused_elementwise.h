@@ -45,7 +45,7 @@ enum { NN_EW_MAX_STEPS = 16, NN_EW_MAX_INPUTS = 8 };
     X(Div, x / y)                                                                                                      \
     X(Max, x > y || x != x ? x : y)                                                                                    \
     X(Min, x < y || x != x ? x : y)                                                                                    \
-    X(Pow, powf(x, y))                                                                                                 \
+    X(Pow, y == 2.0f ? x * x : powf(x, y))                                                                             \
     X(PRelu, x < 0.0f ? x * y : x)
 
 typedef enum nn_ew_op {

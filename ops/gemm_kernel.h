@@ -57,9 +57,11 @@ typedef struct gemm_kernel {
     void (*pack_plain)(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst, const b_prologue *pr);
 } gemm_kernel;
 
-/* Activations applied to the accumulators in registers; tanh runs over the
- * stored tile with the kernel's act(). */
-static inline bool act_in_tile(nn_act act) { return act != NN_ACT_TANH; }
+/* Activations applied to the accumulators in registers; tanh and GELU run
+ * over the stored tile with the kernel's act(). */
+static inline bool act_in_tile(nn_act act) {
+    return act != NN_ACT_TANH && act != NN_ACT_GELU && act != NN_ACT_GELU_TANH;
+}
 
 /* ---- element-wise helpers, compiled once per ISA through the wrappers below */
 
@@ -80,6 +82,8 @@ static inline __attribute__((always_inline)) void act_body(float *y, int64_t n, 
         ACT_LOOP(NN_ACT_HARD_SWISH)
         ACT_LOOP(NN_ACT_SILU)
         ACT_LOOP(NN_ACT_TANH)
+        ACT_LOOP(NN_ACT_GELU)
+        ACT_LOOP(NN_ACT_GELU_TANH)
 #undef ACT_LOOP
     case NN_ACT_NONE: break;
     }

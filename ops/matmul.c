@@ -44,7 +44,15 @@ static const nn_gemm_packed *prepared_b(const nn_call *c, nn_gemm_packed *view) 
 }
 
 /* ---- MatMul: 1-D operands are promoted to a row (A) / column (B) and the
- *      promoted dim dropped from the result; batch dims broadcast. */
+ *      promoted dim dropped from the result; batch dims broadcast.  Inside
+ *      the engine (passes/fuse_bias.c) a MatMul may carry a bias of N
+ *      values as input 2, added in the epilogue like Gemm's C. */
+
+/* The fused bias, when input 2 is one and not the epilogue's residual. */
+static const nn_tensor *matmul_bias(const nn_call *c) {
+    if (!nn_present(c, 2) || (c->epilogue && c->epilogue->residual == 2)) return NULL;
+    return &c->in[2];
+}
 
 typedef struct matmul_geom {
     int64_t m, k, n;
@@ -100,6 +108,10 @@ static nn_status infer_matmul(nn_call *c) {
     matmul_geom g;
     nn_status st = matmul_resolve(c, &g);
     if (st != NN_OK) return st;
+    const nn_tensor *bias = matmul_bias(c);
+    if (bias && (c->in[1].ndim < 2 || nn_tensor_elements(bias) != g.n))
+        return nn_call_error(c, NN_ERR_SHAPE, "fused bias has %lld values for %lld columns",
+                             (long long)nn_tensor_elements(bias), (long long)g.n);
     int64_t dims[NN_MAX_DIMS];
     int nd = g.batch_rank;
     for (int d = 0; d < nd; d++)
@@ -134,6 +146,11 @@ static nn_gemm matmul_gemm(const nn_call *c, const matmul_geom *g, const nn_gemm
                   .c = c->out[0].data,
                   .ldc = g->n,
                   .alpha = 1.0f};
+    const nn_tensor *bias = matmul_bias(c);
+    if (bias) {
+        gm.bias_kind = NN_GEMM_BIAS_COL;
+        gm.bias = bias->data;
+    }
     set_epilogue(c, &gm);
     return gm;
 }

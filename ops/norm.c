@@ -174,6 +174,45 @@ static nn_status infer_layer_norm(nn_call *c) {
     return NN_OK;
 }
 
+/* Sum of n floats in LN_LANES running sums, a loop the compiler vectorizes;
+ * with a few thousand values the error stays near float's epsilon. */
+#define LN_LANES 16
+static float lane_sum(const float *x, int64_t n, float shift, bool square) {
+    float acc[LN_LANES] = {0};
+    int64_t i = 0;
+    for (; i + LN_LANES <= n; i += LN_LANES)
+        for (int l = 0; l < LN_LANES; l++) {
+            float v = x[i + l] - shift;
+            acc[l] += square ? v * v : v;
+        }
+    float s = 0.0f;
+    for (; i < n; i++) {
+        float v = x[i] - shift;
+        s += square ? v * v : v;
+    }
+    for (int l = 0; l < LN_LANES; l++) s += acc[l];
+    return s;
+}
+
+/* One row: mean, then the variance around it (two passes, as the exported
+ * decomposition computes it), then y = (x - mean) / std * scale + bias. */
+static void layer_norm_row(const float *x, float *y, int64_t n, float epsilon, const float *scale,
+                           int64_t scale_stride, const float *bias, int64_t bias_stride, float *mean_out,
+                           float *inv_out) {
+    float mean = n > 0 ? lane_sum(x, n, 0.0f, false) / (float)n : 0.0f;
+    float var = n > 0 ? lane_sum(x, n, mean, true) / (float)n : 0.0f;
+    float inv = 1.0f / sqrtf(var + epsilon);
+    if (scale_stride && bias && bias_stride)
+        for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * inv * scale[i] + bias[i];
+    else
+        for (int64_t i = 0; i < n; i++) {
+            float v = (x[i] - mean) * inv * scale[i * scale_stride];
+            y[i] = bias ? v + bias[i * bias_stride] : v;
+        }
+    if (mean_out) *mean_out = mean;
+    if (inv_out) *inv_out = inv;
+}
+
 static nn_status run_layer_norm(nn_call *c) {
     const nn_norm_params *p = c->params;
     const nn_tensor *x = &c->in[0];
@@ -190,19 +229,10 @@ static nn_status run_layer_norm(nn_call *c) {
     const float *bias = nn_present(c, 2) ? c->in[2].data : NULL;
     float *dst = c->out[0].data;
     float *mean_out = c->n_out > 1 ? c->out[1].data : NULL, *inv_out = c->n_out > 2 ? c->out[2].data : NULL;
-#pragma omp parallel for num_threads(c->threads) if (rows * inner > 16384)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = src + r * inner;
-        float *yr = dst + r * inner;
-        double mean, inv_std;
-        moments(xr, inner, p->epsilon, &mean, &inv_std);
-        for (int64_t i = 0; i < inner; i++) {
-            float v = (float)((xr[i] - mean) * inv_std) * scale[i * scale_stride];
-            yr[i] = bias ? v + bias[i * bias_stride] : v;
-        }
-        if (mean_out) mean_out[r] = (float)mean;
-        if (inv_out) inv_out[r] = (float)inv_std;
-    }
+#pragma omp parallel for num_threads(c->threads) if (rows * inner > NN_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++)
+        layer_norm_row(src + r * inner, dst + r * inner, inner, p->epsilon, scale, scale_stride, bias, bias_stride,
+                       mean_out ? mean_out + r : NULL, inv_out ? inv_out + r : NULL);
     return NN_OK;
 }
 

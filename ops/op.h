@@ -94,10 +94,12 @@ typedef enum nn_act {
     NN_ACT_HARD_SWISH,
     NN_ACT_SILU, /* y * sigmoid(y) */
     NN_ACT_TANH,
+    NN_ACT_GELU,      /* y * Phi(y), Phi the normal CDF (erf form) */
+    NN_ACT_GELU_TANH, /* GELU's tanh approximation */
 } nn_act;
 /* How many activations there are, for range checks on untrusted params (kept
  * out of the enum so that switches over nn_act need no case for it). */
-enum { NN_ACT_COUNT = NN_ACT_TANH + 1 };
+enum { NN_ACT_COUNT = NN_ACT_GELU_TANH + 1 };
 
 typedef struct nn_epilogue {
     int residual; /* index of the input added to the output (same shape), -1 for none */

@@ -19,6 +19,11 @@ typedef struct nn_gemm_params {
     int64_t trans_a, trans_b;
 } nn_gemm_params;
 
+/* Gelu: approximate "tanh" (1) or "none" (0) */
+typedef struct nn_gelu_params {
+    int64_t tanh;
+} nn_gelu_params;
+
 /* ops with a single `axis` attribute: Concat, Gather, ... */
 typedef struct nn_axis_params {
     int64_t axis;

@@ -8,6 +8,7 @@
 #include "act.h"
 #include "half.h"
 #include "op.h"
+#include "params.h"
 #include "text.h"
 
 #define DT(code) (1u << NN_DTYPE_##code)
@@ -169,6 +170,56 @@ UNARY(LeakyRelu, T_FLOAT, parse_LeakyRelu, act_check, as_act_LeakyRelu, nn_act_a
 UNARY(Elu, T_FLOAT, parse_Elu, act_check, NULL, x >= 0.0f ? x : p->alpha * expm1f(x))
 UNARY(Selu, T_FLOAT, parse_Selu, act_check, NULL, p->gamma * (x > 0.0f ? x : p->alpha * expm1f(x)))
 UNARY(HardSigmoid, T_FLOAT, parse_HardSigmoid, act_check, as_act_HardSigmoid, nn_act_apply(NN_ACT_HARD_SIGMOID, p->alpha, p->beta, x))
+
+/* ---- Gelu (opset 20): approximate "none" (erf) or "tanh" */
+
+static nn_status parse_Gelu(nn_parse_ctx *ctx) {
+    nn_gelu_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    const char *s;
+    nn_status st = nn_attr_string(ctx, "approximate", "none", &s);
+    if (st != NN_OK) return st;
+    if (strcmp(s, "none") && strcmp(s, "tanh"))
+        return nn_parse_error(ctx, NN_ERR_INVALID, "approximate must be \"none\" or \"tanh\", got \"%s\"", s);
+    p->tanh = !strcmp(s, "tanh");
+    ctx->params = p;
+    return NN_OK;
+}
+
+static nn_status gelu_check(const void *params, char *err, size_t err_size) {
+    const nn_gelu_params *p = params;
+    if (p->tanh != 0 && p->tanh != 1) return nn_check_error(err, err_size, "tanh (%lld) must be 0 or 1", (long long)p->tanh);
+    return NN_OK;
+}
+
+static nn_status infer_Gelu(nn_call *c) { return infer_same(c, DT(FLOAT)); }
+
+static nn_status run_Gelu(nn_call *c) {
+    const nn_gelu_params *p = c->params;
+    if (c->in[0].dtype != NN_DTYPE_FLOAT) return reject_dtype(c, c->in[0].dtype);
+    int64_t n = elements(&c->in[0]);
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    nn_act act = p && p->tanh ? NN_ACT_GELU_TANH : NN_ACT_GELU;
+#pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
+    for (int64_t i0 = 0; i0 < n; i0 += 4096) {
+        int64_t i1 = i0 + 4096 < n ? i0 + 4096 : n;
+        if (act == NN_ACT_GELU)
+            for (int64_t i = i0; i < i1; i++) y[i] = nn_gelu(x[i]);
+        else
+            for (int64_t i = i0; i < i1; i++) y[i] = nn_gelu_tanh(x[i]);
+    }
+    return NN_OK;
+}
+
+static bool as_act_Gelu(const nn_call *c, nn_epilogue *e) {
+    const nn_gelu_params *p = c->params;
+    return fusable(c, e, p && p->tanh ? NN_ACT_GELU_TANH : NN_ACT_GELU);
+}
+
+const nn_op_desc nn_op_Gelu = {.name = "Gelu", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                               .flags = NN_OPF_ELEMENTWISE, .parse = parse_Gelu, .check = gelu_check,
+                               .infer = infer_Gelu, .run = run_Gelu, .as_activation = as_act_Gelu};
 
 /* ---- Clip: bounds are attributes before opset 11, optional scalar inputs since. */
 

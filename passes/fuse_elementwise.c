@@ -62,6 +62,8 @@ static const char *act_name(nn_act a) {
     case NN_ACT_HARD_SWISH: return "HardSwish";
     case NN_ACT_SILU: return "SiLU";
     case NN_ACT_TANH: return "Tanh";
+    case NN_ACT_GELU:
+    case NN_ACT_GELU_TANH: return "Gelu";
     case NN_ACT_NONE: break;
     }
     return "?";

@@ -35,6 +35,8 @@ static double act_ref(nn_act act, double a, double b, double y) {
     case NN_ACT_HARD_SWISH: return y * fmax(0, fmin(1, y / 6 + 0.5));
     case NN_ACT_SILU: return y / (1 + exp(-y));
     case NN_ACT_TANH: return tanh(y);
+    case NN_ACT_GELU: return 0.5 * y * erfc(-y / sqrt(2.0));
+    case NN_ACT_GELU_TANH: return 0.5 * y * (1 + tanh(sqrt(2.0 / M_PI) * (y + 0.044715 * y * y * y)));
     }
     return y;
 }
@@ -221,6 +223,8 @@ static const gemm_case products[] = {
     {196, 96, 576, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 1},
     {49, 160, 960, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 1},
     {30, 45, 70, 1, 1, TA | TB | TC | PB | RES | ACC | PAD_C, 0, ROW, NN_ACT_TANH, 1.0f, 1},
+    {30, 45, 70, 1, 1, TA | PB | RES | PAD_C, 0, ROW, NN_ACT_GELU, 1.0f, 1},
+    {13, 33, 20, 2, 3, TB | RES | ACC, 0, ROW, NN_ACT_GELU_TANH, 1.0f, 2},
     {13, 33, 20, 2, 3, TA | TB | TC | RES | ACC | PAD_C, 0, ROW, NN_ACT_TANH, 1.0f, 1},
     {196, 96, 576, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 2},
     {49, 160, 960, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 2},

@@ -84,7 +84,7 @@ static const char *input_name(const nn_model *m, const nn_node *n, int k) {
 
 static const char *act_name(nn_act a) {
     static const char *names[] = {"NONE",         "RELU",       "CLIP", "LEAKY_RELU", "SIGMOID",
-                                  "HARD_SIGMOID", "HARD_SWISH", "SILU", "TANH"};
+                                  "HARD_SIGMOID", "HARD_SWISH", "SILU", "TANH", "GELU", "GELU_TANH"};
     return (unsigned)a < sizeof names / sizeof *names ? names[a] : "?";
 }
 

@@ -182,6 +182,8 @@ static bool read_node(reader *r, nn_graph *g, nn_node *n) {
     if (!n->name || !op || (n->op = nn_op_lookup(op)) < 0) return fail(r, "a node has no name or an unknown op");
     /* Constant's params point into the model: it is always folded before a plan exists */
     if (n->op == NN_OP_Constant) return fail(r, "a node is a Constant, which plans never hold");
+    /* control flow's params point at its bodies, which plans do not hold */
+    if (nn_op_get(n->op)->flags & NN_OPF_SUBGRAPH) return fail(r, "a node runs a body, which plans never hold");
     n->n_in = head.n_in;
     n->n_out = head.n_out;
     if (n->n_in < 0 || n->n_in > MAX_IO || n->n_out < 1 || n->n_out > MAX_IO)

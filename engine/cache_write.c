@@ -253,6 +253,10 @@ void nn_cache_store(nn_model *m) {
             m, "not cached: the model keeps its weights in external data files, which the cache key does not cover");
         return;
     }
+    if (m->g.n_bodies) {
+        cache_warn(m, "not cached: the model has control-flow bodies (If/Loop/Scan), which plans do not hold yet");
+        return;
+    }
     /* the device's measured choices (GPU algorithms) go along with the plan */
     size_t choices_bytes = m->backend && m->backend->save_choices ? m->backend->save_choices(m, NULL, 0) : 0;
     void *choices = choices_bytes ? malloc(choices_bytes) : NULL;

@@ -144,7 +144,15 @@ nn_status nn_execute(nn_model *m, nn_lane *lane) {
         nn_call call;
         gather_call(m, lane, n, &call, err, sizeof err);
         nn_status st;
-        if (m->dynamic) {
+        /* control flow sizes and allocates its outputs as it runs */
+        bool allocates = d->flags & NN_OPF_SUBGRAPH;
+        if (allocates && !m->dynamic)
+            return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s) in a static plan", n->name, d->name);
+        if (allocates) {
+            memset(call.out, 0, sizeof *call.out * (size_t)n->n_out);
+            call.workspace = NULL;
+            call.workspace_size = 0;
+        } else if (m->dynamic) {
             st = prepare_dynamic(lane, n, &call);
             if (st != NN_OK) {
                 for (int k = 0; k < n->n_out; k++)
@@ -162,7 +170,7 @@ nn_status nn_execute(nn_model *m, nn_lane *lane) {
         }
         if (m->dynamic) {
             free(call.workspace);
-            for (int k = 0; d->bound && k < n->n_out; k++) /* the shapes run settled on */
+            for (int k = 0; (d->bound || allocates) && k < n->n_out; k++) /* the shapes run settled on */
                 if (n->out[k] >= 0) lane->rt[n->out[k]] = call.out[k];
             for (int k = 0; k < n->n_out; k++)
                 if (n->out[k] < 0) free(call.out[k].data); /* an output nobody named */

@@ -85,7 +85,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     bool hit = false;
     if (opt.cache) nn_cache_load(m, path, &hit);
     if (hit) {
-        if ((st = nn_make_runnable(m)) != NN_OK) {
+        if ((st = nn_bodies_prepare(m)) != NN_OK || (st = nn_make_runnable(m)) != NN_OK) {
             nn_free(m);
             return st;
         }

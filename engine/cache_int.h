@@ -26,7 +26,7 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes: older files then read as stale. */
-#define CACHE_FORMAT 7
+#define CACHE_FORMAT 8
 #define CACHE_MAGIC  "nnplan\n"
 enum {
     DATA_ALIGN = 64,
@@ -103,13 +103,24 @@ typedef struct node_tail {
 
 /* then the graph's input and output ids, and for static models the memory
  * plan: plan_record, then offset (i64), first_use and last_use (i32) per
- * value; then the device's choices (a data reference) and END_MARK */
+ * value */
 typedef struct plan_record {
     uint64_t arena_bytes, naive_bytes, lower_bound_bytes;
 } plan_record;
 
+/* then, for each control-flow node in order, each of its bodies: this
+ * record, the body graph's name, the body itself from its graph_record on
+ * (its own bodies follow it, at most CACHE_BODY_DEPTH deep), and a
+ * value_record per body output with its declared type (ndim -1: open;
+ * dims -1: symbolic).  The model's graph then ends with the device's
+ * choices (a data reference) and END_MARK. */
+typedef struct body_record {
+    int32_t n_formal, capture_first, n_captured;
+} body_record;
+enum { CACHE_BODY_DEPTH = 16 };
+
 extern const record_desc cache_header_desc, cache_graph_desc, cache_value_desc, cache_node_head_desc,
-    cache_node_tail_desc, cache_plan_desc;
+    cache_node_tail_desc, cache_plan_desc, cache_body_desc;
 
 /* Bytes of an encoded record. */
 size_t cache_record_bytes(const record_desc *d);

@@ -23,6 +23,7 @@
 #include "../ops/registry.h"
 #include "cache_int.h"
 #include "error.h"
+#include "model.h"
 
 typedef struct reader {
     const unsigned char *p;
@@ -124,7 +125,8 @@ static bool read_value(reader *r, nn_graph *g, int v, int n_nodes) {
     val->batched = vr.flags & V_BATCHED;
     val->alias = vr.alias;
     val->alias_offset = vr.alias_offset;
-    if (vr.ndim < 0 || vr.ndim > NN_MAX_DIMS) return fail(r, "a value has an invalid rank");
+    if (vr.ndim < -1 || vr.ndim > NN_MAX_DIMS || (vr.ndim < 0 && val->shape_known)) /* -1: rank unknown */
+        return fail(r, "a value has an invalid rank");
     if (val->shape_known && (!nn_dtype_size(val->t.dtype) || !shape_bytes(&val->t, &bytes)))
         return fail(r, "a value has an invalid dtype or shape");
     if (val->producer < -1 || val->producer >= n_nodes) return fail(r, "a value names a producer out of range");
@@ -182,8 +184,6 @@ static bool read_node(reader *r, nn_graph *g, nn_node *n) {
     if (!n->name || !op || (n->op = nn_op_lookup(op)) < 0) return fail(r, "a node has no name or an unknown op");
     /* Constant's params point into the model: it is always folded before a plan exists */
     if (n->op == NN_OP_Constant) return fail(r, "a node is a Constant, which plans never hold");
-    /* control flow's params point at its bodies, which plans do not hold */
-    if (nn_op_get(n->op)->flags & NN_OPF_SUBGRAPH) return fail(r, "a node runs a body, which plans never hold");
     n->n_in = head.n_in;
     n->n_out = head.n_out;
     if (n->n_in < 0 || n->n_in > MAX_IO || n->n_out < 1 || n->n_out > MAX_IO)
@@ -343,7 +343,9 @@ static bool check_prepared(reader *r, nn_model *m) {
     return true;
 }
 
-static bool read_meta(reader *r, nn_model *m) {
+static bool read_bodies(reader *r, nn_model *m, int depth);
+
+static bool read_graph(reader *r, nn_model *m, int depth) {
     nn_graph *g = &m->g;
     graph_record gr;
     if (!get_record(r, &cache_graph_desc, &gr)) return false;
@@ -381,11 +383,70 @@ static bool read_meta(reader *r, nn_model *m) {
     }
     if (!r->ok) return false;
     if (!m->dynamic && !read_plan(r, m)) return false;
+    return check_memory(r, m) && read_bodies(r, m, depth);
+}
+
+/* A declared output type: dtype (or undefined), rank -1 (open) or in
+ * range, dims -1 (symbolic) or more. */
+static bool read_declared(reader *r, nn_tensor *t) {
+    value_record dr;
+    if (!get_record(r, &cache_value_desc, &dr)) return false;
+    memset(t, 0, sizeof *t);
+    if (dr.ndim < -1 || dr.ndim > NN_MAX_DIMS || (dr.dtype != NN_DTYPE_UNDEFINED && !nn_dtype_size(dr.dtype)))
+        return fail(r, "a body output has an invalid declared type");
+    t->dtype = (nn_dtype)dr.dtype;
+    t->ndim = dr.ndim;
+    for (int d = 0; d < dr.ndim; d++)
+        if ((t->dims[d] = dr.dims[d]) < -1) return fail(r, "a body output has an invalid declared type");
+    return true;
+}
+
+/* The bodies of g's control-flow nodes (see cache_int.h), each checked as
+ * a plan of its own, and pointed to from its node's params. */
+static bool read_bodies(reader *r, nn_model *m, int depth) {
+    nn_graph *g = &m->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *n = &g->nodes[i];
+        if (!(nn_op_get(n->op)->flags & NN_OPF_SUBGRAPH)) continue;
+        if (depth + 1 > CACHE_BODY_DEPTH) return fail(r, "its bodies nest too deep");
+        nn_subgraph_set *set = (nn_subgraph_set *)n->params; /* NN_PARAMS_MAX bytes of the arena, checked */
+        for (int k = 0; k < set->n; k++) {
+            nn_subgraph *s = &set->g[k];
+            body_record br;
+            if (!get_record(r, &cache_body_desc, &br)) return false;
+            if (br.n_formal != s->n_formal || br.capture_first != s->capture_first ||
+                br.n_captured != s->n_captured || br.n_formal < 0 || br.n_formal > MAX_IO || br.n_captured < 0 ||
+                br.capture_first < 0 || br.capture_first > n->n_in || br.n_captured > n->n_in - br.capture_first)
+                return fail(r, "a body's wiring is out of range");
+            nn_model *b = nn_body_new(depth + 1);
+            if (!b || !nn_graph_add_body(g, b)) return fail(r, "out of memory");
+            b->threads = b->kernel_threads = m->threads;
+            b->g.name = get_str(r, &b->g.meta);
+            if (!b->g.name || !read_graph(r, b, depth + 1)) return fail(r, "a body is truncated");
+            if (b->g.n_inputs != br.n_formal + br.n_captured) return fail(r, "a body's inputs do not match its node");
+            b->g.declared_out = nn_arena_alloc(&b->g.meta, sizeof(nn_tensor) * ((size_t)b->g.n_outputs + 1));
+            if (!b->g.declared_out) return fail(r, "out of memory");
+            for (int o = 0; o < b->g.n_outputs; o++)
+                if (!read_declared(r, &b->g.declared_out[o])) return false;
+            if (nn_verify_graph(b, "loading the plan cache") != NN_OK) {
+                nn_clear_error();
+                return fail(r, "inconsistent: a body's shapes do not follow from its graph");
+            }
+            if (!check_fusion(r, b) || (!b->dynamic && !check_prepared(r, b))) return false;
+            b->from_cache = true;
+            s->body = b;
+        }
+    }
+    return true;
+}
+
+static bool read_meta(reader *r, nn_model *m) {
+    if (!read_graph(r, m, 0)) return false;
     uint64_t choices_bytes;
     m->device_choices = get_data(r, &choices_bytes);
     m->device_choices_bytes = (size_t)choices_bytes;
     if (get_le(r, 4) != END_MARK || r->at != r->n) return fail(r, "the meta section has a wrong length");
-    return r->ok && check_memory(r, m);
+    return r->ok;
 }
 
 /* Read and check the mapped file; false (with r->why) on anything amiss. */

@@ -30,6 +30,16 @@ nn_model *nn_body_new(int depth) {
 static nn_status prepare_body(const nn_model *m, const nn_node *n, const nn_subgraph *sub) {
     nn_model *b = sub->body;
     nn_graph *g = &b->g;
+    b->opt = m->opt;
+    b->opt.device = b->device;
+    b->opt.cache = 0;
+    b->opt.batch = 1;
+    b->opt.micro_batch = 0;
+    b->opt.profile = 0;
+    b->threads = b->kernel_threads = m->threads;
+    nn_status st;
+    if (b->from_cache) /* the plan cache read it as planned, and checked its wiring */
+        return (st = nn_bodies_prepare(b)) != NN_OK ? st : nn_make_runnable(b);
     if (sub->n_formal < 0 || sub->n_captured < 0 || sub->n_formal + sub->n_captured != g->n_inputs ||
         sub->capture_first < 0 || sub->capture_first + sub->n_captured > n->n_in)
         return nn_set_error(NN_ERR_INTERNAL, "node '%s': its body's inputs do not match the node's", n->name);
@@ -42,15 +52,7 @@ static nn_status prepare_body(const nn_model *m, const nn_node *n, const nn_subg
         v->t.data = NULL;
         if (!o->shape_known) v->t.ndim = -1;
     }
-    b->opt = m->opt;
-    b->opt.device = b->device;
-    b->opt.cache = 0;
-    b->opt.batch = 1;
-    b->opt.micro_batch = 0;
-    b->opt.profile = 0;
-    b->threads = b->kernel_threads = m->threads;
     int folded;
-    nn_status st;
     if ((st = nn_bind_inputs(b)) != NN_OK || (st = nn_infer_graph(b, false, &folded)) != NN_OK ||
         (b->opt.optimize && (st = nn_optimize(b, NULL, NULL)) != NN_OK) || (st = nn_bodies_prepare(b)) != NN_OK ||
         (st = nn_make_runnable(b)) != NN_OK)

@@ -39,10 +39,12 @@ static nn_status get_body(nn_parse_ctx *ctx, const char *name, nn_subgraph *out)
     return NN_OK;
 }
 
-static nn_status check_set(const nn_subgraph_set *s, char *err, size_t err_size) {
-    if (s->n < 1 || s->n > 2) return nn_check_error(err, err_size, "%d bodies", s->n);
+/* The bodies' wiring (their addresses are the engine's: the plan cache
+ * reader points them at the bodies it read). */
+static nn_status check_set(const nn_subgraph_set *s, int n, char *err, size_t err_size) {
+    if (s->n != n) return nn_check_error(err, err_size, "%d bodies, expected %d", s->n, n);
     for (int k = 0; k < s->n; k++)
-        if (!s->g[k].body || s->g[k].n_formal < 0 || s->g[k].n_captured < 0 || s->g[k].capture_first < 0)
+        if (s->g[k].n_formal < 0 || s->g[k].n_captured < 0 || s->g[k].capture_first < 0)
             return nn_check_error(err, err_size, "body %d is not wired", k);
     return NN_OK;
 }
@@ -65,7 +67,7 @@ static nn_status parse_if(nn_parse_ctx *ctx) {
 }
 
 static nn_status check_if(const void *params, char *err, size_t err_size) {
-    return check_set(&((const if_params *)params)->sub, err, err_size);
+    return check_set(&((const if_params *)params)->sub, 2, err, err_size);
 }
 
 static nn_status parse_loop(nn_parse_ctx *ctx) {
@@ -91,7 +93,7 @@ static nn_status parse_loop(nn_parse_ctx *ctx) {
 static nn_status check_loop(const void *params, char *err, size_t err_size) {
     const loop_params *p = params;
     if (p->n_carried < 0) return nn_check_error(err, err_size, "negative loop-carried count");
-    return check_set(&p->sub, err, err_size);
+    return check_set(&p->sub, 1, err, err_size);
 }
 
 /* An optional per-input list (axes or directions), default 0. */
@@ -157,7 +159,7 @@ static nn_status check_scan(const void *params, char *err, size_t err_size) {
         if (!nn_check_axis(p->in_axis[k]) || !nn_check_axis(p->out_axis[k]) || (p->in_reverse[k] & ~1) ||
             (p->out_reverse[k] & ~1))
             return nn_check_error(err, err_size, "axis or direction %d out of range", k);
-    return check_set(&p->sub, err, err_size);
+    return check_set(&p->sub, 1, err, err_size);
 }
 
 static nn_status infer_dynamic(nn_call *c) {
@@ -283,6 +285,7 @@ static nn_status run_if(nn_call *c) {
     bool take = cond->dtype == NN_DTYPE_BOOL ? *(const uint8_t *)cond->data != 0 : nn_tensor_get_double(cond, 0) != 0;
     const nn_subgraph *s = &p->sub.g[take ? 0 : 1];
     int n_out = nn_body_outputs(s->body);
+    if (s->n_formal || c->n_out > n_out) return nn_call_error(c, NN_ERR_INVALID, "its branch does not fit the node");
     nn_tensor *in = body_inputs(c, s), *out = calloc((size_t)n_out, sizeof *out);
     nn_status st = in && out ? nn_body_run(c, s->body, in, s->n_formal + s->n_captured, out, n_out)
                              : nn_call_error(c, NN_ERR_NOMEM, "out of memory");
@@ -308,6 +311,8 @@ static nn_status run_loop(nn_call *c) {
     const loop_params *p = c->params;
     const nn_subgraph *s = &p->sub.g[0];
     int N = p->n_carried, n_body_out = nn_body_outputs(s->body), K = n_body_out - 1 - N;
+    if (s->n_formal != 2 + N || c->n_in < 2 + N || K < 0 || c->n_out > N + K)
+        return nn_call_error(c, NN_ERR_INVALID, "its body does not fit the node");
     bool has_m = nn_present(c, 0), has_cond = nn_present(c, 1);
     int64_t trip = INT64_MAX, limit = nn_loop_max();
     for (int k = 0; k < 2; k++)
@@ -531,6 +536,10 @@ static nn_status run_scan_batched(nn_call *c) {
 
 static nn_status run_scan(nn_call *c) {
     const scan_params *p = c->params;
+    const nn_subgraph *s = &p->sub.g[0];
+    if (s->n_formal != p->n_state + p->n_scan || c->n_in < p->batched + s->n_formal ||
+        nn_body_outputs(s->body) != p->n_state + p->n_scan_out || c->n_out > p->n_state + p->n_scan_out)
+        return nn_call_error(c, NN_ERR_INVALID, "its body does not fit the node");
     if (p->batched) return run_scan_batched(c);
     for (int j = 0; j < p->n_state + p->n_scan; j++)
         if (!nn_present(c, j)) return nn_call_error(c, NN_ERR_INVALID, "input %d is absent", j);

@@ -222,11 +222,12 @@ static nn_status import_body(scope *sc, const Onnx__AttributeProto *ap, const ch
     body->g.opset = g->opset;
     scope inner = {.g = &body->g, .parent = sc, .depth = sc->depth + 1, .file = NULL, .base_dir = sc->base_dir};
     nn_status st = import_graph(&body->g, ap->g, &inner, captured, &a->n_captured);
-    if (st != NN_OK) {
+    if (st != NN_OK && sc->depth == 0) { /* the model's node and body, then the innermost error */
         char why[512];
         snprintf(why, sizeof why, "%s", nn_last_error());
         return nn_set_error(st, "node '%s', body '%s': %s", node_name, ap->name, why);
     }
+    if (st != NN_OK) return st;
     a->graph = body;
     return NN_OK;
 }

@@ -307,7 +307,7 @@ int nn_body_outputs(const nn_model *body);
 nn_tensor nn_body_declared_output(const nn_model *body, int k);
 const char *nn_body_name(const nn_model *body);
 /* The most iterations a Loop may run: $NN_LOOP_MAX, else NN_LOOP_MAX_DEFAULT. */
-#define NN_LOOP_MAX_DEFAULT 10000000
+#define NN_LOOP_MAX_DEFAULT 1000000
 int64_t nn_loop_max(void);
 
 /* Kernels parallelize with OpenMP:  #pragma omp parallel for num_threads(call->threads)

@@ -50,7 +50,9 @@ static nn_status prepare_body(const nn_model *m, const nn_node *n, const nn_subg
         const nn_value *o = &m->g.values[src];
         v->t = o->t;
         v->t.data = NULL;
-        if (!o->shape_known) v->t.ndim = -1;
+        /* the model's batch dimension is bound at load, but a dynamic model
+         * takes any batch at run time: a body planned for the bound one would refuse it */
+        if (!o->shape_known || m->has_batch) v->t.ndim = -1;
     }
     int folded;
     if ((st = nn_bind_inputs(b)) != NN_OK || (st = nn_infer_graph(b, false, &folded)) != NN_OK ||

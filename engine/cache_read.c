@@ -264,8 +264,48 @@ static bool read_plan(reader *r, nn_model *m) {
 /* Structure the kernels rely on: aliases end at a root inside which the
  * value fits, every non-constant a node touches has planned memory, and
  * constants have data unless their node prepared them away. */
+/* Order and wiring the executor relies on (dynamic plans too, which have
+ * no planned memory to check): every value a node reads or the graph
+ * returns is a fed input, a constant, or made by one earlier node; the
+ * graph's input list holds exactly the values marked as inputs. */
+static bool check_wiring(reader *r, const nn_graph *g) {
+    int *made = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!made) return fail(r, "out of memory");
+    bool ok = true;
+    int marked = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        made[v] = -1;
+        marked += g->values[v].is_input;
+    }
+    for (int i = 0; i < g->n_inputs && ok; i++) {
+        ok = g->values[g->inputs[i]].is_input && made[g->inputs[i]] == -1;
+        made[g->inputs[i]] = -2; /* listed once */
+    }
+    ok &= marked == g->n_inputs;
+    for (int i = 0; i < g->n_nodes && ok; i++) {
+        const nn_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in && ok; k++) {
+            int v = n->in[k];
+            ok = v < 0 || g->values[v].is_input || g->values[v].is_const || (made[v] >= 0 && made[v] < i);
+        }
+        for (int k = 0; k < n->n_out && ok; k++) {
+            int v = n->out[k];
+            if (v < 0) continue;
+            ok = made[v] == -1 && !g->values[v].is_input && !g->values[v].is_const;
+            made[v] = i;
+        }
+    }
+    for (int i = 0; i < g->n_outputs && ok; i++) {
+        int v = g->outputs[i];
+        ok = g->values[v].is_input || g->values[v].is_const || made[v] >= 0;
+    }
+    free(made);
+    return ok || fail(r, "a node reads a value that no earlier node makes");
+}
+
 static bool check_memory(reader *r, const nn_model *m) {
     const nn_graph *g = &m->g;
+    if (!check_wiring(r, g)) return false;
     for (int v = 0; v < g->n_values; v++) {
         const nn_value *val = &g->values[v];
         int root = v, steps = 0;

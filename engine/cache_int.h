@@ -31,7 +31,7 @@
 enum {
     DATA_ALIGN = 64,
     PAGE = 4096,
-    MAX_IO = 64,
+    MAX_IO = 4096, /* inputs or outputs of a node: a control-flow node takes its bodies' outer values too */
     END_MARK = 0x21444e45, /* "END!" */
     HEADER_BYTES = 160,    /* cache_record_bytes(&cache_header_desc) */
     PLAN_OPTIONS_MAX = 512,

@@ -367,9 +367,10 @@ static bool check_fusion(reader *r, const nn_model *m) {
 /* Each prepared block must be exactly what its op makes for these shapes. */
 static bool check_prepared(reader *r, nn_model *m) {
     const nn_graph *g = &m->g;
-    nn_tensor in[MAX_IO], out[MAX_IO];
+    nn_tensor *in = malloc(sizeof(nn_tensor) * MAX_IO), *out = malloc(sizeof(nn_tensor) * MAX_IO);
     char err[256];
-    for (int i = 0; i < g->n_nodes; i++) {
+    bool ok = in && out;
+    for (int i = 0; i < g->n_nodes && ok; i++) {
         const nn_node *n = &g->nodes[i];
         if (!n->prepared) continue;
         for (int k = 0; k < n->n_in; k++)
@@ -377,10 +378,12 @@ static bool check_prepared(reader *r, nn_model *m) {
         for (int k = 0; k < n->n_out; k++)
             out[k] = n->out[k] >= 0 ? g->values[n->out[k]].t : (nn_tensor){0};
         nn_call call = nn_node_call(m, n, in, out, err, sizeof err);
-        if (!nn_op_get(n->op)->prepared_fits(&call, n->prepared, n->prepared_size))
-            return fail(r, "a prepared block does not fit its node");
+        ok = nn_op_get(n->op)->prepared_fits(&call, n->prepared, n->prepared_size);
     }
-    return true;
+    bool allocated = in && out;
+    free(in);
+    free(out);
+    return ok || fail(r, allocated ? "a prepared block does not fit its node" : "out of memory");
 }
 
 static bool read_bodies(reader *r, nn_model *m, int depth);

@@ -38,7 +38,7 @@ static nn_status select_device(nn_model *m, const char *device) {
 
 /* The phases that follow a final graph, in order (see model.h).  A plan
  * from the cache comes with its offsets and prepared weights. */
-static nn_status make_runnable(nn_model *m) {
+nn_status nn_make_runnable(nn_model *m) {
     nn_status st = nn_runtime_init(m);
     if (st != NN_OK) return st;
     if (m->dynamic && !nn_target_has(m, NN_TARGET_DYNAMIC))
@@ -86,7 +86,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     bool hit = false;
     if (opt.cache) nn_cache_load(m, path, &hit);
     if (hit) {
-        if ((st = make_runnable(m)) != NN_OK) {
+        if ((st = nn_bodies_prepare(m)) != NN_OK || (st = nn_make_runnable(m)) != NN_OK) {
             nn_free(m);
             return st;
         }
@@ -102,7 +102,7 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
         (st = nn_infer_graph(m, false, &folded)) == NN_OK && (st = nn_choose_plan_batch(m)) == NN_OK && hook)
         hook(hook_ctx, m, "parsed", 0);
     if (st != NN_OK || (opt.optimize && (st = nn_optimize(m, hook, hook_ctx)) != NN_OK) ||
-        (st = make_runnable(m)) != NN_OK) {
+        (st = nn_bodies_prepare(m)) != NN_OK || (st = nn_make_runnable(m)) != NN_OK) {
         nn_free(m);
         return st;
     }

@@ -29,7 +29,7 @@ nn_status nn_bind_inputs(nn_model *m) {
     nn_graph *g = &m->g;
     /* a symbolic dim 0 is the batch, unless an op runs across it (an RNN's
      * time axis): then it stays a run-time dimension, so nothing splits it */
-    bool dim0_batch = true;
+    bool dim0_batch = m->depth == 0; /* a body's inputs are whatever its node feeds it */
     for (int n = 0; n < g->n_nodes; n++)
         if (nn_op_get(g->nodes[n].op)->flags & NN_OPF_SPANS_DIM0) dim0_batch = false;
     for (int i = 0; i < g->n_inputs; i++) {

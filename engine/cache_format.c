@@ -41,6 +41,8 @@ static const field node_tail_fields[] = {
 };
 static const field plan_fields[] = {F(FT_U64, 1, plan_record, arena_bytes), F(FT_U64, 1, plan_record, naive_bytes),
                                     F(FT_U64, 1, plan_record, lower_bound_bytes)};
+static const field body_fields[] = {F(FT_I32, 1, body_record, n_formal), F(FT_I32, 1, body_record, capture_first),
+                                    F(FT_I32, 1, body_record, n_captured)};
 
 static int type_bytes(field_type t) {
     switch (t) {
@@ -64,7 +66,8 @@ size_t cache_record_bytes(const record_desc *d) {
 
 const record_desc cache_header_desc = DESC(header_fields), cache_graph_desc = DESC(graph_fields),
                   cache_value_desc = DESC(value_fields), cache_node_head_desc = DESC(node_head_fields),
-                  cache_node_tail_desc = DESC(node_tail_fields), cache_plan_desc = DESC(plan_fields);
+                  cache_node_tail_desc = DESC(node_tail_fields), cache_plan_desc = DESC(plan_fields),
+                  cache_body_desc = DESC(body_fields);
 
 void cache_put_le(unsigned char *dst, uint64_t v, int bytes) {
     for (int i = 0; i < bytes; i++)

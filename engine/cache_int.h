@@ -31,7 +31,7 @@
 enum {
     DATA_ALIGN = 64,
     PAGE = 4096,
-    MAX_IO = 64,
+    MAX_IO = 4096, /* inputs or outputs of a node: a control-flow node takes its bodies' outer values too */
     END_MARK = 0x21444e45, /* "END!" */
     HEADER_BYTES = 160,    /* cache_record_bytes(&cache_header_desc) */
     PLAN_OPTIONS_MAX = 512,
@@ -104,13 +104,24 @@ typedef struct node_tail {
 
 /* then the graph's input and output ids, and for static models the memory
  * plan: plan_record, then offset (i64), first_use and last_use (i32) per
- * value; then the device's choices (a data reference) and END_MARK */
+ * value */
 typedef struct plan_record {
     uint64_t arena_bytes, naive_bytes, lower_bound_bytes;
 } plan_record;
 
+/* then, for each control-flow node in order, each of its bodies: this
+ * record, the body graph's name, the body itself from its graph_record on
+ * (its own bodies follow it, at most CACHE_BODY_DEPTH deep), and a
+ * value_record per body output with its declared type (ndim -1: open;
+ * dims -1: symbolic).  The model's graph then ends with the device's
+ * choices (a data reference) and END_MARK. */
+typedef struct body_record {
+    int32_t n_formal, capture_first, n_captured;
+} body_record;
+enum { CACHE_BODY_DEPTH = 16 };
+
 extern const record_desc cache_header_desc, cache_graph_desc, cache_value_desc, cache_node_head_desc,
-    cache_node_tail_desc, cache_plan_desc;
+    cache_node_tail_desc, cache_plan_desc, cache_body_desc;
 
 /* Bytes of an encoded record. */
 size_t cache_record_bytes(const record_desc *d);

@@ -23,6 +23,7 @@
 #include "../ops/registry.h"
 #include "cache_int.h"
 #include "error.h"
+#include "model.h"
 
 typedef struct reader {
     const unsigned char *p;
@@ -124,7 +125,8 @@ static bool read_value(reader *r, nn_graph *g, int v, int n_nodes) {
     val->batched = vr.flags & V_BATCHED;
     val->alias = vr.alias;
     val->alias_offset = vr.alias_offset;
-    if (vr.ndim < 0 || vr.ndim > NN_MAX_DIMS) return fail(r, "a value has an invalid rank");
+    if (vr.ndim < -1 || vr.ndim > NN_MAX_DIMS || (vr.ndim < 0 && val->shape_known)) /* -1: rank unknown */
+        return fail(r, "a value has an invalid rank");
     if (val->t.dtype == NN_DTYPE_STRING) /* pointers: never written (cache_write.c), so never read */
         return fail(r, "a value holds strings");
     if (val->shape_known && (!nn_dtype_size(val->t.dtype) || !shape_bytes(&val->t, &bytes)))
@@ -266,8 +268,48 @@ static bool read_plan(reader *r, nn_model *m) {
 /* Structure the kernels rely on: aliases end at a root inside which the
  * value fits, every non-constant a node touches has planned memory, and
  * constants have data unless their node prepared them away. */
+/* Order and wiring the executor relies on (dynamic plans too, which have
+ * no planned memory to check): every value a node reads or the graph
+ * returns is a fed input, a constant, or made by one earlier node; the
+ * graph's input list holds exactly the values marked as inputs. */
+static bool check_wiring(reader *r, const nn_graph *g) {
+    int *made = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!made) return fail(r, "out of memory");
+    bool ok = true;
+    int marked = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        made[v] = -1;
+        marked += g->values[v].is_input;
+    }
+    for (int i = 0; i < g->n_inputs && ok; i++) {
+        ok = g->values[g->inputs[i]].is_input && made[g->inputs[i]] == -1;
+        made[g->inputs[i]] = -2; /* listed once */
+    }
+    ok &= marked == g->n_inputs;
+    for (int i = 0; i < g->n_nodes && ok; i++) {
+        const nn_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in && ok; k++) {
+            int v = n->in[k];
+            ok = v < 0 || g->values[v].is_input || g->values[v].is_const || (made[v] >= 0 && made[v] < i);
+        }
+        for (int k = 0; k < n->n_out && ok; k++) {
+            int v = n->out[k];
+            if (v < 0) continue;
+            ok = made[v] == -1 && !g->values[v].is_input && !g->values[v].is_const;
+            made[v] = i;
+        }
+    }
+    for (int i = 0; i < g->n_outputs && ok; i++) {
+        int v = g->outputs[i];
+        ok = g->values[v].is_input || g->values[v].is_const || made[v] >= 0;
+    }
+    free(made);
+    return ok || fail(r, "a node reads a value that no earlier node makes");
+}
+
 static bool check_memory(reader *r, const nn_model *m) {
     const nn_graph *g = &m->g;
+    if (!check_wiring(r, g)) return false;
     for (int v = 0; v < g->n_values; v++) {
         const nn_value *val = &g->values[v];
         int root = v, steps = 0;
@@ -329,9 +371,10 @@ static bool check_fusion(reader *r, const nn_model *m) {
 /* Each prepared block must be exactly what its op makes for these shapes. */
 static bool check_prepared(reader *r, nn_model *m) {
     const nn_graph *g = &m->g;
-    nn_tensor in[MAX_IO], out[MAX_IO];
+    nn_tensor *in = malloc(sizeof(nn_tensor) * MAX_IO), *out = malloc(sizeof(nn_tensor) * MAX_IO);
     char err[256];
-    for (int i = 0; i < g->n_nodes; i++) {
+    bool ok = in && out;
+    for (int i = 0; i < g->n_nodes && ok; i++) {
         const nn_node *n = &g->nodes[i];
         if (!n->prepared) continue;
         for (int k = 0; k < n->n_in; k++)
@@ -339,13 +382,17 @@ static bool check_prepared(reader *r, nn_model *m) {
         for (int k = 0; k < n->n_out; k++)
             out[k] = n->out[k] >= 0 ? g->values[n->out[k]].t : (nn_tensor){0};
         nn_call call = nn_node_call(m, n, in, out, err, sizeof err);
-        if (!nn_op_get(n->op)->prepared_fits(&call, n->prepared, n->prepared_size))
-            return fail(r, "a prepared block does not fit its node");
+        ok = nn_op_get(n->op)->prepared_fits(&call, n->prepared, n->prepared_size);
     }
-    return true;
+    bool allocated = in && out;
+    free(in);
+    free(out);
+    return ok || fail(r, allocated ? "a prepared block does not fit its node" : "out of memory");
 }
 
-static bool read_meta(reader *r, nn_model *m) {
+static bool read_bodies(reader *r, nn_model *m, int depth);
+
+static bool read_graph(reader *r, nn_model *m, int depth) {
     nn_graph *g = &m->g;
     graph_record gr;
     if (!get_record(r, &cache_graph_desc, &gr)) return false;
@@ -386,11 +433,70 @@ static bool read_meta(reader *r, nn_model *m) {
     }
     if (!r->ok) return false;
     if (!m->dynamic && !read_plan(r, m)) return false;
+    return check_memory(r, m) && read_bodies(r, m, depth);
+}
+
+/* A declared output type: dtype (or undefined), rank -1 (open) or in
+ * range, dims -1 (symbolic) or more. */
+static bool read_declared(reader *r, nn_tensor *t) {
+    value_record dr;
+    if (!get_record(r, &cache_value_desc, &dr)) return false;
+    memset(t, 0, sizeof *t);
+    if (dr.ndim < -1 || dr.ndim > NN_MAX_DIMS || (dr.dtype != NN_DTYPE_UNDEFINED && !nn_dtype_size(dr.dtype)))
+        return fail(r, "a body output has an invalid declared type");
+    t->dtype = (nn_dtype)dr.dtype;
+    t->ndim = dr.ndim;
+    for (int d = 0; d < dr.ndim; d++)
+        if ((t->dims[d] = dr.dims[d]) < -1) return fail(r, "a body output has an invalid declared type");
+    return true;
+}
+
+/* The bodies of g's control-flow nodes (see cache_int.h), each checked as
+ * a plan of its own, and pointed to from its node's params. */
+static bool read_bodies(reader *r, nn_model *m, int depth) {
+    nn_graph *g = &m->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nn_node *n = &g->nodes[i];
+        if (!(nn_op_get(n->op)->flags & NN_OPF_SUBGRAPH)) continue;
+        if (depth + 1 > CACHE_BODY_DEPTH) return fail(r, "its bodies nest too deep");
+        nn_subgraph_set *set = (nn_subgraph_set *)n->params; /* NN_PARAMS_MAX bytes of the arena, checked */
+        for (int k = 0; k < set->n; k++) {
+            nn_subgraph *s = &set->g[k];
+            body_record br;
+            if (!get_record(r, &cache_body_desc, &br)) return false;
+            if (br.n_formal != s->n_formal || br.capture_first != s->capture_first ||
+                br.n_captured != s->n_captured || br.n_formal < 0 || br.n_formal > MAX_IO || br.n_captured < 0 ||
+                br.capture_first < 0 || br.capture_first > n->n_in || br.n_captured > n->n_in - br.capture_first)
+                return fail(r, "a body's wiring is out of range");
+            nn_model *b = nn_body_new(depth + 1);
+            if (!b || !nn_graph_add_body(g, b)) return fail(r, "out of memory");
+            b->threads = b->kernel_threads = m->threads;
+            b->g.name = get_str(r, &b->g.meta);
+            if (!b->g.name || !read_graph(r, b, depth + 1)) return fail(r, "a body is truncated");
+            if (b->g.n_inputs != br.n_formal + br.n_captured) return fail(r, "a body's inputs do not match its node");
+            b->g.declared_out = nn_arena_alloc(&b->g.meta, sizeof(nn_tensor) * ((size_t)b->g.n_outputs + 1));
+            if (!b->g.declared_out) return fail(r, "out of memory");
+            for (int o = 0; o < b->g.n_outputs; o++)
+                if (!read_declared(r, &b->g.declared_out[o])) return false;
+            if (nn_verify_graph(b, "loading the plan cache") != NN_OK) {
+                nn_clear_error();
+                return fail(r, "inconsistent: a body's shapes do not follow from its graph");
+            }
+            if (!check_fusion(r, b) || (!b->dynamic && !check_prepared(r, b))) return false;
+            b->from_cache = true;
+            s->body = b;
+        }
+    }
+    return true;
+}
+
+static bool read_meta(reader *r, nn_model *m) {
+    if (!read_graph(r, m, 0)) return false;
     uint64_t choices_bytes;
     m->device_choices = get_data(r, &choices_bytes);
     m->device_choices_bytes = (size_t)choices_bytes;
     if (get_le(r, 4) != END_MARK || r->at != r->n) return fail(r, "the meta section has a wrong length");
-    return r->ok && check_memory(r, m);
+    return r->ok;
 }
 
 /* Read and check the mapped file; false (with r->why) on anything amiss. */

@@ -103,6 +103,24 @@ static void put_data(writer *wr, const void *p, size_t size) {
 
 static size_t value_bytes(const nn_tensor *t) { return (size_t)nn_tensor_elements(t) * nn_dtype_size(t->dtype); }
 
+static void write_node_params(wbuf *w, const nn_node *n) {
+    put_le(w, n->params ? n->params_size : UINT32_MAX, 4);
+    if (!n->params) return;
+    if (!(nn_op_get(n->op)->flags & NN_OPF_SUBGRAPH) || n->params_size < sizeof(nn_subgraph_set)) {
+        put(w, n->params, n->params_size);
+        return;
+    }
+    /* the bodies' addresses mean nothing in a file: zeros, re-pointed on reading */
+    unsigned char *at = grow(w, n->params_size);
+    if (!at) return;
+    memcpy(at, n->params, n->params_size);
+    nn_subgraph_set set;
+    memcpy(&set, at, sizeof set);
+    for (int k = 0; k < 2; k++)
+        set.g[k].body = NULL;
+    memcpy(at, &set, sizeof set);
+}
+
 static void write_node(writer *wr, const nn_node *n) {
     wbuf *w = &wr->meta;
     put_str(w, n->name);
@@ -110,8 +128,7 @@ static void write_node(writer *wr, const nn_node *n) {
     put_record(w, &cache_node_head_desc, &(node_head){n->n_in, n->n_out});
     put_ids(w, n->in, n->n_in);
     put_ids(w, n->out, n->n_out);
-    put_le(w, n->params ? n->params_size : UINT32_MAX, 4);
-    if (n->params) put(w, n->params, n->params_size);
+    write_node_params(w, n);
     put_data(wr, n->prepared, n->prepared_size);
     node_tail t = {.has_epilogue = n->has_epilogue,
                    .residual = n->epilogue.residual,
@@ -127,7 +144,34 @@ static void write_node(writer *wr, const nn_node *n) {
     put_str(w, n->fused);
 }
 
-static void write_meta(writer *wr, const nn_model *m, const void *choices, size_t choices_bytes) {
+static void write_graph(writer *wr, const nn_model *m);
+
+/* After a graph, the bodies of its control-flow nodes, node by node: how
+ * each is wired (body_record), its name, the body as a graph of its own,
+ * then its outputs' declared types. */
+static void write_bodies(writer *wr, const nn_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nn_node *n = &g->nodes[i];
+        if (!(nn_op_get(n->op)->flags & NN_OPF_SUBGRAPH)) continue;
+        const nn_subgraph_set *set = n->params;
+        for (int k = 0; k < set->n; k++) {
+            const nn_subgraph *s = &set->g[k];
+            const nn_graph *bg = &s->body->g;
+            body_record br = {s->n_formal, s->capture_first, s->n_captured};
+            put_record(&wr->meta, &cache_body_desc, &br);
+            put_str(&wr->meta, bg->name);
+            write_graph(wr, s->body);
+            for (int o = 0; o < bg->n_outputs; o++) {
+                value_record dr = {.dtype = bg->declared_out[o].dtype, .ndim = bg->declared_out[o].ndim};
+                if (dr.ndim > 0 && dr.ndim <= NN_MAX_DIMS)
+                    memcpy(dr.dims, bg->declared_out[o].dims, sizeof(int64_t) * (size_t)dr.ndim);
+                put_record(&wr->meta, &cache_value_desc, &dr);
+            }
+        }
+    }
+}
+
+static void write_graph(writer *wr, const nn_model *m) {
     const nn_graph *g = &m->g;
     wbuf *w = &wr->meta;
     bool *read = calloc((size_t)g->n_values + 1, 1);                 /* constants still needed */
@@ -192,8 +236,21 @@ static void write_meta(writer *wr, const nn_model *m, const void *choices, size_
         put_ids(w, m->plan.first_use, g->n_values);
         put_ids(w, m->plan.last_use, g->n_values);
     }
+    write_bodies(wr, g);
+}
+
+static void write_meta(writer *wr, const nn_model *m, const void *choices, size_t choices_bytes) {
+    write_graph(wr, m);
     put_data(wr, choices, choices_bytes);
-    put_le(w, END_MARK, 4);
+    put_le(&wr->meta, END_MARK, 4);
+}
+
+/* Whether some initializer, in the graph or a body, came from an external file. */
+static bool external_data(const nn_graph *g) {
+    bool any = g->external_data;
+    for (int i = 0; i < g->n_bodies && !any; i++)
+        any = external_data(&g->bodies[i]->g);
+    return any;
 }
 
 static bool write_all(int fd, const void *p, size_t n) {
@@ -250,7 +307,7 @@ static bool write_file(int fd, const nn_model *m, const writer *wr, cache_header
 
 void nn_cache_store(nn_model *m) {
     if (!m->cache_key_known || m->cache_state == NN_CACHE_HIT) return;
-    if (m->g.external_data) {
+    if (external_data(&m->g)) {
         cache_warn(
             m, "not cached: the model keeps its weights in external data files, which the cache key does not cover");
         return;

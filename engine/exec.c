@@ -151,7 +151,15 @@ nn_status nn_execute(nn_model *m, nn_lane *lane) {
         nn_call call;
         gather_call(m, lane, n, &call, err, sizeof err);
         nn_status st;
-        if (m->dynamic) {
+        /* control flow sizes and allocates its outputs as it runs */
+        bool allocates = d->flags & NN_OPF_SUBGRAPH;
+        if (allocates && !m->dynamic)
+            return nn_set_error(NN_ERR_INTERNAL, "node '%s' (%s) in a static plan", n->name, d->name);
+        if (allocates) {
+            memset(call.out, 0, sizeof *call.out * (size_t)n->n_out);
+            call.workspace = NULL;
+            call.workspace_size = 0;
+        } else if (m->dynamic) {
             st = prepare_dynamic(lane, n, &call);
             if (st != NN_OK) {
                 for (int k = 0; k < n->n_out; k++)

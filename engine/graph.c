@@ -53,7 +53,19 @@ int nn_value_root(const nn_graph *g, int v, int64_t *offset) {
     return v;
 }
 
+bool nn_graph_add_body(nn_graph *g, struct nn_model *body) {
+    if (!grow((void **)&g->bodies, &g->cap_bodies, g->n_bodies + 1, sizeof *g->bodies)) {
+        nn_free(body);
+        return false;
+    }
+    g->bodies[g->n_bodies++] = body;
+    return true;
+}
+
 void nn_graph_free(nn_graph *g) {
+    for (int i = 0; i < g->n_bodies; i++)
+        nn_free(g->bodies[i]);
+    free(g->bodies);
     free(g->values);
     free(g->nodes);
     nn_arena_free(&g->meta);

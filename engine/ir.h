@@ -59,6 +59,12 @@ typedef struct nn_graph {
     int *inputs, n_inputs;   /* graph inputs fed by the caller, in ONNX order */
     int *outputs, n_outputs; /* graph outputs, in ONNX order */
     int opset;
+    /* Nested models for the GRAPH attributes of control-flow nodes
+     * (docs/control-flow.md), owned here and freed with the graph. */
+    struct nn_model **bodies;
+    int n_bodies, cap_bodies;
+    const char *name;         /* the GraphProto's name (bodies are named in errors) */
+    nn_tensor *declared_out;  /* per output, its declared type (dims -1 where symbolic, ndim -1 if open) */
     bool external_data; /* some initializer was read from an external data file */
     int nodes_parsed;
     int64_t parameters;
@@ -69,6 +75,8 @@ typedef struct nn_graph {
 int nn_graph_add_value(nn_graph *g, const char *name);
 int nn_graph_add_node(nn_graph *g, const char *name, int op, int n_in, int n_out);
 void nn_graph_free(nn_graph *g);
+/* Record a body the graph owns; false when out of memory (the body is freed). */
+bool nn_graph_add_body(nn_graph *g, struct nn_model *body);
 /* Follow value aliases to the value that owns the memory; *offset gets the
  * byte offset of v inside it. */
 int nn_value_root(const nn_graph *g, int v, int64_t *offset);

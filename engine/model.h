@@ -43,6 +43,7 @@ struct nn_model {
     bool whole_batch;   /* the samples do not stay in their rows: a call holds exactly `batch` of them (batch.c) */
     char whole_batch_why[200];
     bool dynamic;       /* some shape depends on run-time values: infer while running */
+    int depth;          /* 0 for the model loaded, 1 + its parent's for a control-flow body */
     nn_plan plan;
     nn_lane *lanes; /* lanes[0] serves every run but a split batch's */
     int n_lanes;
@@ -162,6 +163,18 @@ nn_status nn_check_memory_limit(const nn_model *m, size_t workspace);
  * (nn_execute_release frees them). */
 nn_status nn_execute(nn_model *m, nn_lane *lane);
 void nn_execute_release(nn_model *m);
+
+/* The phases after a final graph (api.c): lanes, memory plan, weights. */
+nn_status nn_make_runnable(nn_model *m);
+
+/* ---- control-flow bodies (subgraph.c, docs/control-flow.md) */
+/* A fresh model for a body at `depth` (options come from the parent later);
+ * its graph is for the importer to fill. */
+nn_model *nn_body_new(int depth);
+/* Once the parent's graph is final: give each body the types of the
+ * outer-scope values it reads, then infer, optimize and plan it as a graph
+ * of its own (and its bodies in turn). */
+nn_status nn_bodies_prepare(nn_model *m);
 
 /* nn_load with a callback after parsing ("parsed") and after every pass. */
 typedef void (*nn_pass_hook)(void *ctx, const nn_model *m, const char *pass, int rewrites);

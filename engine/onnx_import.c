@@ -8,6 +8,7 @@
 #include "../ops/registry.h"
 #include "error.h"
 #include "import.h"
+#include "model.h"
 #include "onnx_tensor.h"
 
 /* ---- name -> value id, open addressing; lives only during import */
@@ -29,12 +30,40 @@ static int *map_slot(name_map *m, const char *name) {
         if (m->slots[i] < 0 || !strcmp(m->g->values[m->slots[i]].name, name)) return &m->slots[i];
 }
 
+/* Keep the table at most half full (bodies add the outer values they read
+ * to their enclosing graphs, beyond the count sized for at first). */
+static bool map_reserve(name_map *m) {
+    if ((size_t)m->g->n_values * 2 + 2 < m->cap) return true;
+    size_t cap = m->cap * 2;
+    int *slots = malloc(sizeof(int) * cap);
+    if (!slots) return false;
+    memset(slots, 0xff, sizeof(int) * cap);
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    for (int v = 0; v < m->g->n_values; v++)
+        *map_slot(m, m->g->values[v].name) = v;
+    return true;
+}
+
 /* Value id for `name`, created when new. -1 when out of memory. */
 static int value_for(nn_graph *g, name_map *m, const char *name) {
+    if (!map_reserve(m)) return -1;
     int *slot = map_slot(m, name);
     if (*slot < 0) *slot = nn_graph_add_value(g, name);
     return *slot;
 }
+
+/* A graph being imported and the graphs around it: a body's names that it
+ * does not define are looked up there (outer-scope values). */
+typedef struct scope {
+    nn_graph *g;
+    name_map *map;
+    struct scope *parent;
+    int depth; /* 0: the model's graph */
+    const nn_onnx_file *file;
+    const char *base_dir;
+} scope;
 
 nn_status nn_read_file(const char *path, uint8_t **buf, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -129,9 +158,15 @@ static void type_string(const Onnx__TypeProto *tp, char *buf, size_t size, int d
  * (named or unknown) dimension.  Tensors of the dtypes nn holds, sequences of
  * them, and optionals of either (docs/sequences.md); for those two, v->t
  * describes the element tensor and v->kind says what holds it. */
-static nn_status declared_type(const Onnx__ValueInfoProto *vi, nn_value *v, const char *role) {
+static nn_status declared_type(const Onnx__ValueInfoProto *vi, nn_value *v, const char *role, bool body) {
     const Onnx__TypeProto *tp = vi->type;
     char type[200];
+    v->kind = v->elem_kind = NN_KIND_TENSOR;
+    if (body && (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)) { /* bodies may leave types open */
+        v->t.dtype = NN_DTYPE_UNDEFINED;
+        v->t.ndim = -1;
+        return NN_OK;
+    }
     type_string(tp, type, sizeof type, 0);
     v->kind = v->elem_kind = NN_KIND_TENSOR;
     if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE && tp->optional_type->elem_type) {
@@ -180,12 +215,48 @@ static nn_status declared_type(const Onnx__ValueInfoProto *vi, nn_value *v, cons
     return NN_OK;
 }
 
-static nn_status convert_attrs(nn_graph *g, const Onnx__NodeProto *np, const char *node_name, nn_attr **out) {
+/* Bodies nest at most this deep (a body's body ... ): no real model comes
+ * close, and each level costs a stack frame of the importer. */
+enum { MAX_BODY_DEPTH = 16 };
+
+static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, scope *sc, int **captured, int *n_captured);
+
+/* A GRAPH attribute: the body as a nested model, registered with g (which
+ * frees it); the outer values it reads come back in a->graph's inputs and
+ * in *captured (value ids of sc's graph). */
+static nn_status import_body(scope *sc, const Onnx__AttributeProto *ap, const char *node_name, nn_attr *a,
+                             int **captured) {
+    nn_graph *g = sc->g;
+    if (!ap->g) return nn_set_error(NN_ERR_INVALID, "node '%s': graph attribute '%s' is empty", node_name, ap->name);
+    if (sc->depth + 1 > MAX_BODY_DEPTH)
+        return nn_set_error(NN_ERR_UNSUPPORTED, "node '%s': subgraphs nest more than %d deep", node_name,
+                            MAX_BODY_DEPTH);
+    nn_model *body = nn_body_new(sc->depth + 1);
+    if (!body || !nn_graph_add_body(g, body)) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    body->g.opset = g->opset;
+    scope inner = {.g = &body->g, .parent = sc, .depth = sc->depth + 1, .file = NULL, .base_dir = sc->base_dir};
+    nn_status st = import_graph(&body->g, ap->g, &inner, captured, &a->n_captured);
+    if (st != NN_OK && sc->depth == 0) { /* the model's node and body, then the innermost error */
+        char why[512];
+        snprintf(why, sizeof why, "%s", nn_last_error());
+        return nn_set_error(st, "node '%s', body '%s': %s", node_name, ap->name, why);
+    }
+    if (st != NN_OK) return st;
+    a->graph = body;
+    return NN_OK;
+}
+
+static nn_status convert_attrs(scope *sc, const Onnx__NodeProto *np, const char *node_name, nn_attr **out,
+                               int ***captured) {
+    nn_graph *g = sc->g;
+    *captured = nn_arena_alloc(&g->meta, sizeof(int *) * (np->n_attribute + 1));
+    if (!*captured) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     nn_attr *attrs = nn_arena_alloc(&g->meta, sizeof(nn_attr) * (np->n_attribute + 1));
     if (!attrs) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < np->n_attribute; i++) {
         const Onnx__AttributeProto *ap = np->attribute[i];
         nn_attr *a = &attrs[i];
+        memset(a, 0, sizeof *a);
         a->name = nn_arena_strdup(&g->meta, ap->name);
         a->type = (nn_attr_type)ap->type;
         a->i = ap->i;
@@ -231,6 +302,11 @@ static nn_status convert_attrs(nn_graph *g, const Onnx__NodeProto *np, const cha
             a->strings = (const char *const *)list;
             break;
         }
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: {
+            nn_status st = import_body(sc, ap, node_name, a, &(*captured)[i]);
+            if (st != NN_OK) return st;
+            break;
+        }
         case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
         case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
         /* a type (Optional's, SequenceEmpty-like ops'): what the value would hold, which the engine learns
@@ -246,7 +322,9 @@ static nn_status convert_attrs(nn_graph *g, const Onnx__NodeProto *np, const cha
     return NN_OK;
 }
 
-static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *np, int index) {
+static nn_status import_node(scope *sc, const Onnx__NodeProto *np, int index) {
+    nn_graph *g = sc->g;
+    name_map *map = sc->map;
     char fallback[32];
     snprintf(fallback, sizeof fallback, "#%d", index);
     const char *name = np->name && np->name[0] ? np->name : fallback;
@@ -259,7 +337,8 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
     const nn_op_desc *d = nn_op_get(op);
     /* trailing empty names are absent optional inputs/outputs: drop them */
     int n_in = (int)np->n_input, n_out = (int)np->n_output;
-    while (n_in > 0 && !np->input[n_in - 1][0])
+    /* control flow keeps them: its optional inputs are positional (Loop's M, cond) */
+    while (n_in > 0 && !np->input[n_in - 1][0] && !(d->flags & NN_OPF_SUBGRAPH))
         n_in--;
     while (n_out > 0 && !np->output[n_out - 1][0])
         n_out--;
@@ -290,9 +369,32 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
         val->producer = id;
         node->out[i] = v;
     }
-    nn_attr *attrs = NULL;
-    nn_status st = convert_attrs(g, np, name, &attrs);
+    nn_attr *attrs;
+    int **captured;
+    nn_status st = convert_attrs(sc, np, name, &attrs, &captured);
     if (st != NN_OK) return st;
+    /* the outer values the bodies read become inputs of the node after its
+     * own, body after body, so that liveness and order see them */
+    int n_captured = 0;
+    for (size_t i = 0; i < np->n_attribute; i++)
+        n_captured += attrs[i].graph ? attrs[i].n_captured : 0;
+    if (n_captured) {
+        if (n_in + n_captured > 4096)
+            return nn_set_error(NN_ERR_UNSUPPORTED, "node '%s' (%s): its bodies read %d outer values, at most %d",
+                                name, op_type, n_captured, 4096 - n_in);
+        int *in = nn_arena_alloc(&g->meta, sizeof(int) * (size_t)(n_in + n_captured));
+        if (!in) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+        memcpy(in, g->nodes[id].in, sizeof(int) * (size_t)n_in);
+        int at = n_in;
+        for (size_t i = 0; i < np->n_attribute; i++) {
+            if (!attrs[i].graph) continue;
+            attrs[i].capture_first = at;
+            for (int k = 0; k < attrs[i].n_captured; k++)
+                in[at++] = captured[i][k];
+        }
+        g->nodes[id].in = in;
+        g->nodes[id].n_in = n_in + n_captured;
+    }
     char err[256] = "";
     nn_parse_ctx ctx = {.attrs = attrs,
                         .n_attrs = (int)np->n_attribute,
@@ -315,8 +417,39 @@ static nn_status import_node(nn_graph *g, name_map *map, const Onnx__NodeProto *
     return NN_OK;
 }
 
-static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_onnx_file *file, const char *base_dir) {
+/* A body's names that none of its nodes, inputs or initializers define are
+ * outer-scope values: each becomes a body input (after the formal ones),
+ * and the enclosing graph's value of that name goes to *captured, which an
+ * enclosing body may in turn capture from further out. */
+static nn_status capture_outer(nn_graph *g, scope *sc, int **captured, int *n_captured) {
+    int n = 0;
+    for (int v = 0; v < g->n_values; v++)
+        n += g->values[v].producer < 0 && !g->values[v].is_input && !g->values[v].is_const;
+    int *inputs = nn_arena_alloc(&g->meta, sizeof(int) * (size_t)(g->n_inputs + n + 1));
+    *captured = nn_arena_alloc(&g->meta, sizeof(int) * (size_t)(n + 1));
+    if (!inputs || !*captured) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    memcpy(inputs, g->inputs, sizeof(int) * (size_t)g->n_inputs);
+    g->inputs = inputs;
+    *n_captured = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        nn_value *val = &g->values[v];
+        if (val->producer >= 0 || val->is_input || val->is_const) continue;
+        int outer = value_for(sc->parent->g, sc->parent->map, val->name);
+        if (outer < 0) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+        val = &g->values[v];
+        val->is_input = true;
+        val->t.dtype = NN_DTYPE_UNDEFINED; /* nn_bodies_prepare gives it the outer value's type */
+        val->t.ndim = -1;
+        g->inputs[g->n_inputs++] = v;
+        (*captured)[(*n_captured)++] = outer;
+    }
+    return NN_OK;
+}
+
+static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, scope *sc, int **captured, int *n_captured) {
     name_map map = {NULL, 64, g};
+    sc->map = &map;
+    bool body = sc->depth > 0;
     size_t expect = gp->n_initializer + gp->n_input + gp->n_output;
     for (size_t i = 0; i < gp->n_node; i++)
         expect += gp->node[i]->n_output + gp->node[i]->n_input;
@@ -326,6 +459,7 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
     if (!map.slots) return nn_set_error(NN_ERR_NOMEM, "out of memory");
     memset(map.slots, 0xff, sizeof(int) * map.cap);
     nn_status st = NN_OK;
+    g->name = nn_arena_strdup(&g->meta, gp->name ? gp->name : "");
 
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const Onnx__TensorProto *tp = gp->initializer[i];
@@ -341,17 +475,19 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
         }
         char what[300];
         snprintf(what, sizeof what, "initializer '%s'", name);
-        const nn_payload *raw = i < file->n_payloads ? &file->payloads[i] : NULL;
-        if ((st = nn_tensor_from_proto(tp, raw, &g->weights, base_dir, what, &g->values[v].t)) != NN_OK) goto out;
+        /* the slim file holds the payloads of the model graph's initializers; a body's stay in the protobuf */
+        const nn_payload *raw = sc->file && i < sc->file->n_payloads ? &sc->file->payloads[i] : NULL;
+        if ((st = nn_tensor_from_proto(tp, raw, &g->weights, sc->base_dir, what, &g->values[v].t)) != NN_OK) goto out;
         g->external_data |= tp->n_external_data > 0;
-        if (raw && raw->data) nn_onnx_file_release(file, raw);
+        if (raw && raw->data) nn_onnx_file_release(sc->file, raw);
         g->values[v].is_const = g->values[v].shape_known = true;
         g->has_containers |= g->values[v].t.dtype == NN_DTYPE_STRING;
         g->parameters += nn_tensor_elements(&g->values[v].t);
     }
     g->inputs = nn_arena_alloc(&g->meta, sizeof(int) * (gp->n_input + 1));
     g->outputs = nn_arena_alloc(&g->meta, sizeof(int) * (gp->n_output + 1));
-    if (!g->inputs || !g->outputs) {
+    g->declared_out = nn_arena_alloc(&g->meta, sizeof(nn_tensor) * (gp->n_output + 1));
+    if (!g->inputs || !g->outputs || !g->declared_out) {
         st = nn_set_error(NN_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -367,37 +503,43 @@ static nn_status import_graph(nn_graph *g, const Onnx__GraphProto *gp, const nn_
             st = nn_set_error(NN_ERR_INVALID, "graph input '%s' is listed twice", vi->name);
             goto out;
         }
-        if ((st = declared_type(vi, &g->values[v], "input")) != NN_OK) goto out;
+        if ((st = declared_type(vi, &g->values[v], "input", body)) != NN_OK) goto out;
         g->values[v].is_input = true;
         g->has_containers |= g->values[v].kind != NN_KIND_TENSOR || g->values[v].t.dtype == NN_DTYPE_STRING;
         g->inputs[g->n_inputs++] = v;
     }
     for (size_t i = 0; i < gp->n_node; i++)
-        if ((st = import_node(g, &map, gp->node[i], (int)i)) != NN_OK) goto out;
+        if ((st = import_node(sc, gp->node[i], (int)i)) != NN_OK) goto out;
     g->nodes_parsed = g->n_nodes;
     for (size_t i = 0; i < gp->n_output; i++) {
         const Onnx__ValueInfoProto *vi = gp->output[i];
-        int *slot = map_slot(&map, vi->name ? vi->name : "");
-        if (*slot < 0) {
-            st = nn_set_error(NN_ERR_INVALID, "graph output '%s' is produced by no node", vi->name);
+        const char *name = vi->name ? vi->name : "";
+        /* a body may return an outer value as it is */
+        int v = body ? value_for(g, &map, name) : *map_slot(&map, name);
+        if (v < 0) {
+            st = body ? nn_set_error(NN_ERR_NOMEM, "out of memory")
+                      : nn_set_error(NN_ERR_INVALID, "graph output '%s' is produced by no node", vi->name);
             goto out;
         }
-        nn_value *val = &g->values[*slot];
         nn_value declared = {0};
-        if ((st = declared_type(vi, &declared, "output")) != NN_OK) goto out;
+        if ((st = declared_type(vi, &declared, "output", body)) != NN_OK) goto out;
+        nn_value *val = &g->values[v];
         val->is_output = true; /* whether it carries the batch follows from the graph (batch.c) */
         val->kind = declared.kind;
         val->elem_kind = declared.elem_kind;
         g->has_containers |= declared.kind != NN_KIND_TENSOR || declared.t.dtype == NN_DTYPE_STRING;
-        g->outputs[g->n_outputs++] = *slot;
+        g->declared_out[g->n_outputs] = declared.t;
+        g->outputs[g->n_outputs++] = v;
     }
     if (!g->n_outputs) {
         st = nn_set_error(NN_ERR_INVALID, "the graph has no outputs: nothing to compute");
         goto out;
     }
+    if (body && (st = capture_outer(g, sc, captured, n_captured)) != NN_OK) goto out;
     st = nn_graph_toposort(g);
 out:
     free(map.slots);
+    sc->map = NULL;
     return st;
 }
 
@@ -431,7 +573,8 @@ nn_status nn_import_onnx(const char *path, nn_graph *g) {
         *slash = 0;
     else
         snprintf(base_dir, sizeof base_dir, ".");
-    st = import_graph(g, mp->graph, &file, base_dir);
+    scope top = {.g = g, .depth = 0, .file = &file, .base_dir = base_dir};
+    st = import_graph(g, mp->graph, &top, NULL, NULL);
 out:
     onnx__model_proto__free_unpacked(mp, NULL);
     nn_onnx_file_close(&file);

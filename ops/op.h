@@ -42,6 +42,7 @@ typedef enum nn_attr_type {
     NN_ATTR_INT = 2,
     NN_ATTR_STRING = 3,
     NN_ATTR_TENSOR = 4,
+    NN_ATTR_GRAPH = 5,
     NN_ATTR_FLOATS = 6,
     NN_ATTR_INTS = 7,
     NN_ATTR_STRINGS = 8,
@@ -59,7 +60,27 @@ typedef struct nn_attr {
     const float *floats;
     const char *const *strings; /* n strings, NUL-terminated */
     const nn_tensor *t;
+    /* NN_ATTR_GRAPH: the body, imported as a nested model whose inputs are
+     * its formal inputs followed by the n_captured outer-scope values it
+     * reads; the importer appends those values to the node's inputs from
+     * index capture_first on (docs/control-flow.md) */
+    nn_model *graph;
+    int capture_first, n_captured;
 } nn_attr;
+
+/* A body a control-flow node runs.  The params of every NN_OPF_SUBGRAPH op
+ * start with an nn_subgraph_set, so that the engine finds the bodies
+ * without knowing the op. */
+typedef struct nn_subgraph {
+    nn_model *body;
+    int n_formal;      /* body inputs the op feeds (Loop: iteration, cond, carried) */
+    int capture_first; /* node input holding the first outer-scope value; the rest follow */
+    int n_captured;
+} nn_subgraph;
+typedef struct nn_subgraph_set {
+    int n; /* bodies in use: If has two, Loop and Scan one */
+    nn_subgraph g[2];
+} nn_subgraph_set;
 
 /* Params are plain bytes (no pointers; Constant's are the one exception, and
  * Constant nodes are always folded away before a plan exists): the plan
@@ -161,6 +182,11 @@ enum nn_op_flags {
      * pool, stopwords), which the plan cache cannot store: a graph with such
      * a node is never cached */
     NN_OPF_UNCACHED = 1u << 7,
+    /* control flow: params start with an nn_subgraph_set; infer returns
+     * NN_DYNAMIC, and run (only ever in a dynamic plan) sets each output's
+     * shape and malloc()s its data itself, since a Loop's outputs are
+     * known only once it stopped; on failure it leaves none allocated */
+    NN_OPF_SUBGRAPH = 1u << 8,
 };
 
 typedef struct nn_op_desc {
@@ -321,6 +347,21 @@ void nn_copy_run(char *dst, const char *src, size_t esz, int64_t len, int64_t st
 /* Read integer input i (INT32 or INT64, rank 0 or 1) into out[0..*n).
  * NN_DYNAMIC when its value is not known yet. */
 nn_status nn_input_ints(nn_call *c, int i, const char *what, int64_t *out, int cap, int *n);
+
+/* ---- control flow (engine/subgraph.c): run a body on in[0..n_in) (its
+ * formal inputs, then its captured values); out[0..n_out) get malloc'ed
+ * data (release with nn_tensor_release).  Each output is checked against
+ * the body's declared type; errors describe the body and go to call->err. */
+nn_status nn_body_run(const nn_call *call, nn_model *body, const nn_tensor *in, int n_in, nn_tensor *out, int n_out);
+/* Body input/output counts and the declared type of output k (dtype
+ * NN_DTYPE_UNDEFINED / ndim -1 where the file leaves them open). */
+int nn_body_inputs(const nn_model *body);
+int nn_body_outputs(const nn_model *body);
+nn_tensor nn_body_declared_output(const nn_model *body, int k);
+const char *nn_body_name(const nn_model *body);
+/* The most iterations a Loop may run: $NN_LOOP_MAX, else NN_LOOP_MAX_DEFAULT. */
+#define NN_LOOP_MAX_DEFAULT 1000000
+int64_t nn_loop_max(void);
 
 /* Kernels parallelize with OpenMP:  #pragma omp parallel for num_threads(call->threads)
  * (one thread team for the whole engine; no process-wide thread setting, so models

@@ -13,6 +13,7 @@ static const char *attr_type_name(nn_attr_type t) {
     case NN_ATTR_INT: return "int";
     case NN_ATTR_STRING: return "string";
     case NN_ATTR_TENSOR: return "tensor";
+    case NN_ATTR_GRAPH: return "graph";
     case NN_ATTR_FLOATS: return "floats";
     case NN_ATTR_INTS: return "ints";
     case NN_ATTR_STRINGS: return "strings";

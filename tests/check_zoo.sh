@@ -14,9 +14,9 @@
 # Expected refusals: a model listed in EXPECT_REFUSED with the text its
 # refusal must contain counts as passed while nnrun refuses it with that
 # text, and fails the suite once it loads (so the list only shrinks).  When
-# an op lands (If: the `ctrl` branch), delete the model's entry from the
+# an op lands, delete the model's entry from the
 # line below; nothing else changes.
-EXPECT_REFUSED="retinanet_resnet50_fpn=If ssdlite320_mobilenet_v3_large=If fasterrcnn_mobilenet_v3_large_320_fpn=If"
+EXPECT_REFUSED=""
 #
 # Environment: TOL, ZOO_DIR (default build/zoo), NN_BUILD, PYTHON, NNRUN_ARGS.
 set -u

@@ -49,7 +49,11 @@ endif
 ENGINE_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard passes/*.c)
 PROTO_C    := $(BUILD)/proto/onnx.pb-c.c
 OBJS       := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/onnx.pb-c.o
-TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump
+TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump $(BUILD)/nnserve
+# nnserve (server/, docs/server.md): libmicrohttpd for HTTP, jansson for JSON
+SERVER_SRC  := $(wildcard server/*.c)
+SERVER_OBJS := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+SERVER_LIBS := -lmicrohttpd -ljansson
 # the CUDA host test checks the kernels' index arithmetic (cuda/index.h) against the CPU ops
 TESTS_C    := $(filter-out $(if $(HAVE_CUDA),,tests/test_cuda_host.c),$(wildcard tests/test_*.c))
 TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $(BUILD)/tests/compare_npy \
@@ -99,7 +103,7 @@ $(BUILD)/engine/device.o: CFLAGS += -DNN_PLUGIN_DIR='"$(PREFIX)/lib"'
 $(CUDA_PLUGIN): $(CUDA_OBJS)
 	$(CC) -shared -o $@ $^ $(CUDA_LINK) -Wl,--no-undefined -Wl,-soname,libnn_cuda.so
 
--include $(OBJS:.o=.d) $(CUDA_OBJS:.o=.d)
+-include $(OBJS:.o=.d) $(CUDA_OBJS:.o=.d) $(SERVER_OBJS:.o=.d)
 
 $(BUILD)/libnn.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
@@ -110,6 +114,11 @@ $(BUILD)/libnn.so: $(OBJS)
 
 $(BUILD)/nnrun: tools/nnrun.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
+
+# the server's objects are built by the pattern rule with -Iengine; they use only nn.h
+$(SERVER_OBJS): CFLAGS += -Iengine
+$(BUILD)/nnserve: $(SERVER_OBJS) $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) $(SERVER_OBJS) -o $@ $(BUILD)/libnn.a $(LIBS) $(SERVER_LIBS)
 
 $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
@@ -267,5 +276,5 @@ install: all
 	    tools/nn.pc.in > $(PREFIX)/lib/pkgconfig/nn.pc
 
 clean:
-	rm -rf $(BUILD)/*.o $(BUILD)/engine $(BUILD)/ops $(BUILD)/passes $(BUILD)/proto $(BUILD)/tests $(BUILD)/cuda \
+	rm -rf $(BUILD)/*.o $(BUILD)/engine $(BUILD)/server $(BUILD)/ops $(BUILD)/passes $(BUILD)/proto $(BUILD)/tests $(BUILD)/cuda \
 	       $(BUILD)/libnn.* $(BUILD)/libnn_cuda.so $(TOOLS)

@@ -73,6 +73,8 @@ suite structure tests/check_structure.sh
 # the sources build for a generic x86-64 and for aarch64, where only the portable kernels exist
 suite portable make -s check-portable
 suite cache tests/test_cache.sh
+# nnserve over HTTP on loopback (ASan's build under make sanitize: its leak check is the exit status)
+suite server tests/test_server.sh "$BUILD"
 echo "suites failed:${failed_names:- none}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

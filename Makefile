@@ -179,10 +179,12 @@ bench: all models
 #        corpus, a .npy and .pb tensors.
 # cache: the plan cache reader, built to skip its key and checksum comparisons (a re-sealed
 #        file passes them anyway).  Seeds: plans nnrun writes for the conformance models.
+# request: nnserve's infer request parsing, JSON and the binary tensor data split (tests/fuzz/fuzz_request.c).
+#        Seeds: tests/fuzz/request_seeds.py.
 # Finds are kept in $(BUILD)/fuzz-corpus (load) and fuzz-corpus-cache between runs; crashes land in
 # $(BUILD)/fuzz-crashes.
 FUZZ_SECONDS ?= 120
-FUZZ_TARGETS ?= load cache
+FUZZ_TARGETS ?= load cache request
 FUZZ_SEEDS   := $(BUILD)/fuzz-seeds
 ONNX_NODE_TESTS := /usr/share/libonnx-testdata/data/node
 # The loader is the same with or without the CUDA backend: the fuzzers build the CPU-only library.
@@ -190,7 +192,14 @@ FUZZ_CC = $(CC) $(filter-out -fvisibility=hidden -DNN_HAVE_CUDA,$(CFLAGS)) -fsan
           -fno-sanitize-recover=all -Iengine
 FUZZ_RUN = ASAN_OPTIONS=allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1
 fuzz: $(FUZZ_TARGETS:%=fuzz-%)
-.PHONY: fuzz-load fuzz-cache
+.PHONY: fuzz-load fuzz-cache fuzz-request
+fuzz-request: $(BUILD)/libnn.a | $(BUILD)/.deps-test
+	$(FUZZ_CC) tests/fuzz/fuzz_request.c server/protocol.c -o $(BUILD)/fuzz_request $(BUILD)/libnn.a \
+	    $(filter-out $(CUDA_LINK),$(LIBS)) -ljansson
+	$(PYTHON) tests/fuzz/request_seeds.py $(FUZZ_SEEDS)-request
+	@mkdir -p $(BUILD)/fuzz-corpus-request $(BUILD)/fuzz-crashes
+	$(FUZZ_RUN) $(BUILD)/fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz-crashes/request- $(BUILD)/fuzz-corpus-request $(FUZZ_SEEDS)-request
 fuzz-load: $(BUILD)/proto/onnx.pb-c.c | $(BUILD)/.deps-test
 	$(FUZZ_CC) tests/fuzz/fuzz_load.c $(ENGINE_SRC) $(PROTO_C) -o $(BUILD)/fuzz_load $(filter-out $(CUDA_LINK),$(LIBS))
 	$(PYTHON) tests/malformed/gen_corpus.py $(BUILD)/malformed

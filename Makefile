@@ -50,10 +50,10 @@ ENGINE_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard passes/*.c)
 PROTO_C    := $(BUILD)/proto/onnx.pb-c.c
 OBJS       := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/onnx.pb-c.o
 TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump $(BUILD)/nnserve
-# nnserve (server/, docs/server.md): libmicrohttpd for HTTP, jansson for JSON
+# nnserve (server/, docs/server.md): libmicrohttpd for HTTP, jansson for JSON, TurboJPEG and libpng for images
 SERVER_SRC  := $(wildcard server/*.c)
 SERVER_OBJS := $(SERVER_SRC:%.c=$(BUILD)/%.o)
-SERVER_LIBS := -lmicrohttpd -ljansson
+SERVER_LIBS := -lmicrohttpd -ljansson -lturbojpeg -lpng
 # the CUDA host test checks the kernels' index arithmetic (cuda/index.h) against the CPU ops
 TESTS_C    := $(filter-out $(if $(HAVE_CUDA),,tests/test_cuda_host.c),$(wildcard tests/test_*.c))
 TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $(BUILD)/tests/compare_npy \
@@ -171,6 +171,13 @@ check-portable: $(BUILD)/proto/onnx.pb-c.h | $(BUILD)/.deps-test
 # ---- benchmark against ONNX Runtime
 bench: all models
 	tools/bench
+
+# ---- nnserve under load on loopback (bounded: 8 points of BENCH_SERVE_SECONDS each); not part of make test
+BENCH_SERVE_SECONDS ?= 5
+BENCH_SERVE_MODEL   ?= models/mobilenetv2.onnx
+bench-serve: all | $(BUILD)/.deps-test
+	OPENBLAS_CORETYPE=Haswell $(PYTHON) tools/bench_serve.py $(BUILD) $(BENCH_SERVE_MODEL) --duration $(BENCH_SERVE_SECONDS)
+.PHONY: bench-serve
 
 # ---- fuzzing (clang's libFuzzer + AddressSanitizer + UBSan); not part of make test.
 #   make fuzz                                  every target below, FUZZ_SECONDS each

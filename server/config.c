@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "  --host ADDR            IPv4 address to listen on (default 127.0.0.1)\n"
             "  --port N               TCP port (default 8000)\n"
             "  --http-threads N       HTTP threads in libmicrohttpd's pool (default 4)\n"
+            "  --decode-threads N     image decoding threads, for models with image_input (default 2)\n"
             "  --max-connections N    connections at once; more are refused (default 512)\n"
             "  --conn-timeout S       drop a connection idle for S seconds (default 30)\n"
             "  --max-body BYTES       largest request body (default 67108864)\n"
@@ -80,6 +81,9 @@ static srv_model *add_model(srv_config *c, const char *name, const char *path) {
     snprintf(sm->name, sizeof sm->name, "%s", name);
     snprintf(sm->path, sizeof sm->path, "%s", path);
     sm->cfg = c->defaults;
+    /* ImageNet's statistics, as torchvision's models expect */
+    sm->image = (srv_image_config){.resize = 256, .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f},
+                                   .scale = 255, .max_pixels = 50000000};
     pthread_mutex_init(&sm->mu, NULL);
     pthread_cond_init(&sm->cv, NULL);
     c->models[c->n_models++] = sm;
@@ -127,6 +131,37 @@ static int read_model_config(srv_model *sm, const char *file, char *onnx, size_t
         } else if (!strcmp(k, "threads")) {
             rc = parse_int(where, v, 0, 1024, &x);
             sm->cfg.threads = (int)x;
+        } else if (!strcmp(k, "image_input")) {
+            if (!*v || strlen(v) >= sizeof sm->image.input) {
+                fprintf(stderr, "nnserve: %s: an input name\n", where);
+                rc = -1;
+            }
+            snprintf(sm->image.input, sizeof sm->image.input, "%s", v);
+        } else if (!strcmp(k, "image_resize")) {
+            rc = parse_int(where, v, 0, 16384, &x);
+            sm->image.resize = (int)x;
+        } else if (!strcmp(k, "image_max_pixels")) {
+            rc = parse_int(where, v, 1, (int64_t)1 << 32, &x);
+            sm->image.max_pixels = x;
+        } else if (!strcmp(k, "image_mean") || !strcmp(k, "image_std") || !strcmp(k, "image_scale")) {
+            float f[3];
+            int want = strcmp(k, "image_scale") ? 3 : 1;
+            char tail;
+            int got = want == 3 ? sscanf(v, "%f , %f , %f %c", &f[0], &f[1], &f[2], &tail) : sscanf(v, "%f %c", &f[0], &tail);
+            if (got != want || (strcmp(k, "image_mean") && (f[0] <= 0 || (want == 3 && (f[1] <= 0 || f[2] <= 0))))) {
+                fprintf(stderr, "nnserve: %s: %s\n", where, want == 3 ? "three numbers a, b, c (std above 0)" : "a number above 0");
+                rc = -1;
+            } else if (!strcmp(k, "image_scale")) {
+                sm->image.scale = f[0];
+            } else {
+                memcpy(!strcmp(k, "image_mean") ? sm->image.mean : sm->image.std, f, sizeof f);
+            }
+        } else if (!strcmp(k, "image_channels")) {
+            if (strcmp(v, "RGB") && strcmp(v, "BGR")) {
+                fprintf(stderr, "nnserve: %s: RGB or BGR\n", where);
+                rc = -1;
+            }
+            sm->image.bgr = !strcmp(v, "BGR");
         } else if (!strcmp(k, "model_file")) {
             if (!*v || strchr(v, '/') || v[0] == '.') {
                 fprintf(stderr, "nnserve: %s: a file name inside the model's folder\n", where);
@@ -212,6 +247,7 @@ int srv_config_parse(srv_config *c, int argc, char **argv) {
     c->host = "127.0.0.1";
     c->port = 8000;
     c->http_threads = 4;
+    c->decode_threads = 2;
     c->max_connections = 512;
     c->conn_timeout_s = 30;
     c->access_log = 1;
@@ -253,6 +289,8 @@ int srv_config_parse(srv_config *c, int argc, char **argv) {
                 rc = parse_int(s, v, 0, 65535, &x), c->port = (int)x;
             } else if (!strcmp(s, "--http-threads")) {
                 rc = parse_int(s, v, 1, 256, &x), c->http_threads = (int)x;
+            } else if (!strcmp(s, "--decode-threads")) {
+                rc = parse_int(s, v, 1, 64, &x), c->decode_threads = (int)x;
             } else if (!strcmp(s, "--max-connections")) {
                 rc = parse_int(s, v, 1, 100000, &x), c->max_connections = (int)x;
             } else if (!strcmp(s, "--conn-timeout")) {

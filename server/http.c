@@ -132,7 +132,8 @@ static enum MHD_Result infer(struct MHD_Connection *c, req_ctx *x, srv_model *sm
     x->state = QUEUED;
     /* suspended before it is queued: the worker may resume it at once */
     MHD_suspend_connection(c);
-    st = srv_model_submit(sm, j, err, sizeof err);
+    j->model = sm;
+    st = sm->image.input[0] ? srv_decode_submit(j, err, sizeof err) : srv_model_submit(sm, j, err, sizeof err);
     if (st) {
         j->status = st;
         snprintf(j->err, sizeof j->err, "%s", err);
@@ -338,6 +339,7 @@ void srv_http_stop(srv_server *s, int64_t drain_ms) {
     if (fd != MHD_INVALID_SOCKET) close(fd);
     wait_idle(s, drain_ms);
     int left = __atomic_load_n(&s->inflight, __ATOMIC_ACQUIRE);
+    srv_decode_stop();
     /* the workers answer what is still queued before they stop, which resumes those connections */
     for (int i = 0; i < s->c->n_models; i++) srv_model_stop(s->c->models[i]);
     wait_idle(s, 1000);

@@ -20,6 +20,11 @@ int main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     char err[SRV_ERR_MAX + 512];
+    if (srv_decode_start(c.decode_threads, 1024)) {
+        fprintf(stderr, "nnserve: cannot start the image decode threads\n");
+        srv_config_free(&c);
+        return 1;
+    }
     srv_server *s = srv_http_start(&c, err, sizeof err);
     if (!s) {
         fprintf(stderr, "nnserve: %s\n", err);

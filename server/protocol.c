@@ -148,6 +148,59 @@ static int find_io(const srv_io *io, int n, const char *name) {
     return -1;
 }
 
+/* An element of a BYTES tensor in the binary form: a 4-byte little-endian length, then the bytes. */
+int srv_bytes_element(const uint8_t *buf, size_t len, size_t *off, const uint8_t **elem, size_t *elem_len) {
+    if (len - *off < 4) return -1;
+    uint32_t n = (uint32_t)buf[*off] | (uint32_t)buf[*off + 1] << 8 | (uint32_t)buf[*off + 2] << 16 |
+                 (uint32_t)buf[*off + 3] << 24;
+    *off += 4;
+    if (n > len - *off) return -1;
+    *elem = buf + *off;
+    *elem_len = n;
+    *off += n;
+    return 0;
+}
+
+/* Encoded images: BYTES of shape [n], binary data of n length-prefixed elements, kept as they are for image.c. */
+static int parse_bytes_input(const srv_model_info *mi, const srv_limits *lim, json_t *jin, const char *dts,
+                             const char **bin, size_t *bin_left, srv_request *rq, const srv_io *io, nn_tensor *t,
+                             char *err, size_t en) {
+    if (strcmp(dts, "BYTES")) return fail(err, en, 400, "input '%s' takes encoded images: BYTES, not %.32s", io->name, dts);
+    json_t *shape = json_object_get(jin, "shape"), *d0 = json_array_get(shape, 0);
+    if (!json_is_array(shape) || json_array_size(shape) != 1 || !json_is_integer(d0))
+        return fail(err, en, 400, "input '%s': the shape of encoded images is [count]", io->name);
+    int64_t n = json_integer_value(d0);
+    if (n < 1 || n > lim->max_samples)
+        return fail(err, en, 400, "input '%s': %lld images, allowed 1 to %lld", io->name, (long long)n, (long long)lim->max_samples);
+    if (rq->samples && n != rq->samples)
+        return fail(err, en, 400, "input '%s' has %lld samples, another input %lld", io->name, (long long)n, (long long)rq->samples);
+    json_t *params = json_object_get(jin, "parameters");
+    json_t *bds = params ? json_object_get(params, "binary_data_size") : NULL;
+    if (!bds || json_object_get(jin, "data"))
+        return fail(err, en, 400, "input '%s': send the image files as binary data (binary_data_size)", io->name);
+    if (!json_is_integer(bds) || json_integer_value(bds) < 0 || (uint64_t)json_integer_value(bds) > *bin_left)
+        return fail(err, en, 400, "input '%s': binary_data_size is not a size within the %zu bytes that follow", io->name, *bin_left);
+    size_t size = (size_t)json_integer_value(bds), off = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *e;
+        size_t el;
+        if (srv_bytes_element((const uint8_t *)*bin, size, &off, &e, &el))
+            return fail(err, en, 400, "input '%s': element %lld runs past binary_data_size", io->name, (long long)i);
+    }
+    if (off != size) return fail(err, en, 400, "input '%s': %zu bytes follow the %lld elements", io->name, size - off, (long long)n);
+    t->data = malloc(size ? size : 1);
+    if (!t->data) return fail(err, en, 503, "out of memory for input '%s'", io->name);
+    memcpy(t->data, *bin, size);
+    *bin += size;
+    *bin_left -= size;
+    t->ndim = 1;
+    t->dims[0] = n;
+    t->dtype = NN_DTYPE_UINT8;
+    rq->in_bytes[io - mi->in] = size;
+    rq->samples = n;
+    return 200;
+}
+
 /* One element of "inputs" into rq->in[k]; bin/bin_left: the binary data not yet claimed. */
 static int parse_input(const srv_model_info *mi, const srv_limits *lim, json_t *jin, size_t json_len, const char **bin,
                        size_t *bin_left, srv_request *rq, char *err, size_t en) {
@@ -161,6 +214,7 @@ static int parse_input(const srv_model_info *mi, const srv_limits *lim, json_t *
     if (t->data) return fail(err, en, 400, "input '%s' given twice", io->name);
     const char *dts = json_string_value(json_object_get(jin, "datatype"));
     if (!dts) return fail(err, en, 400, "input '%s' has no \"datatype\" string", io->name);
+    if (io->bytes_input) return parse_bytes_input(mi, lim, jin, dts, bin, bin_left, rq, io, t, err, en);
     nn_dtype dt = dtype_parse(dts);
     if (dt == NN_DTYPE_UNDEFINED) return fail(err, en, 400, "input '%s': unknown or unsupported datatype '%.32s'", io->name, dts);
     if (dt != io->dtype)
@@ -441,7 +495,7 @@ static json_t *io_json(const srv_io *io, int n) {
     for (int i = 0; i < n && a; i++) {
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(io[i].name));
-        const char *dn = srv_dtype_name(io[i].dtype);
+        const char *dn = io[i].bytes_input ? "BYTES" : srv_dtype_name(io[i].dtype);
         json_object_set_new(o, "datatype", json_string(dn ? dn : "UNKNOWN"));
         json_object_set_new(o, "shape", shape_json(io[i].dims, io[i].ndim));
         json_array_append_new(a, o);

@@ -249,6 +249,22 @@ int srv_model_start(srv_model *sm, const char *cache_dir, int cache, char *err, 
         io_from(&mi->out[i], name, &s, batched && s.ndim > 0 && s.dims[0] == opt.batch);
     }
     sm->cfg.batchable = batched && opt.batch > 1;
+    if (sm->image.input[0]) {
+        int k = 0;
+        while (k < mi->n_in && strcmp(mi->in[k].name, sm->image.input)) k++;
+        srv_io *io = &mi->in[k];
+        if (k == mi->n_in || io->dtype != NN_DTYPE_FLOAT || io->ndim != 4 || io->dims[1] != 3 || io->dims[2] < 1 ||
+            io->dims[3] < 1 || io->dims[2] > 16384 || io->dims[3] > 16384) {
+            snprintf(err, en, "model '%s': image_input '%s' is not an FP32 input of shape [N,3,H,W]", sm->name,
+                     sm->image.input);
+            goto fail;
+        }
+        sm->image.height = (int)io->dims[2];
+        sm->image.width = (int)io->dims[3];
+        io->bytes_input = 1;
+        io->ndim = 1;
+        io->dims[0] = -1;
+    }
     if (pthread_create(&sm->worker, NULL, worker, sm)) {
         snprintf(err, en, "model '%s': cannot start its worker thread", sm->name);
         goto fail;

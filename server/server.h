@@ -20,6 +20,7 @@ typedef struct srv_io {
     nn_dtype dtype;
     int ndim;
     int64_t dims[NN_MAX_DIMS];
+    int bytes_input; /* encoded images (BYTES, shape [-1]) that image.c turns into the model's input */
 } srv_io;
 
 typedef struct srv_model_info {
@@ -39,6 +40,7 @@ typedef struct srv_request {
     char *id;
     int64_t samples;
     nn_tensor in[SRV_MAX_IO];
+    size_t in_bytes[SRV_MAX_IO]; /* size of a BYTES input's data */
     int want_out[SRV_MAX_IO];
     int out_binary[SRV_MAX_IO];
 } srv_request;
@@ -56,6 +58,8 @@ int srv_build_response(const char *model, const srv_model_info *mi, const srv_re
                        char **body, size_t *len, size_t *header_len);
 char *srv_model_metadata(const char *model, const srv_model_info *mi);
 char *srv_error_json(const char *msg);
+/* The next element of a BYTES tensor's binary form; 0, or -1 when it runs past len. */
+int srv_bytes_element(const uint8_t *buf, size_t len, size_t *off, const uint8_t **elem, size_t *elem_len);
 int srv_json_depth_ok(const char *s, size_t n, int max_depth);
 
 /* ---- metrics.c */
@@ -83,6 +87,7 @@ struct srv_job {
     int status;                /* HTTP status once done */
     char err[SRV_ERR_MAX];
     int64_t t_enqueue, deadline; /* monotonic microseconds */
+    struct srv_model *model;
     void (*done)(srv_job *job, void *arg);
     void *done_arg;
     srv_job *next;
@@ -97,10 +102,21 @@ typedef struct srv_model_config {
     int batchable;       /* set at load: merging is possible */
 } srv_model_config;
 
+/* nnserve.conf's image_* keys (docs/server.md) */
+typedef struct srv_image_config {
+    char input[SRV_NAME_MAX]; /* the model input fed from images; empty: none */
+    int resize;               /* shorter side before the center crop; 0: stretch to the input's size */
+    int height, width;        /* the input's, set at load */
+    float mean[3], std[3], scale;
+    int bgr;
+    int64_t max_pixels;       /* refuse larger images before decoding (decompression bombs) */
+} srv_image_config;
+
 typedef struct srv_model {
     char name[SRV_NAME_MAX];
     char path[4096];
     srv_model_config cfg;
+    srv_image_config image;
     srv_model_info info;
     nn_model *m;
     volatile int ready;
@@ -121,11 +137,21 @@ int srv_model_submit(srv_model *sm, srv_job *job, char *err, size_t errlen);
 void srv_model_stop(srv_model *sm);
 void srv_job_free(srv_job *job);
 
+/* ---- image.c */
+/* n encoded images into an FP32 [n, 3, H, W] tensor; 200, or the status with err */
+int srv_image_to_tensor(const srv_image_config *ic, const uint8_t *buf, size_t len, int64_t n, nn_tensor *out, char *err,
+                        size_t errlen);
+int srv_decode_start(int threads, int queue_limit);
+/* 0: queued (decoded, then submitted to job->model), else the HTTP status */
+int srv_decode_submit(srv_job *job, char *err, size_t errlen);
+void srv_decode_stop(void);
+
 /* ---- config.c */
 struct srv_config {
     const char *host;
     int port;
     int http_threads;
+    int decode_threads;
     int max_connections;
     int conn_timeout_s;
     int access_log;

@@ -5,6 +5,7 @@ concurrent requests, queue limits and graceful shutdown.
 usage: test_server.py BUILD_DIR"""
 import concurrent.futures as cf
 import http.client
+import io
 import json
 import os
 import re
@@ -18,6 +19,9 @@ import urllib.error
 import urllib.request
 
 import numpy as np
+import struct
+import zlib
+from PIL import Image
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 MODEL = "models/mobilenetv2.onnx"
@@ -132,6 +136,11 @@ def main():
     os.symlink(os.path.abspath(MODEL), os.path.join(repo, "mnv2small", "model.onnx"))
     with open(os.path.join(repo, "mnv2small", "nnserve.conf"), "w") as f:
         f.write("# batching off for this one\nmax_batch_size = 1\nqueue_limit = 2\ntimeout_ms = 20000\n")
+    # encoded images in: the default ImageNet pre-processing (shorter side 256, center crop 224)
+    os.makedirs(os.path.join(repo, "img"))
+    os.symlink(os.path.abspath(MODEL), os.path.join(repo, "img", "model.onnx"))
+    with open(os.path.join(repo, "img", "nnserve.conf"), "w") as f:
+        f.write("image_input = input\nimage_resize = 256\nimage_max_pixels = 20000000\n")
     s = Server("main", "--model", "mnv2=" + MODEL, "--model-repository", repo, "--max-body", str(16 << 20),
                "--batch", "8", "--queue-delay-us", "5000", "--http-threads", "4")
     try:
@@ -141,6 +150,8 @@ def main():
         results(s, x, ref, tol)
         phase('hostile')
         hostile(s, x)
+        phase('images')
+        images(s)
         phase('concurrent')
         concurrent(s, x, ref, tol)
         phase('queue_limit')
@@ -152,7 +163,7 @@ def main():
         m = re.search(r'nn_batch_size_bucket\{model="mnv2",le="1"\} (\d+)', text)
         n = re.search(r'nn_batch_size_count\{model="mnv2"\} (\d+)', text)
         check(m and n and int(n.group(1)) > int(m.group(1)), "some batches merged several requests")
-        check("nn_models_loaded 2" in text and "nn_compute_seconds_bucket" in text, "/metrics histograms and gauge")
+        check("nn_models_loaded 3" in text and "nn_compute_seconds_bucket" in text, "/metrics histograms and gauge")
     finally:
         rc = s.stop()
     check(rc == 0, "SIGTERM: exit status 0 (got %s)" % rc)
@@ -304,6 +315,59 @@ def hostile(s, x):
     check(re.match(rb"HTTP/1\.[01] 400", r) is not None, "body longer than Content-Length: 400 (%r)" % r[:40])
     st, b, h = post(json.dumps(good).encode())
     check(st == 200, "a good request after the hostile list")
+
+
+def encode(img, fmt, **kw):
+    b = io.BytesIO()
+    img.save(b, fmt, **kw)
+    return b.getvalue()
+
+
+def image_request(s, files):
+    data = b"".join(struct.pack("<I", len(f)) + f for f in files)
+    return s.infer("img", {"inputs": [{"name": "input", "shape": [len(files)], "datatype": "BYTES",
+                                       "parameters": {"binary_data_size": len(data)}}],
+                           "parameters": {"binary_data_output": True}}, binary=data)
+
+
+def images(s):
+    """PNG exact and JPEG close to nnrun on the same pixels pre-processed by numpy; hostile images refused"""
+    base = np.random.default_rng(5).integers(0, 255, (8, 8, 3)).astype(np.uint8)
+    img = Image.fromarray(base).resize((320, 256), Image.BILINEAR)
+    a = np.asarray(img).astype(np.float32)[16:240, 48:272] / 255  # shorter side already 256: crop only
+    x = ((a - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]).transpose(2, 0, 1)[None].astype(np.float32)
+    np.save(os.path.join(TMP, "img.npy"), x)
+    subprocess.run([os.path.join(BUILD, "nnrun"), MODEL, "--input", "input=" + os.path.join(TMP, "img.npy"),
+                    "--save-outputs", os.path.join(TMP, "imgref"), "--iters", "1", "--warmup", "0"], check=True,
+                   stdout=subprocess.DEVNULL)
+    ref = np.load(os.path.join(TMP, "imgref", "output.npy"))
+    png, jpg = encode(img, "PNG"), encode(img, "JPEG", quality=95)
+    # a large JPEG decodes at 1/8 scale (437x350, still above 256) before the resize
+    big = encode(Image.fromarray(base).resize((3500, 2800), Image.BILINEAR), "JPEG", quality=90)
+    st, b, h = image_request(s, [png, jpg, big])
+    out = decode(st, b, h)[1]["output"] if st == 200 else None
+    check(out is not None and np.abs(out[0] - ref[0]).max() < 1e-5, "PNG image = nnrun on numpy's pre-processing")
+    check(out is not None and np.abs(out[1] - ref[0]).max() < 2e-3, "JPEG image close to nnrun")
+    check(out is not None and out[2].argmax() == ref[0].argmax(), "3500x2800 JPEG: same class")
+    # hostile: a PNG header claiming 100000x100000, a JPEG whose frame claims 65500x65500, garbage, a lying length
+    ihdr = struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0)
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    bomb_png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+    sof = jpg.index(b"\xff\xc0")
+    bomb_jpg = jpg[:sof + 5] + struct.pack(">HH", 65500, 65500) + jpg[sof + 9:]
+    corrupt = jpg[:200] + bytes(range(256)) * 4
+    for what, files in [("PNG bomb", [bomb_png]), ("JPEG bomb", [bomb_jpg]), ("not an image", [b"hello"]),
+                        ("corrupt JPEG", [corrupt]), ("empty element", [b""])]:
+        st, b, _ = image_request(s, files)
+        expect4xx(s, what, st, b, 400)
+    data = struct.pack("<I", 1000) + png
+    st, b, _ = s.infer("img", {"inputs": [{"name": "input", "shape": [1], "datatype": "BYTES",
+                                           "parameters": {"binary_data_size": len(data)}}]}, binary=data)
+    expect4xx(s, "BYTES element length past the data", st, b, 400)
+    st, b, _ = s.infer("img", {"inputs": [json_input(x)]})
+    expect4xx(s, "FP32 to an image input", st, b, 400)
+    st, b, h = image_request(s, [png])
+    check(st == 200, "an image request after the hostile ones")
 
 
 def concurrent(s, x, ref, tol):

@@ -175,8 +175,13 @@ bench: all models
 # ---- nnserve under load on loopback (bounded: 8 points of BENCH_SERVE_SECONDS each); not part of make test
 BENCH_SERVE_SECONDS ?= 5
 BENCH_SERVE_MODEL   ?= models/mobilenetv2.onnx
-bench-serve: all | $(BUILD)/.deps-test
+bench-serve: all $(BUILD)/bench_decode | $(BUILD)/.deps-test
+	$(PYTHON) tools/bench_serve.py --make-jpegs $(BUILD)/bench-jpegs
+	$(BUILD)/bench_decode 2 $(BUILD)/bench-jpegs/small.jpg $(BUILD)/bench-jpegs/medium.jpg $(BUILD)/bench-jpegs/large.jpg
 	OPENBLAS_CORETYPE=Haswell $(PYTHON) tools/bench_serve.py $(BUILD) $(BENCH_SERVE_MODEL) --duration $(BENCH_SERVE_SECONDS)
+# nnserve's image pre-processing alone, one thread
+$(BUILD)/bench_decode: tools/bench_decode.c $(filter-out $(BUILD)/server/main.o,$(SERVER_OBJS)) $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -Iengine $^ -o $@ $(LIBS) $(SERVER_LIBS)
 .PHONY: bench-serve
 
 # ---- fuzzing (clang's libFuzzer + AddressSanitizer + UBSan); not part of make test.

@@ -102,24 +102,39 @@ static void resize_crop_normalize(const srv_image_config *ic, const pixels *src,
     double ox = (rw - W) / 2, oy = (rh - H) / 2, fx = src->w / rw, fy = src->h / rh;
     int order[3] = {0, 1, 2};
     if (ic->bgr) order[0] = 2, order[2] = 0;
+    /* (v / scale - mean) / std as one multiply-add per channel */
+    float mul[3], add[3];
+    for (int ch = 0; ch < 3; ch++) {
+        mul[ch] = 1.0f / (ic->scale * ic->std[ch]);
+        add[ch] = -ic->mean[ch] / ic->std[ch];
+    }
+    /* the columns' taps are the same on every row: computed once */
+    int xs[2 * 16384];
+    float wxs[16384];
+    for (int x = 0; x < W; x++) {
+        double sx = (x + ox + 0.5) * fx - 0.5;
+        if (sx < 0) sx = 0;
+        int x0 = (int)sx, x1 = x0 + 1 < src->w ? x0 + 1 : x0;
+        if (x0 >= src->w) x0 = x1 = src->w - 1;
+        xs[2 * x] = x0 * 3;
+        xs[2 * x + 1] = x1 * 3;
+        wxs[x] = (float)(sx - x0);
+    }
+    float *plane[3];
+    for (int ch = 0; ch < 3; ch++) plane[ch] = dst + (size_t)order[ch] * H * W;
     for (int y = 0; y < H; y++) {
         double sy = (y + oy + 0.5) * fy - 0.5;
         if (sy < 0) sy = 0;
         int y0 = (int)sy, y1 = y0 + 1 < src->h ? y0 + 1 : y0;
         if (y0 >= src->h) y0 = y1 = src->h - 1;
         float wy = (float)(sy - y0);
+        const uint8_t *r0 = src->p + (size_t)y0 * src->w * 3, *r1 = src->p + (size_t)y1 * src->w * 3;
         for (int x = 0; x < W; x++) {
-            double sx = (x + ox + 0.5) * fx - 0.5;
-            if (sx < 0) sx = 0;
-            int x0 = (int)sx, x1 = x0 + 1 < src->w ? x0 + 1 : x0;
-            if (x0 >= src->w) x0 = x1 = src->w - 1;
-            float wx = (float)(sx - x0);
-            const uint8_t *a = src->p + ((size_t)y0 * src->w + x0) * 3, *b = src->p + ((size_t)y0 * src->w + x1) * 3,
-                          *c = src->p + ((size_t)y1 * src->w + x0) * 3, *d = src->p + ((size_t)y1 * src->w + x1) * 3;
+            float wx = wxs[x];
+            const uint8_t *a = r0 + xs[2 * x], *b = r0 + xs[2 * x + 1], *c = r1 + xs[2 * x], *d = r1 + xs[2 * x + 1];
             for (int ch = 0; ch < 3; ch++) {
-                float v = (a[ch] * (1 - wx) + b[ch] * wx) * (1 - wy) + (c[ch] * (1 - wx) + d[ch] * wx) * wy;
-                int o = order[ch];
-                dst[(size_t)o * H * W + (size_t)y * W + x] = (v / ic->scale - ic->mean[ch]) / ic->std[ch];
+                float top = a[ch] + (b[ch] - a[ch]) * wx, bot = c[ch] + (d[ch] - c[ch]) * wx;
+                plane[ch][(size_t)y * W + x] = (top + (bot - top) * wy) * mul[ch] + add[ch];
             }
         }
     }

@@ -162,6 +162,21 @@ static int read_model_config(srv_model *sm, const char *file, char *onnx, size_t
                 rc = -1;
             }
             sm->image.bgr = !strcmp(v, "BGR");
+        } else if (!strcmp(k, "ensemble")) {
+            sm->n_members = 0;
+            for (char *save = NULL, *tok = strtok_r(v, ", \t", &save); tok && !rc; tok = strtok_r(NULL, ", \t", &save)) {
+                if (sm->n_members == SRV_MAX_MEMBERS || !srv_valid_model_name(tok)) {
+                    fprintf(stderr, "nnserve: %s: up to %d model names\n", where, SRV_MAX_MEMBERS);
+                    rc = -1;
+                } else {
+                    snprintf(sm->member_names[sm->n_members++], SRV_NAME_MAX, "%s", tok);
+                }
+            }
+            if (!rc && sm->n_members < 1) fprintf(stderr, "nnserve: %s: no member\n", where), rc = -1;
+        } else if (!strcmp(k, "combine")) {
+            if (!strcmp(v, "mean_softmax")) sm->combine = SRV_COMBINE_MEAN_SOFTMAX;
+            else if (!strcmp(v, "concat")) sm->combine = SRV_COMBINE_CONCAT;
+            else fprintf(stderr, "nnserve: %s: mean_softmax or concat\n", where), rc = -1;
         } else if (!strcmp(k, "model_file")) {
             if (!*v || strchr(v, '/') || v[0] == '.') {
                 fprintf(stderr, "nnserve: %s: a file name inside the model's folder\n", where);
@@ -208,6 +223,11 @@ static int read_repository(srv_config *c, const char *dir) {
         if (read_model_config(sm, conf, onnx, sizeof onnx)) {
             rc = -1;
             break;
+        }
+        if (sm->n_members) {
+            if (!sm->combine) sm->combine = SRV_COMBINE_MEAN_SOFTMAX;
+            found++;
+            continue;
         }
         if (!onnx[0]) {
             DIR *md = opendir(sub);
@@ -330,6 +350,21 @@ int srv_config_parse(srv_config *c, int argc, char **argv) {
         }
     }
     if (repo && read_repository(c, repo)) return -1;
+    /* an ensemble's members are other models of this server, never ensembles themselves */
+    for (int i = 0; i < c->n_models; i++) {
+        srv_model *sm = c->models[i];
+        for (int k = 0; k < sm->n_members; k++) {
+            srv_model *m = NULL;
+            for (int j = 0; j < c->n_models; j++)
+                if (!strcmp(c->models[j]->name, sm->member_names[k])) m = c->models[j];
+            if (!m || m->n_members) {
+                fprintf(stderr, "nnserve: ensemble '%s': member '%s' is %s\n", sm->name, sm->member_names[k],
+                        m ? "an ensemble" : "not a model of this server");
+                return -1;
+            }
+            sm->members[k] = m;
+        }
+    }
     if (!c->n_models) {
         fprintf(stderr, "nnserve: no model (use --model NAME=PATH or --model-repository DIR)\n");
         return -1;

@@ -133,7 +133,9 @@ static enum MHD_Result infer(struct MHD_Connection *c, req_ctx *x, srv_model *sm
     /* suspended before it is queued: the worker may resume it at once */
     MHD_suspend_connection(c);
     j->model = sm;
-    st = sm->image.input[0] ? srv_decode_submit(j, err, sizeof err) : srv_model_submit(sm, j, err, sizeof err);
+    st = sm->n_members        ? srv_ensemble_submit(sm, j, err, sizeof err)
+         : sm->image.input[0] ? srv_decode_submit(j, err, sizeof err)
+                              : srv_model_submit(sm, j, err, sizeof err);
     if (st) {
         j->status = st;
         snprintf(j->err, sizeof j->err, "%s", err);

@@ -34,6 +34,7 @@ int main(int argc, char **argv) {
     /* readiness stays false until every model is loaded (the server answers meanwhile) */
     for (int i = 0; i < c.n_models; i++) {
         srv_model *sm = c.models[i];
+        if (sm->n_members) continue;
         int64_t t0 = srv_now_us();
         if (srv_model_start(sm, c.cache_dir, c.cache, err, sizeof err)) {
             fprintf(stderr, "nnserve: %s\n", err);
@@ -47,6 +48,18 @@ int main(int argc, char **argv) {
                 sm->name, (double)(srv_now_us() - t0) / 1000,
                 st.cache == NN_CACHE_HIT ? "hit" : st.cache == NN_CACHE_MISS ? "miss" : "off", st.batch,
                 sm->cfg.batchable ? "" : " (no merging)", (long long)sm->cfg.delay_us);
+    }
+    /* ensembles once their members are loaded */
+    for (int i = 0; i < c.n_models; i++) {
+        srv_model *sm = c.models[i];
+        if (!sm->n_members) continue;
+        if (srv_ensemble_start(sm, err, sizeof err)) {
+            fprintf(stderr, "nnserve: %s\n", err);
+            srv_http_stop(s, 0);
+            srv_config_free(&c);
+            return 1;
+        }
+        fprintf(stderr, "nnserve: ensemble '%s' of %d models ready\n", sm->name, sm->n_members);
     }
     srv_http_set_ready(s, 1);
     fprintf(stderr, "nnserve: ready\n");

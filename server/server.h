@@ -13,6 +13,7 @@
 #define SRV_NAME_MAX 128
 #define SRV_ERR_MAX 256
 #define SRV_MAX_MODELS 64
+#define SRV_MAX_MEMBERS 8
 
 /* A graph input or output as the protocol shows it: dims[0] is -1 when batched. */
 typedef struct srv_io {
@@ -117,6 +118,10 @@ typedef struct srv_model {
     char path[4096];
     srv_model_config cfg;
     srv_image_config image;
+    /* an ensemble (no engine model of its own): its members and how their outputs combine */
+    int n_members, combine;
+    struct srv_model *members[SRV_MAX_MEMBERS];
+    char member_names[SRV_MAX_MEMBERS][SRV_NAME_MAX];
     srv_model_info info;
     nn_model *m;
     volatile int ready;
@@ -145,6 +150,11 @@ int srv_decode_start(int threads, int queue_limit);
 /* 0: queued (decoded, then submitted to job->model), else the HTTP status */
 int srv_decode_submit(srv_job *job, char *err, size_t errlen);
 void srv_decode_stop(void);
+
+/* ---- ensemble.c */
+enum { SRV_COMBINE_MEAN_SOFTMAX = 1, SRV_COMBINE_CONCAT = 2 };
+int srv_ensemble_start(srv_model *ens, char *err, size_t errlen);
+int srv_ensemble_submit(srv_model *ens, srv_job *job, char *err, size_t errlen);
 
 /* ---- config.c */
 struct srv_config {

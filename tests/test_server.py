@@ -141,6 +141,12 @@ def main():
     os.symlink(os.path.abspath(MODEL), os.path.join(repo, "img", "model.onnx"))
     with open(os.path.join(repo, "img", "nnserve.conf"), "w") as f:
         f.write("image_input = input\nimage_resize = 256\nimage_max_pixels = 20000000\n")
+    # ensembles of the two entries above (the same network twice: the combination is what is checked)
+    for name, conf in (("ens", "ensemble = mnv2, mnv2small\ncombine = mean_softmax\n"),
+                       ("enscat", "ensemble = mnv2small,mnv2\ncombine = concat\n")):
+        os.makedirs(os.path.join(repo, name))
+        with open(os.path.join(repo, name, "nnserve.conf"), "w") as f:
+            f.write(conf)
     s = Server("main", "--model", "mnv2=" + MODEL, "--model-repository", repo, "--max-body", str(16 << 20),
                "--batch", "8", "--queue-delay-us", "5000", "--http-threads", "4")
     try:
@@ -150,6 +156,8 @@ def main():
         results(s, x, ref, tol)
         phase('hostile')
         hostile(s, x)
+        phase('ensembles')
+        ensembles(s, x, ref, tol)
         phase('images')
         images(s)
         phase('concurrent')
@@ -163,7 +171,7 @@ def main():
         m = re.search(r'nn_batch_size_bucket\{model="mnv2",le="1"\} (\d+)', text)
         n = re.search(r'nn_batch_size_count\{model="mnv2"\} (\d+)', text)
         check(m and n and int(n.group(1)) > int(m.group(1)), "some batches merged several requests")
-        check("nn_models_loaded 3" in text and "nn_compute_seconds_bucket" in text, "/metrics histograms and gauge")
+        check("nn_models_loaded 5" in text and "nn_compute_seconds_bucket" in text, "/metrics histograms and gauge")
     finally:
         rc = s.stop()
     check(rc == 0, "SIGTERM: exit status 0 (got %s)" % rc)
@@ -315,6 +323,22 @@ def hostile(s, x):
     check(re.match(rb"HTTP/1\.[01] 400", r) is not None, "body longer than Content-Length: 400 (%r)" % r[:40])
     st, b, h = post(json.dumps(good).encode())
     check(st == 200, "a good request after the hostile list")
+
+
+def ensembles(s, x, ref, tol):
+    e = np.exp(ref - ref.max(axis=1, keepdims=True))
+    soft = e / e.sum(axis=1, keepdims=True)
+    st, b, h = s.infer("ens", {"inputs": [bin_input(x)]}, binary=x.tobytes())
+    out = decode(st, b, h)[1]["output"] if st == 200 else None
+    check(out is not None and out.shape == ref.shape and np.abs(out - soft).max() < 1e-5, "ensemble mean of softmax")
+    st, b, h = s.infer("enscat", {"inputs": [json_input(x)]})
+    out = decode(st, b, h)[1]["output"] if st == 200 else None
+    check(out is not None and out.shape == (3, 2000) and np.abs(out - np.concatenate([ref, ref], 1)).max() <= tol,
+          "ensemble concatenation")
+    st, b, _ = s.get("/v2/models/enscat")
+    check(st == 200 and json.loads(b)["outputs"][0]["shape"] == [-1, 2000], "ensemble metadata")
+    st, b, _ = s.infer("ens", {"inputs": [dict(json_input(x), shape=[3, 3, 224, 223])]})
+    expect4xx(s, "ensemble: wrong shape", st, b, 400)
 
 
 def encode(img, fmt, **kw):

@@ -193,10 +193,12 @@ $(BUILD)/bench_decode: tools/bench_decode.c $(filter-out $(BUILD)/server/main.o,
 #        file passes them anyway).  Seeds: plans nnrun writes for the conformance models.
 # request: nnserve's infer request parsing, JSON and the binary tensor data split (tests/fuzz/fuzz_request.c).
 #        Seeds: tests/fuzz/request_seeds.py.
+# image: nnserve's image decoding (tests/fuzz/fuzz_image.c).  Seeds: small JPEGs and PNGs made by
+#        tools/bench_serve.py --make-jpegs.
 # Finds are kept in $(BUILD)/fuzz-corpus (load) and fuzz-corpus-cache between runs; crashes land in
 # $(BUILD)/fuzz-crashes.
 FUZZ_SECONDS ?= 120
-FUZZ_TARGETS ?= load cache request
+FUZZ_TARGETS ?= load cache request image
 FUZZ_SEEDS   := $(BUILD)/fuzz-seeds
 ONNX_NODE_TESTS := /usr/share/libonnx-testdata/data/node
 # The loader is the same with or without the CUDA backend: the fuzzers build the CPU-only library.
@@ -204,7 +206,14 @@ FUZZ_CC = $(CC) $(filter-out -fvisibility=hidden -DNN_HAVE_CUDA,$(CFLAGS)) -fsan
           -fno-sanitize-recover=all -Iengine
 FUZZ_RUN = ASAN_OPTIONS=allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1
 fuzz: $(FUZZ_TARGETS:%=fuzz-%)
-.PHONY: fuzz-load fuzz-cache fuzz-request
+.PHONY: fuzz-load fuzz-cache fuzz-request fuzz-image
+fuzz-image: $(BUILD)/libnn.a | $(BUILD)/.deps-test
+	$(FUZZ_CC) tests/fuzz/fuzz_image.c server/image.c server/protocol.c server/queue.c server/metrics.c -o $(BUILD)/fuzz_image $(BUILD)/libnn.a \
+	    $(filter-out $(CUDA_LINK),$(LIBS)) $(SERVER_LIBS)
+	$(PYTHON) tools/bench_serve.py --make-jpegs $(FUZZ_SEEDS)-image --small
+	@mkdir -p $(BUILD)/fuzz-corpus-image $(BUILD)/fuzz-crashes
+	$(FUZZ_RUN) $(BUILD)/fuzz_image -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz-crashes/image- $(BUILD)/fuzz-corpus-image $(FUZZ_SEEDS)-image
 fuzz-request: $(BUILD)/libnn.a | $(BUILD)/.deps-test
 	$(FUZZ_CC) tests/fuzz/fuzz_request.c server/protocol.c -o $(BUILD)/fuzz_request $(BUILD)/libnn.a \
 	    $(filter-out $(CUDA_LINK),$(LIBS)) -ljansson

@@ -76,18 +76,27 @@ def run(port, meta, clients, duration):
     return len(lat) / wall, q(0.5), q(0.99), len(lat), errors[0]
 
 
-def make_jpegs(folder):
-    """smooth random JPEGs at the issue's three sizes (small 60x70, medium 500x375, large 3500x2800)"""
+def make_jpegs(folder, small=False):
+    """smooth random JPEGs at the issue's three sizes (small 60x70, medium 500x375, large 3500x2800);
+    small=True: fuzzer seeds instead, JPEGs (baseline, progressive, grey) and PNGs of a few pixels"""
     from PIL import Image
     os.makedirs(folder, exist_ok=True)
     base = np.random.default_rng(1).integers(0, 255, (16, 16, 3)).astype(np.uint8)
+    img = lambda size: Image.fromarray(base).resize(size, Image.BILINEAR)
+    if small:
+        img((24, 20)).save(os.path.join(folder, "a.jpg"), "JPEG", quality=80)
+        img((40, 30)).save(os.path.join(folder, "p.jpg"), "JPEG", quality=80, progressive=True)
+        img((17, 9)).convert("L").save(os.path.join(folder, "g.jpg"), "JPEG")
+        img((20, 24)).save(os.path.join(folder, "a.png"), "PNG")
+        img((9, 7)).convert("RGBA").save(os.path.join(folder, "b.png"), "PNG")
+        return
     for name, size in (("small", (60, 70)), ("medium", (500, 375)), ("large", (3500, 2800))):
-        Image.fromarray(base).resize(size, Image.BILINEAR).save(os.path.join(folder, name + ".jpg"), "JPEG", quality=90)
+        img(size).save(os.path.join(folder, name + ".jpg"), "JPEG", quality=90)
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--make-jpegs":
-        return make_jpegs(sys.argv[2])
+    if len(sys.argv) >= 3 and sys.argv[1] == "--make-jpegs":
+        return make_jpegs(sys.argv[2], "--small" in sys.argv[3:])
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("model")

@@ -2,7 +2,8 @@
  * binary tensor data split of an Open Inference Protocol infer request,
  * against a model with a batched FP32 image input and an INT64 input.  The
  * first byte says whether an Inference-Header-Content-Length is given and
- * the next two its value; the rest is the body.  A request that parses is
+ * the next two its value, and bit 1 of the first byte makes "image" an input
+ * of encoded images (BYTES, length-prefixed elements); the rest is the body.  A request that parses is
  * answered (response builder) with outputs of the right sizes.  Never a
  * crash, a leak or an out-of-bounds access.
  *   make fuzz FUZZ_TARGETS=request FUZZ_SECONDS=N */
@@ -27,12 +28,16 @@ static srv_model_info model(void) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 3) return 0;
-    static srv_model_info mi;
+    static srv_model_info plain, images;
     static int init;
     if (!init) {
-        mi = model();
+        plain = images = model();
+        images.in[0].bytes_input = 1;
+        images.in[0].ndim = 1;
         init = 1;
     }
+    const srv_model_info *mip = data[0] & 2 ? &images : &plain;
+#define mi (*mip)
     srv_limits lim = {.max_body = 1 << 20, .max_json_depth = 16, .max_samples = 64};
     int64_t hl = data[0] & 1 ? (int64_t)(data[1] | data[2] << 8) : -1;
     /* a copy of exactly the body: reads past it are caught */
@@ -62,3 +67,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(body);
     return 0;
 }
+#undef mi

@@ -75,6 +75,8 @@ suite portable make -s check-portable
 suite cache tests/test_cache.sh
 # nnserve over HTTP on loopback (ASan's build under make sanitize: its leak check is the exit status)
 suite server tests/test_server.sh "$BUILD"
+# two replicas behind nginx as a round-robin upstream
+suite nginx tests/test_nginx.sh "$BUILD"
 echo "suites failed:${failed_names:- none}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

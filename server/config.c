@@ -12,26 +12,25 @@
 #include <sys/stat.h>
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: nnserve [--model NAME=PATH]... [--model-repository DIR] [options]\n"
-            "  --host ADDR            IPv4 address to listen on (default 127.0.0.1)\n"
-            "  --port N               TCP port (default 8000)\n"
-            "  --http-threads N       HTTP threads in libmicrohttpd's pool (default 4)\n"
-            "  --decode-threads N     image decoding threads, for models with image_input (default 2)\n"
-            "  --max-connections N    connections at once; more are refused (default 512)\n"
-            "  --conn-timeout S       drop a connection idle for S seconds (default 30)\n"
-            "  --max-body BYTES       largest request body (default 67108864)\n"
-            "  --max-json-depth N     deepest nesting of a request's JSON (default 32)\n"
-            "  --max-samples N        most samples in one request (default 1024)\n"
-            "  --batch N              default max batch size of a model: 1 = batching off (default 8)\n"
-            "  --queue-delay-us N     default time a request waits for others to batch with (default 2000)\n"
-            "  --queue-limit N        default requests queued per model before 503 (default 256)\n"
-            "  --timeout-ms N         default time a request may wait in its queue (default 30000)\n"
-            "  --threads N            engine threads per model, 0 = all cores (default 0)\n"
-            "  --cache-dir DIR        plan cache folder (default: the engine's)\n"
-            "  --no-cache             neither read nor write the plan cache\n"
-            "  --drain-ms N           on SIGTERM, wait this long for requests in flight (default 30000)\n"
-            "  --no-access-log        no line per request on stderr\n");
+    fprintf(f, "usage: nnserve [--model NAME=PATH]... [--model-repository DIR] [options]\n"
+               "  --host ADDR            IPv4 address to listen on (default 127.0.0.1)\n"
+               "  --port N               TCP port (default 8000)\n"
+               "  --http-threads N       HTTP threads in libmicrohttpd's pool (default 4)\n"
+               "  --decode-threads N     image decoding threads, for models with image_input (default 2)\n"
+               "  --max-connections N    connections at once; more are refused (default 512)\n"
+               "  --conn-timeout S       drop a connection idle for S seconds (default 30)\n"
+               "  --max-body BYTES       largest request body (default 67108864)\n"
+               "  --max-json-depth N     deepest nesting of a request's JSON (default 32)\n"
+               "  --max-samples N        most samples in one request (default 1024)\n"
+               "  --batch N              default max batch size of a model: 1 = batching off (default 8)\n"
+               "  --queue-delay-us N     default time a request waits for others to batch with (default 2000)\n"
+               "  --queue-limit N        default requests queued per model before 503 (default 256)\n"
+               "  --timeout-ms N         default time a request may wait in its queue (default 30000)\n"
+               "  --threads N            engine threads per model, 0 = all cores (default 0)\n"
+               "  --cache-dir DIR        plan cache folder (default: the engine's)\n"
+               "  --no-cache             neither read nor write the plan cache\n"
+               "  --drain-ms N           on SIGTERM, wait this long for requests in flight (default 30000)\n"
+               "  --no-access-log        no line per request on stderr\n");
 }
 
 int srv_valid_model_name(const char *s) {
@@ -82,8 +81,11 @@ static srv_model *add_model(srv_config *c, const char *name, const char *path) {
     snprintf(sm->path, sizeof sm->path, "%s", path);
     sm->cfg = c->defaults;
     /* ImageNet's statistics, as torchvision's models expect */
-    sm->image = (srv_image_config){.resize = 256, .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f},
-                                   .scale = 255, .max_pixels = 50000000};
+    sm->image = (srv_image_config){.resize = 256,
+                                   .mean = {0.485f, 0.456f, 0.406f},
+                                   .std = {0.229f, 0.224f, 0.225f},
+                                   .scale = 255,
+                                   .max_pixels = 50000000};
     pthread_mutex_init(&sm->mu, NULL);
     pthread_cond_init(&sm->cv, NULL);
     c->models[c->n_models++] = sm;
@@ -100,7 +102,8 @@ static int read_model_config(srv_model *sm, const char *file, char *onnx, size_t
         ln++;
         char *p = line;
         p[strcspn(p, "#\r\n")] = 0;
-        while (*p == ' ' || *p == '\t') p++;
+        while (*p == ' ' || *p == '\t')
+            p++;
         if (!*p) continue;
         char *eq = strchr(p, '=');
         if (!eq) {
@@ -109,10 +112,13 @@ static int read_model_config(srv_model *sm, const char *file, char *onnx, size_t
             break;
         }
         char *k = p, *v = eq + 1, *e = eq;
-        while (e > k && (e[-1] == ' ' || e[-1] == '\t')) e--;
+        while (e > k && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
         *e = 0;
-        while (*v == ' ' || *v == '\t') v++;
-        for (e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t'); e--) e[-1] = 0;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        for (e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t'); e--)
+            e[-1] = 0;
         int64_t x;
         char where[600];
         snprintf(where, sizeof where, "%s:%d: %s", file, ln, k);
@@ -147,9 +153,11 @@ static int read_model_config(srv_model *sm, const char *file, char *onnx, size_t
             float f[3];
             int want = strcmp(k, "image_scale") ? 3 : 1;
             char tail;
-            int got = want == 3 ? sscanf(v, "%f , %f , %f %c", &f[0], &f[1], &f[2], &tail) : sscanf(v, "%f %c", &f[0], &tail);
+            int got =
+                want == 3 ? sscanf(v, "%f , %f , %f %c", &f[0], &f[1], &f[2], &tail) : sscanf(v, "%f %c", &f[0], &tail);
             if (got != want || (strcmp(k, "image_mean") && (f[0] <= 0 || (want == 3 && (f[1] <= 0 || f[2] <= 0))))) {
-                fprintf(stderr, "nnserve: %s: %s\n", where, want == 3 ? "three numbers a, b, c (std above 0)" : "a number above 0");
+                fprintf(stderr, "nnserve: %s: %s\n", where,
+                        want == 3 ? "three numbers a, b, c (std above 0)" : "a number above 0");
                 rc = -1;
             } else if (!strcmp(k, "image_scale")) {
                 sm->image.scale = f[0];
@@ -164,7 +172,8 @@ static int read_model_config(srv_model *sm, const char *file, char *onnx, size_t
             sm->image.bgr = !strcmp(v, "BGR");
         } else if (!strcmp(k, "ensemble")) {
             sm->n_members = 0;
-            for (char *save = NULL, *tok = strtok_r(v, ", \t", &save); tok && !rc; tok = strtok_r(NULL, ", \t", &save)) {
+            for (char *save = NULL, *tok = strtok_r(v, ", \t", &save); tok && !rc;
+                 tok = strtok_r(NULL, ", \t", &save)) {
                 if (sm->n_members == SRV_MAX_MEMBERS || !srv_valid_model_name(tok)) {
                     fprintf(stderr, "nnserve: %s: up to %d model names\n", where, SRV_MAX_MEMBERS);
                     rc = -1;
@@ -174,9 +183,12 @@ static int read_model_config(srv_model *sm, const char *file, char *onnx, size_t
             }
             if (!rc && sm->n_members < 1) fprintf(stderr, "nnserve: %s: no member\n", where), rc = -1;
         } else if (!strcmp(k, "combine")) {
-            if (!strcmp(v, "mean_softmax")) sm->combine = SRV_COMBINE_MEAN_SOFTMAX;
-            else if (!strcmp(v, "concat")) sm->combine = SRV_COMBINE_CONCAT;
-            else fprintf(stderr, "nnserve: %s: mean_softmax or concat\n", where), rc = -1;
+            if (!strcmp(v, "mean_softmax"))
+                sm->combine = SRV_COMBINE_MEAN_SOFTMAX;
+            else if (!strcmp(v, "concat"))
+                sm->combine = SRV_COMBINE_CONCAT;
+            else
+                fprintf(stderr, "nnserve: %s: mean_softmax or concat\n", where), rc = -1;
         } else if (!strcmp(k, "model_file")) {
             if (!*v || strchr(v, '/') || v[0] == '.') {
                 fprintf(stderr, "nnserve: %s: a file name inside the model's folder\n", where);
@@ -240,7 +252,8 @@ static int read_repository(srv_config *c, const char *dir) {
                 }
             if (md) closedir(md);
             if (n != 1) {
-                fprintf(stderr, "nnserve: %s: %s\n", sub, n ? "several .onnx files: name one with model_file" : "no .onnx file");
+                fprintf(stderr, "nnserve: %s: %s\n", sub,
+                        n ? "several .onnx files: name one with model_file" : "no .onnx file");
                 rc = -1;
                 break;
             }

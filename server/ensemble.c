@@ -22,9 +22,12 @@ static void softmax_rows(float *dst, const float *src, int64_t rows, int64_t col
     for (int64_t r = 0; r < rows; r++) {
         const float *s = src + r * cols;
         float *d = dst + r * cols, m = -INFINITY, sum = 0;
-        for (int64_t c = 0; c < cols; c++) m = s[c] > m ? s[c] : m;
-        for (int64_t c = 0; c < cols; c++) sum += expf(s[c] - m);
-        for (int64_t c = 0; c < cols; c++) d[c] += weight * expf(s[c] - m) / sum;
+        for (int64_t c = 0; c < cols; c++)
+            m = s[c] > m ? s[c] : m;
+        for (int64_t c = 0; c < cols; c++)
+            sum += expf(s[c] - m);
+        for (int64_t c = 0; c < cols; c++)
+            d[c] += weight * expf(s[c] - m) / sum;
     }
 }
 
@@ -33,7 +36,8 @@ static int combine(const srv_model *ens, ens_state *es, nn_tensor *out, char *er
     const nn_tensor *o0 = &es->sub[0]->out[0];
     *out = *o0;
     int64_t cols = o0->dims[o0->ndim - 1], rows = nn_tensor_elements(o0) / (cols ? cols : 1), total_cols = 0;
-    for (int i = 0; i < n; i++) total_cols += es->sub[i]->out[0].dims[o0->ndim - 1];
+    for (int i = 0; i < n; i++)
+        total_cols += es->sub[i]->out[0].dims[o0->ndim - 1];
     if (ens->combine == SRV_COMBINE_CONCAT) out->dims[out->ndim - 1] = total_cols;
     float *d = calloc((size_t)(rows * (ens->combine == SRV_COMBINE_CONCAT ? total_cols : cols)) + 1, sizeof(float));
     if (!d) return snprintf(err, en, "out of memory combining the ensemble"), 503;
@@ -44,7 +48,8 @@ static int combine(const srv_model *ens, ens_state *es, nn_tensor *out, char *er
         if (ens->combine == SRV_COMBINE_MEAN_SOFTMAX) {
             softmax_rows(d, o->data, rows, cols, 1.0f / (float)n);
         } else {
-            for (int64_t r = 0; r < rows; r++) memcpy(d + r * total_cols + off, (const float *)o->data + r * c, (size_t)c * 4);
+            for (int64_t r = 0; r < rows; r++)
+                memcpy(d + r * total_cols + off, (const float *)o->data + r * c, (size_t)c * 4);
             off += c;
         }
     }
@@ -70,7 +75,8 @@ static void member_done(srv_job *sub, void *arg) {
         es->ens->met.failures++;
         pthread_mutex_unlock(&es->ens->mu);
     }
-    for (int i = 0; i < es->ens->n_members; i++) srv_job_free(es->sub[i]);
+    for (int i = 0; i < es->ens->n_members; i++)
+        srv_job_free(es->sub[i]);
     free(es);
     p->done(p, p->done_arg);
 }
@@ -114,7 +120,8 @@ int srv_ensemble_submit(srv_model *ens, srv_job *job, char *err, size_t en) {
     }
     return 0;
 oom:
-    for (int i = 0; i < n; i++) srv_job_free(es->sub[i]);
+    for (int i = 0; i < n; i++)
+        srv_job_free(es->sub[i]);
     free(es);
     return snprintf(err, en, "out of memory"), 503;
 }
@@ -132,17 +139,21 @@ int srv_ensemble_start(srv_model *ens, char *err, size_t en) {
         const srv_model_info *m = &ens->members[i]->info;
         if (!ens->members[i]->ready)
             return snprintf(err, en, "ensemble '%s': member '%s' is not loaded", ens->name, ens->members[i]->name), -1;
-        if (m->n_in != mi->n_in || memcmp(m->in, mi->in, sizeof(srv_io) * (size_t)mi->n_in) || m->batched != mi->batched)
+        if (m->n_in != mi->n_in || memcmp(m->in, mi->in, sizeof(srv_io) * (size_t)mi->n_in) ||
+            m->batched != mi->batched)
             return snprintf(err, en, "ensemble '%s': member '%s' has other inputs than '%s'", ens->name,
-                            ens->members[i]->name, m0->name), -1;
+                            ens->members[i]->name, m0->name),
+                   -1;
         if (ens->members[i]->image.input[0])
-            return snprintf(err, en, "ensemble '%s': member '%s' takes images (not supported in ensembles)",
-                            ens->name, ens->members[i]->name), -1;
+            return snprintf(err, en, "ensemble '%s': member '%s' takes images (not supported in ensembles)", ens->name,
+                            ens->members[i]->name),
+                   -1;
         const srv_io *o = &m->out[0], *o0 = &m0->info.out[0];
         if (m->n_out != 1 || o->dtype != NN_DTYPE_FLOAT || o->ndim < 1 || o->ndim != o0->ndim ||
             memcmp(o->dims, o0->dims, sizeof(int64_t) * (size_t)(o->ndim - 1)) || o->dims[o->ndim - 1] < 1)
             return snprintf(err, en, "ensemble '%s': member '%s' must have one FP32 output shaped like '%s''s",
-                            ens->name, ens->members[i]->name, m0->name), -1;
+                            ens->name, ens->members[i]->name, m0->name),
+                   -1;
         if (ens->combine == SRV_COMBINE_MEAN_SOFTMAX && o->dims[o->ndim - 1] != o0->dims[o0->ndim - 1])
             return snprintf(err, en, "ensemble '%s': mean_softmax needs outputs of one size", ens->name), -1;
         cols += o->dims[o->ndim - 1];

@@ -38,8 +38,8 @@ typedef struct req_ctx {
     int state; /* atomics: the worker sets DONE */
 } req_ctx;
 
-static enum MHD_Result answer(struct MHD_Connection *c, req_ctx *x, int status, char *body, size_t len, const char *ctype,
-                              size_t header_len) {
+static enum MHD_Result answer(struct MHD_Connection *c, req_ctx *x, int status, char *body, size_t len,
+                              const char *ctype, size_t header_len) {
     struct MHD_Response *r = body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
                                   : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) {
@@ -165,7 +165,8 @@ static enum MHD_Result route(struct MHD_Connection *c, req_ctx *x, const char *u
     }
     if (!strcmp(url, "/v2") || !strcmp(url, "/v2/")) {
         if (!get) return answer_error(c, x, 405, "use GET");
-        char *b = strdup("{\"name\":\"nnserve\",\"version\":\"" NN_VERSION_STRING "\",\"extensions\":[\"binary_tensor_data\"]}");
+        char *b = strdup("{\"name\":\"nnserve\",\"version\":\"" NN_VERSION_STRING
+                         "\",\"extensions\":[\"binary_tensor_data\"]}");
         return answer_json(c, x, 200, b);
     }
     if (!strcmp(url, "/metrics")) {
@@ -181,7 +182,8 @@ static enum MHD_Result route(struct MHD_Connection *c, req_ctx *x, const char *u
     int n = 0;
     if (strlen(url + sizeof prefix - 1) >= sizeof path) return answer_error(c, x, 404, "no such endpoint");
     snprintf(path, sizeof path, "%s", url + sizeof prefix - 1);
-    for (char *p = path, *tok; n < 6 && (tok = strsep(&p, "/"));) seg[n++] = tok;
+    for (char *p = path, *tok; n < 6 && (tok = strsep(&p, "/"));)
+        seg[n++] = tok;
     if (n == 6 || n == 0) return answer_error(c, x, 404, "no such endpoint");
     if (!srv_valid_model_name(seg[0])) return answer_error(c, x, 400, "invalid model name");
     srv_model *sm = find_model(s->c, seg[0]);
@@ -253,7 +255,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         }
         if (x->len + n > x->cap) {
             size_t cap = x->cap ? x->cap : 4096;
-            while (cap < x->len + n) cap *= 2;
+            while (cap < x->len + n)
+                cap *= 2;
             if (cap > s->c->lim.max_body) cap = s->c->lim.max_body;
             char *b = realloc(x->body, cap);
             if (!b) return MHD_NO;
@@ -311,12 +314,12 @@ srv_server *srv_http_start(srv_config *c, char *err, size_t en) {
     if (!s) return NULL;
     s->c = c;
     /* the connection memory limit bounds a request's headers: beyond it libmicrohttpd answers 431 itself */
-    s->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC, (uint16_t)c->port,
-                            NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
-                            (unsigned)c->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->conn_timeout_s,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-                            completed, s, MHD_OPTION_END);
+    s->d =
+        MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC, (uint16_t)c->port, NULL,
+                         NULL, handler, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
+                         (unsigned)c->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->conn_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                         (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, en, "cannot listen on %s:%d", c->host, c->port);
         free(s);
@@ -331,7 +334,8 @@ void srv_http_set_ready(srv_server *s, int ready) { s->ready = ready; }
 
 static void wait_idle(srv_server *s, int64_t ms) {
     int64_t end = srv_now_us() + ms * 1000;
-    while (__atomic_load_n(&s->inflight, __ATOMIC_ACQUIRE) > 0 && srv_now_us() < end) usleep(5000);
+    while (__atomic_load_n(&s->inflight, __ATOMIC_ACQUIRE) > 0 && srv_now_us() < end)
+        usleep(5000);
 }
 
 void srv_http_stop(srv_server *s, int64_t drain_ms) {
@@ -343,7 +347,8 @@ void srv_http_stop(srv_server *s, int64_t drain_ms) {
     int left = __atomic_load_n(&s->inflight, __ATOMIC_ACQUIRE);
     srv_decode_stop();
     /* the workers answer what is still queued before they stop, which resumes those connections */
-    for (int i = 0; i < s->c->n_models; i++) srv_model_stop(s->c->models[i]);
+    for (int i = 0; i < s->c->n_models; i++)
+        srv_model_stop(s->c->models[i]);
     wait_idle(s, 1000);
     fprintf(stderr, "nnserve: drained (%d requests were still in flight at the deadline)\n", left);
     MHD_stop_daemon(s->d);

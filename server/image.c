@@ -60,9 +60,11 @@ static int decode_png(const srv_image_config *ic, const uint8_t *buf, size_t len
     png_image img;
     memset(&img, 0, sizeof img);
     img.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_memory(&img, buf, len)) return snprintf(err, en, "not a readable PNG: %s", img.message), -1;
+    if (!png_image_begin_read_from_memory(&img, buf, len))
+        return snprintf(err, en, "not a readable PNG: %s", img.message), -1;
     if ((int64_t)img.width * img.height > ic->max_pixels || !img.width || !img.height) {
-        snprintf(err, en, "PNG of %ux%u pixels is over the limit of %lld", img.width, img.height, (long long)ic->max_pixels);
+        snprintf(err, en, "PNG of %ux%u pixels is over the limit of %lld", img.width, img.height,
+                 (long long)ic->max_pixels);
         png_image_free(&img);
         return -1;
     }
@@ -121,7 +123,8 @@ static void resize_crop_normalize(const srv_image_config *ic, const pixels *src,
         wxs[x] = (float)(sx - x0);
     }
     float *plane[3];
-    for (int ch = 0; ch < 3; ch++) plane[ch] = dst + (size_t)order[ch] * H * W;
+    for (int ch = 0; ch < 3; ch++)
+        plane[ch] = dst + (size_t)order[ch] * H * W;
     for (int y = 0; y < H; y++) {
         double sy = (y + oy + 0.5) * fy - 0.5;
         if (sy < 0) sy = 0;
@@ -140,8 +143,8 @@ static void resize_crop_normalize(const srv_image_config *ic, const pixels *src,
     }
 }
 
-int srv_image_to_tensor(const srv_image_config *ic, const uint8_t *buf, size_t len, int64_t n, nn_tensor *out, char *err,
-                        size_t en) {
+int srv_image_to_tensor(const srv_image_config *ic, const uint8_t *buf, size_t len, int64_t n, nn_tensor *out,
+                        char *err, size_t en) {
     size_t plane = (size_t)ic->height * ic->width * 3;
     float *dst = malloc((size_t)n * plane * sizeof(float));
     if (!dst) return snprintf(err, en, "out of memory for %lld images", (long long)n), 503;
@@ -168,8 +171,10 @@ int srv_image_to_tensor(const srv_image_config *ic, const uint8_t *buf, size_t l
             snprintf(why, sizeof why, "neither a JPEG nor a PNG file");
             st = 400;
         }
-        if (st == 200) resize_crop_normalize(ic, &px, dst + (size_t)i * plane);
-        else snprintf(err, en, "image %lld: %s", (long long)i, why);
+        if (st == 200)
+            resize_crop_normalize(ic, &px, dst + (size_t)i * plane);
+        else
+            snprintf(err, en, "image %lld: %s", (long long)i, why);
         free(px.p);
     }
     tjDestroy(tj);
@@ -226,7 +231,8 @@ static void *decoder(void *arg) {
     (void)arg;
     pthread_mutex_lock(&pool.mu);
     for (;;) {
-        while (!pool.head && !pool.stop) pthread_cond_wait(&pool.cv, &pool.mu);
+        while (!pool.head && !pool.stop)
+            pthread_cond_wait(&pool.cv, &pool.mu);
         if (!pool.head) break;
         srv_job *j = pool.head;
         pool.head = j->next;
@@ -256,8 +262,10 @@ int srv_decode_submit(srv_job *j, char *err, size_t en) {
         return 503;
     }
     j->next = NULL;
-    if (pool.tail) pool.tail->next = j;
-    else pool.head = j;
+    if (pool.tail)
+        pool.tail->next = j;
+    else
+        pool.head = j;
     pool.tail = j;
     pool.qlen++;
     pthread_cond_signal(&pool.cv);
@@ -271,6 +279,7 @@ void srv_decode_stop(void) {
     pool.stop = 1;
     pthread_cond_broadcast(&pool.cv);
     pthread_mutex_unlock(&pool.mu);
-    for (int i = 0; i < pool.n; i++) pthread_join(pool.th[i], NULL);
+    for (int i = 0; i < pool.n; i++)
+        pthread_join(pool.th[i], NULL);
     pool.n = 0;
 }

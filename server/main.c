@@ -46,8 +46,10 @@ int main(int argc, char **argv) {
         nn_model_get_stats(sm->m, &st);
         fprintf(stderr, "nnserve: model '%s' loaded in %.1f ms (plan cache %s), batch %d%s, queue delay %lld us\n",
                 sm->name, (double)(srv_now_us() - t0) / 1000,
-                st.cache == NN_CACHE_HIT ? "hit" : st.cache == NN_CACHE_MISS ? "miss" : "off", st.batch,
-                sm->cfg.batchable ? "" : " (no merging)", (long long)sm->cfg.delay_us);
+                st.cache == NN_CACHE_HIT    ? "hit"
+                : st.cache == NN_CACHE_MISS ? "miss"
+                                            : "off",
+                st.batch, sm->cfg.batchable ? "" : " (no merging)", (long long)sm->cfg.delay_us);
     }
     /* ensembles once their members are loaded */
     for (int i = 0; i < c.n_models; i++) {

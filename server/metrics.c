@@ -13,7 +13,8 @@ const double srv_batch_bounds[SRV_HIST_BUCKETS] = {1, 2, 3, 4, 6, 8, 12, 16, 24,
 
 void srv_hist_add(srv_hist *h, const double *bounds, double v) {
     int b = 0;
-    while (b < SRV_HIST_BUCKETS && v > bounds[b]) b++;
+    while (b < SRV_HIST_BUCKETS && v > bounds[b])
+        b++;
     h->count[b]++;
     h->n++;
     h->sum += v;
@@ -78,23 +79,29 @@ char *srv_metrics_text(const srv_config *c, size_t *len) {
         pthread_mutex_unlock(&sm->mu);
         loaded += sm->ready != 0;
     }
-    put(&b, "# HELP nn_models_loaded Models loaded and ready.\n# TYPE nn_models_loaded gauge\nnn_models_loaded %d\n", loaded);
-    put(&b, "# HELP nn_models_configured Models the server was started with.\n# TYPE nn_models_configured gauge\n"
-            "nn_models_configured %d\n", c->n_models);
+    put(&b, "# HELP nn_models_loaded Models loaded and ready.\n# TYPE nn_models_loaded gauge\nnn_models_loaded %d\n",
+        loaded);
+    put(&b,
+        "# HELP nn_models_configured Models the server was started with.\n# TYPE nn_models_configured gauge\n"
+        "nn_models_configured %d\n",
+        c->n_models);
     put(&b, "# HELP nn_requests_total Infer requests received per model.\n# TYPE nn_requests_total counter\n");
     for (int i = 0; i < c->n_models; i++)
         put(&b, "nn_requests_total{model=\"%s\"} %llu\n", c->models[i]->name, (unsigned long long)m[i].requests);
     put(&b, "# HELP nn_request_failures_total Infer requests answered with an error.\n"
             "# TYPE nn_request_failures_total counter\n");
     for (int i = 0; i < c->n_models; i++)
-        put(&b, "nn_request_failures_total{model=\"%s\"} %llu\n", c->models[i]->name, (unsigned long long)m[i].failures);
+        put(&b, "nn_request_failures_total{model=\"%s\"} %llu\n", c->models[i]->name,
+            (unsigned long long)m[i].failures);
     put(&b, "# HELP nn_queue_seconds Time a request waited in its model's queue.\n# TYPE nn_queue_seconds histogram\n");
-    for (int i = 0; i < c->n_models; i++) hist(&b, "nn_queue_seconds", c->models[i]->name, &m[i].queue_s, srv_time_bounds);
+    for (int i = 0; i < c->n_models; i++)
+        hist(&b, "nn_queue_seconds", c->models[i]->name, &m[i].queue_s, srv_time_bounds);
     put(&b, "# HELP nn_compute_seconds Time of one batch's nn_predict.\n# TYPE nn_compute_seconds histogram\n");
     for (int i = 0; i < c->n_models; i++)
         hist(&b, "nn_compute_seconds", c->models[i]->name, &m[i].compute_s, srv_time_bounds);
     put(&b, "# HELP nn_batch_size Samples per batch run.\n# TYPE nn_batch_size histogram\n");
-    for (int i = 0; i < c->n_models; i++) hist(&b, "nn_batch_size", c->models[i]->name, &m[i].batch, srv_batch_bounds);
+    for (int i = 0; i < c->n_models; i++)
+        hist(&b, "nn_batch_size", c->models[i]->name, &m[i].batch, srv_batch_bounds);
     if (b.oom) {
         free(b.s);
         return NULL;

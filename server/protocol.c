@@ -15,9 +15,9 @@ static const struct {
     const char *name;
     nn_dtype dt;
 } DTYPES[] = {
-    {"BOOL", NN_DTYPE_BOOL},   {"UINT8", NN_DTYPE_UINT8},   {"UINT16", NN_DTYPE_UINT16}, {"UINT32", NN_DTYPE_UINT32},
-    {"UINT64", NN_DTYPE_UINT64}, {"INT8", NN_DTYPE_INT8},   {"INT16", NN_DTYPE_INT16},   {"INT32", NN_DTYPE_INT32},
-    {"INT64", NN_DTYPE_INT64}, {"FP16", NN_DTYPE_FLOAT16}, {"FP32", NN_DTYPE_FLOAT},   {"FP64", NN_DTYPE_DOUBLE},
+    {"BOOL", NN_DTYPE_BOOL},     {"UINT8", NN_DTYPE_UINT8},  {"UINT16", NN_DTYPE_UINT16}, {"UINT32", NN_DTYPE_UINT32},
+    {"UINT64", NN_DTYPE_UINT64}, {"INT8", NN_DTYPE_INT8},    {"INT16", NN_DTYPE_INT16},   {"INT32", NN_DTYPE_INT32},
+    {"INT64", NN_DTYPE_INT64},   {"FP16", NN_DTYPE_FLOAT16}, {"FP32", NN_DTYPE_FLOAT},    {"FP64", NN_DTYPE_DOUBLE},
 };
 
 const char *srv_dtype_name(nn_dtype dt) {
@@ -57,8 +57,10 @@ static float half_to_float(uint16_t h) {
         float f = ldexpf((float)m, -24);
         return sign ? -f : f;
     }
-    if (e == 31) x = sign | 0x7f800000 | (m << 13);
-    else x = sign | ((e - 15 + 127) << 23) | (m << 13);
+    if (e == 31)
+        x = sign | 0x7f800000 | (m << 13);
+    else
+        x = sign | ((e - 15 + 127) << 23) | (m << 13);
     float f;
     memcpy(&f, &x, 4);
     return f;
@@ -78,9 +80,12 @@ int srv_json_depth_ok(const char *s, size_t n, int max_depth) {
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (in_str) {
-            if (esc) esc = 0;
-            else if (c == '\\') esc = 1;
-            else if (c == '"') in_str = 0;
+            if (esc)
+                esc = 0;
+            else if (c == '\\')
+                esc = 1;
+            else if (c == '"')
+                in_str = 0;
         } else if (c == '"') {
             in_str = 1;
         } else if (c == '[' || c == '{') {
@@ -96,30 +101,57 @@ int srv_json_depth_ok(const char *s, size_t n, int max_depth) {
 static int store(json_t *v, nn_dtype dt, void *out, int64_t i) {
     if (dt == NN_DTYPE_BOOL) {
         int b;
-        if (json_is_boolean(v)) b = json_is_true(v);
-        else if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1)) b = (int)json_integer_value(v);
-        else return -1;
+        if (json_is_boolean(v))
+            b = json_is_true(v);
+        else if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
+            b = (int)json_integer_value(v);
+        else
+            return -1;
         ((uint8_t *)out)[i] = (uint8_t)b;
         return 0;
     }
     if (dt == NN_DTYPE_FLOAT || dt == NN_DTYPE_DOUBLE || dt == NN_DTYPE_FLOAT16) {
         if (!json_is_number(v)) return -1;
         double d = json_number_value(v);
-        if (dt == NN_DTYPE_FLOAT) ((float *)out)[i] = (float)d;
-        else if (dt == NN_DTYPE_DOUBLE) ((double *)out)[i] = d;
-        else ((uint16_t *)out)[i] = float_to_half((float)d);
+        if (dt == NN_DTYPE_FLOAT)
+            ((float *)out)[i] = (float)d;
+        else if (dt == NN_DTYPE_DOUBLE)
+            ((double *)out)[i] = d;
+        else
+            ((uint16_t *)out)[i] = float_to_half((float)d);
         return 0;
     }
     if (!json_is_integer(v)) return -1;
     json_int_t x = json_integer_value(v);
     switch (dt) {
-    case NN_DTYPE_UINT8: if (x < 0 || x > UINT8_MAX) return -1; ((uint8_t *)out)[i] = (uint8_t)x; return 0;
-    case NN_DTYPE_INT8: if (x < INT8_MIN || x > INT8_MAX) return -1; ((int8_t *)out)[i] = (int8_t)x; return 0;
-    case NN_DTYPE_UINT16: if (x < 0 || x > UINT16_MAX) return -1; ((uint16_t *)out)[i] = (uint16_t)x; return 0;
-    case NN_DTYPE_INT16: if (x < INT16_MIN || x > INT16_MAX) return -1; ((int16_t *)out)[i] = (int16_t)x; return 0;
-    case NN_DTYPE_UINT32: if (x < 0 || x > (json_int_t)UINT32_MAX) return -1; ((uint32_t *)out)[i] = (uint32_t)x; return 0;
-    case NN_DTYPE_INT32: if (x < INT32_MIN || x > INT32_MAX) return -1; ((int32_t *)out)[i] = (int32_t)x; return 0;
-    case NN_DTYPE_UINT64: if (x < 0) return -1; ((uint64_t *)out)[i] = (uint64_t)x; return 0;
+    case NN_DTYPE_UINT8:
+        if (x < 0 || x > UINT8_MAX) return -1;
+        ((uint8_t *)out)[i] = (uint8_t)x;
+        return 0;
+    case NN_DTYPE_INT8:
+        if (x < INT8_MIN || x > INT8_MAX) return -1;
+        ((int8_t *)out)[i] = (int8_t)x;
+        return 0;
+    case NN_DTYPE_UINT16:
+        if (x < 0 || x > UINT16_MAX) return -1;
+        ((uint16_t *)out)[i] = (uint16_t)x;
+        return 0;
+    case NN_DTYPE_INT16:
+        if (x < INT16_MIN || x > INT16_MAX) return -1;
+        ((int16_t *)out)[i] = (int16_t)x;
+        return 0;
+    case NN_DTYPE_UINT32:
+        if (x < 0 || x > (json_int_t)UINT32_MAX) return -1;
+        ((uint32_t *)out)[i] = (uint32_t)x;
+        return 0;
+    case NN_DTYPE_INT32:
+        if (x < INT32_MIN || x > INT32_MAX) return -1;
+        ((int32_t *)out)[i] = (int32_t)x;
+        return 0;
+    case NN_DTYPE_UINT64:
+        if (x < 0) return -1;
+        ((uint64_t *)out)[i] = (uint64_t)x;
+        return 0;
     case NN_DTYPE_INT64: ((int64_t *)out)[i] = (int64_t)x; return 0;
     default: return -1;
     }
@@ -165,21 +197,25 @@ int srv_bytes_element(const uint8_t *buf, size_t len, size_t *off, const uint8_t
 static int parse_bytes_input(const srv_model_info *mi, const srv_limits *lim, json_t *jin, const char *dts,
                              const char **bin, size_t *bin_left, srv_request *rq, const srv_io *io, nn_tensor *t,
                              char *err, size_t en) {
-    if (strcmp(dts, "BYTES")) return fail(err, en, 400, "input '%s' takes encoded images: BYTES, not %.32s", io->name, dts);
+    if (strcmp(dts, "BYTES"))
+        return fail(err, en, 400, "input '%s' takes encoded images: BYTES, not %.32s", io->name, dts);
     json_t *shape = json_object_get(jin, "shape"), *d0 = json_array_get(shape, 0);
     if (!json_is_array(shape) || json_array_size(shape) != 1 || !json_is_integer(d0))
         return fail(err, en, 400, "input '%s': the shape of encoded images is [count]", io->name);
     int64_t n = json_integer_value(d0);
     if (n < 1 || n > lim->max_samples)
-        return fail(err, en, 400, "input '%s': %lld images, allowed 1 to %lld", io->name, (long long)n, (long long)lim->max_samples);
+        return fail(err, en, 400, "input '%s': %lld images, allowed 1 to %lld", io->name, (long long)n,
+                    (long long)lim->max_samples);
     if (rq->samples && n != rq->samples)
-        return fail(err, en, 400, "input '%s' has %lld samples, another input %lld", io->name, (long long)n, (long long)rq->samples);
+        return fail(err, en, 400, "input '%s' has %lld samples, another input %lld", io->name, (long long)n,
+                    (long long)rq->samples);
     json_t *params = json_object_get(jin, "parameters");
     json_t *bds = params ? json_object_get(params, "binary_data_size") : NULL;
     if (!bds || json_object_get(jin, "data"))
         return fail(err, en, 400, "input '%s': send the image files as binary data (binary_data_size)", io->name);
     if (!json_is_integer(bds) || json_integer_value(bds) < 0 || (uint64_t)json_integer_value(bds) > *bin_left)
-        return fail(err, en, 400, "input '%s': binary_data_size is not a size within the %zu bytes that follow", io->name, *bin_left);
+        return fail(err, en, 400, "input '%s': binary_data_size is not a size within the %zu bytes that follow",
+                    io->name, *bin_left);
     size_t size = (size_t)json_integer_value(bds), off = 0;
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *e;
@@ -187,7 +223,8 @@ static int parse_bytes_input(const srv_model_info *mi, const srv_limits *lim, js
         if (srv_bytes_element((const uint8_t *)*bin, size, &off, &e, &el))
             return fail(err, en, 400, "input '%s': element %lld runs past binary_data_size", io->name, (long long)i);
     }
-    if (off != size) return fail(err, en, 400, "input '%s': %zu bytes follow the %lld elements", io->name, size - off, (long long)n);
+    if (off != size)
+        return fail(err, en, 400, "input '%s': %zu bytes follow the %lld elements", io->name, size - off, (long long)n);
     t->data = malloc(size ? size : 1);
     if (!t->data) return fail(err, en, 503, "out of memory for input '%s'", io->name);
     memcpy(t->data, *bin, size);
@@ -216,7 +253,8 @@ static int parse_input(const srv_model_info *mi, const srv_limits *lim, json_t *
     if (!dts) return fail(err, en, 400, "input '%s' has no \"datatype\" string", io->name);
     if (io->bytes_input) return parse_bytes_input(mi, lim, jin, dts, bin, bin_left, rq, io, t, err, en);
     nn_dtype dt = dtype_parse(dts);
-    if (dt == NN_DTYPE_UNDEFINED) return fail(err, en, 400, "input '%s': unknown or unsupported datatype '%.32s'", io->name, dts);
+    if (dt == NN_DTYPE_UNDEFINED)
+        return fail(err, en, 400, "input '%s': unknown or unsupported datatype '%.32s'", io->name, dts);
     if (dt != io->dtype)
         return fail(err, en, 400, "input '%s' is %s, the request says %s", io->name, srv_dtype_name(io->dtype), dts);
     json_t *shape = json_object_get(jin, "shape");
@@ -236,7 +274,8 @@ static int parse_input(const srv_model_info *mi, const srv_limits *lim, json_t *
         if (io->dims[d] < 0 && (v < 1 || v > lim->max_samples))
             return fail(err, en, 400, "input '%s': %lld samples, allowed 1 to %lld", io->name, (long long)v,
                         (long long)lim->max_samples);
-        if (v && elems > INT64_MAX / v) return fail(err, en, 400, "input '%s': the shape's element count overflows", io->name);
+        if (v && elems > INT64_MAX / v)
+            return fail(err, en, 400, "input '%s': the shape's element count overflows", io->name);
         elems *= v;
         t->dims[d] = v;
     }
@@ -257,8 +296,8 @@ static int parse_input(const srv_model_info *mi, const srv_limits *lim, json_t *
             return fail(err, en, 400, "input '%s': binary_data_size is not a non-negative integer", io->name);
         uint64_t n = (uint64_t)json_integer_value(bds);
         if (n > *bin_left)
-            return fail(err, en, 400, "input '%s': binary_data_size %llu, but only %zu bytes of binary data remain", io->name,
-                        (unsigned long long)n, *bin_left);
+            return fail(err, en, 400, "input '%s': binary_data_size %llu, but only %zu bytes of binary data remain",
+                        io->name, (unsigned long long)n, *bin_left);
         if ((uint64_t)elems > n / esz || (uint64_t)elems * esz != n)
             return fail(err, en, 400, "input '%s': binary_data_size %llu, the shape needs %lld elements of %zu bytes",
                         io->name, (unsigned long long)n, (long long)elems, esz);
@@ -271,15 +310,22 @@ static int parse_input(const srv_model_info *mi, const srv_limits *lim, json_t *
     }
     if (!data) return fail(err, en, 400, "input '%s' has neither \"data\" nor binary_data_size", io->name);
     /* every element takes at least a byte of JSON: a shape larger than the text is a lie, refused before allocating */
-    if ((uint64_t)elems > json_len) return fail(err, en, 400, "input '%s': shape declares %lld elements, \"data\" cannot hold them", io->name, (long long)elems);
+    if ((uint64_t)elems > json_len)
+        return fail(err, en, 400, "input '%s': shape declares %lld elements, \"data\" cannot hold them", io->name,
+                    (long long)elems);
     t->data = malloc(elems ? (size_t)elems * esz : 1);
     if (!t->data) return fail(err, en, 503, "out of memory for input '%s'", io->name);
     int64_t got = 0;
     int r = flatten(data, dt, t->data, elems, &got);
-    if (r == 1) return fail(err, en, 400, "input '%s': \"data\" holds more than the shape's %lld elements", io->name, (long long)elems);
-    if (r == 2) return fail(err, en, 400, "input '%s': element %lld of \"data\" is not a valid %s", io->name, (long long)got, dts);
+    if (r == 1)
+        return fail(err, en, 400, "input '%s': \"data\" holds more than the shape's %lld elements", io->name,
+                    (long long)elems);
+    if (r == 2)
+        return fail(err, en, 400, "input '%s': element %lld of \"data\" is not a valid %s", io->name, (long long)got,
+                    dts);
     if (got != elems)
-        return fail(err, en, 400, "input '%s': \"data\" holds %lld elements, the shape %lld", io->name, (long long)got, (long long)elems);
+        return fail(err, en, 400, "input '%s': \"data\" holds %lld elements, the shape %lld", io->name, (long long)got,
+                    (long long)elems);
     return 200;
 }
 
@@ -289,7 +335,8 @@ int srv_parse_infer(const srv_model_info *mi, const srv_limits *lim, const char 
     size_t jlen = len;
     if (header_len >= 0) {
         if ((uint64_t)header_len > len)
-            return fail(err, en, 400, "Inference-Header-Content-Length %lld is more than the body's %zu bytes", (long long)header_len, len);
+            return fail(err, en, 400, "Inference-Header-Content-Length %lld is more than the body's %zu bytes",
+                        (long long)header_len, len);
         jlen = (size_t)header_len;
     }
     if (!srv_json_depth_ok(body, jlen, lim->max_json_depth))
@@ -386,13 +433,15 @@ out:
 
 void srv_request_free(srv_request *rq) {
     free(rq->id);
-    for (int i = 0; i < SRV_MAX_IO; i++) free(rq->in[i].data);
+    for (int i = 0; i < SRV_MAX_IO; i++)
+        free(rq->in[i].data);
     memset(rq, 0, sizeof *rq);
 }
 
 static json_t *shape_json(const int64_t *dims, int ndim) {
     json_t *a = json_array();
-    for (int d = 0; d < ndim && a; d++) json_array_append_new(a, json_integer(dims[d]));
+    for (int d = 0; d < ndim && a; d++)
+        json_array_append_new(a, json_integer(dims[d]));
     return a;
 }
 

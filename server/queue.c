@@ -19,7 +19,8 @@ int64_t srv_now_us(void) {
 void srv_job_free(srv_job *job) {
     if (!job) return;
     srv_request_free(&job->req);
-    for (int i = 0; i < SRV_MAX_IO; i++) free(job->out[i].data);
+    for (int i = 0; i < SRV_MAX_IO; i++)
+        free(job->out[i].data);
     free(job);
 }
 
@@ -106,9 +107,11 @@ static void run_batch(srv_model *sm, srv_job **jobs, int nj, int64_t total) {
     srv_hist_add(&sm->met.compute_s, srv_time_bounds, (double)(t1 - t0) / 1e6);
     srv_hist_add(&sm->met.batch, srv_batch_bounds, (double)total);
     pthread_mutex_unlock(&sm->mu);
-    for (int k = 0; k < mi->n_out; k++) nn_tensor_release(&out[k]);
+    for (int k = 0; k < mi->n_out; k++)
+        nn_tensor_release(&out[k]);
     if (merged)
-        for (int i = 0; i < mi->n_in; i++) free(in[i].data);
+        for (int i = 0; i < mi->n_in; i++)
+            free(in[i].data);
 }
 
 static srv_job *pop(srv_model *sm) {
@@ -126,7 +129,8 @@ static void *worker(void *arg) {
     srv_job **jobs = calloc((size_t)cap, sizeof *jobs);
     pthread_mutex_lock(&sm->mu);
     for (;;) {
-        while (!sm->head && !sm->stop) pthread_cond_wait(&sm->cv, &sm->mu);
+        while (!sm->head && !sm->stop)
+            pthread_cond_wait(&sm->cv, &sm->mu);
         if (!sm->head) break;
         int nj = 0;
         int64_t total = 0;
@@ -192,8 +196,10 @@ int srv_model_submit(srv_model *sm, srv_job *job, char *err, size_t en) {
     job->t_enqueue = srv_now_us();
     job->deadline = job->t_enqueue + sm->cfg.timeout_ms * 1000;
     job->next = NULL;
-    if (sm->tail) sm->tail->next = job;
-    else sm->head = job;
+    if (sm->tail)
+        sm->tail->next = job;
+    else
+        sm->head = job;
     sm->tail = job;
     sm->qlen++;
     pthread_cond_signal(&sm->cv);
@@ -205,7 +211,8 @@ static void io_from(srv_io *io, const char *name, const nn_tensor *shape, int ba
     snprintf(io->name, sizeof io->name, "%s", name);
     io->dtype = shape->dtype;
     io->ndim = shape->ndim;
-    for (int d = 0; d < shape->ndim; d++) io->dims[d] = shape->dims[d];
+    for (int d = 0; d < shape->ndim; d++)
+        io->dims[d] = shape->dims[d];
     if (batched && io->ndim > 0) io->dims[0] = -1;
 }
 
@@ -241,7 +248,8 @@ int srv_model_start(srv_model *sm, const char *cache_dir, int cache, char *err, 
         }
     }
     mi->batched = batched;
-    for (int i = 0; i < mi->n_in; i++) io_from(&mi->in[i], names[i], &sh[i], batched);
+    for (int i = 0; i < mi->n_in; i++)
+        io_from(&mi->in[i], names[i], &sh[i], batched);
     for (int i = 0; i < mi->n_out; i++) {
         const char *name;
         nn_tensor s;
@@ -251,7 +259,8 @@ int srv_model_start(srv_model *sm, const char *cache_dir, int cache, char *err, 
     sm->cfg.batchable = batched && opt.batch > 1;
     if (sm->image.input[0]) {
         int k = 0;
-        while (k < mi->n_in && strcmp(mi->in[k].name, sm->image.input)) k++;
+        while (k < mi->n_in && strcmp(mi->in[k].name, sm->image.input))
+            k++;
         srv_io *io = &mi->in[k];
         if (k == mi->n_in || io->dtype != NN_DTYPE_FLOAT || io->ndim != 4 || io->dims[1] != 3 || io->dims[2] < 1 ||
             io->dims[3] < 1 || io->dims[2] > 16384 || io->dims[3] > 16384) {

@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SRV_MAX_IO 16
-#define SRV_NAME_MAX 128
-#define SRV_ERR_MAX 256
-#define SRV_MAX_MODELS 64
+#define SRV_MAX_IO      16
+#define SRV_NAME_MAX    128
+#define SRV_ERR_MAX     256
+#define SRV_MAX_MODELS  64
 #define SRV_MAX_MEMBERS 8
 
 /* A graph input or output as the protocol shows it: dims[0] is -1 when batched. */
@@ -31,8 +31,8 @@ typedef struct srv_model_info {
 } srv_model_info;
 
 typedef struct srv_limits {
-    size_t max_body;    /* bytes of a request body */
-    int max_json_depth; /* nesting of arrays and objects */
+    size_t max_body;     /* bytes of a request body */
+    int max_json_depth;  /* nesting of arrays and objects */
     int64_t max_samples; /* along the batch dimension, per request */
 } srv_limits;
 
@@ -95,12 +95,12 @@ struct srv_job {
 };
 
 typedef struct srv_model_config {
-    int max_batch;       /* samples merged into one run; 1 = batching off */
-    int64_t delay_us;    /* how long the first request waits for more */
-    int queue_limit;     /* requests waiting; more get 503 */
-    int64_t timeout_ms;  /* a request still queued after this gets 503 */
-    int threads;         /* engine threads, 0 = all cores */
-    int batchable;       /* set at load: merging is possible */
+    int max_batch;      /* samples merged into one run; 1 = batching off */
+    int64_t delay_us;   /* how long the first request waits for more */
+    int queue_limit;    /* requests waiting; more get 503 */
+    int64_t timeout_ms; /* a request still queued after this gets 503 */
+    int threads;        /* engine threads, 0 = all cores */
+    int batchable;      /* set at load: merging is possible */
 } srv_model_config;
 
 /* nnserve.conf's image_* keys (docs/server.md) */
@@ -110,7 +110,7 @@ typedef struct srv_image_config {
     int height, width;        /* the input's, set at load */
     float mean[3], std[3], scale;
     int bgr;
-    int64_t max_pixels;       /* refuse larger images before decoding (decompression bombs) */
+    int64_t max_pixels; /* refuse larger images before decoding (decompression bombs) */
 } srv_image_config;
 
 typedef struct srv_model {
@@ -144,8 +144,8 @@ void srv_job_free(srv_job *job);
 
 /* ---- image.c */
 /* n encoded images into an FP32 [n, 3, H, W] tensor; 200, or the status with err */
-int srv_image_to_tensor(const srv_image_config *ic, const uint8_t *buf, size_t len, int64_t n, nn_tensor *out, char *err,
-                        size_t errlen);
+int srv_image_to_tensor(const srv_image_config *ic, const uint8_t *buf, size_t len, int64_t n, nn_tensor *out,
+                        char *err, size_t errlen);
 int srv_decode_start(int threads, int queue_limit);
 /* 0: queued (decoded, then submitted to job->model), else the HTTP status */
 int srv_decode_submit(srv_job *job, char *err, size_t errlen);

@@ -20,8 +20,13 @@ static double cpu_s(void) {
 int main(int argc, char **argv) {
     if (argc < 3) return fprintf(stderr, "usage: bench_decode SECONDS FILE...\n"), 2;
     double seconds = atof(argv[1]);
-    srv_image_config ic = {.resize = 256, .height = 224, .width = 224, .mean = {0.485f, 0.456f, 0.406f},
-                           .std = {0.229f, 0.224f, 0.225f}, .scale = 255, .max_pixels = 50000000};
+    srv_image_config ic = {.resize = 256,
+                           .height = 224,
+                           .width = 224,
+                           .mean = {0.485f, 0.456f, 0.406f},
+                           .std = {0.229f, 0.224f, 0.225f},
+                           .scale = 255,
+                           .max_pixels = 50000000};
     for (int f = 2; f < argc; f++) {
         FILE *fp = fopen(argv[f], "rb");
         if (!fp) return fprintf(stderr, "bench_decode: cannot read %s\n", argv[f]), 1;
@@ -29,7 +34,8 @@ int main(int argc, char **argv) {
         long n = ftell(fp);
         fseek(fp, 0, SEEK_SET);
         uint8_t *buf = malloc((size_t)n + 4);
-        if (!buf || fread(buf + 4, 1, (size_t)n, fp) != (size_t)n) return fprintf(stderr, "bench_decode: %s\n", argv[f]), 1;
+        if (!buf || fread(buf + 4, 1, (size_t)n, fp) != (size_t)n)
+            return fprintf(stderr, "bench_decode: %s\n", argv[f]), 1;
         fclose(fp);
         buf[0] = (uint8_t)n, buf[1] = (uint8_t)(n >> 8), buf[2] = (uint8_t)(n >> 16), buf[3] = (uint8_t)(n >> 24);
         int64_t t0 = srv_now_us(), count = 0;

@@ -12,11 +12,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > UINT32_MAX - 4) return 0;
-    srv_image_config ic = {.resize = 40, .height = 32, .width = 48, .mean = {0.5f, 0.5f, 0.5f}, .std = {0.25f, 0.25f, 0.25f},
-                           .scale = 255, .max_pixels = 1 << 20};
+    srv_image_config ic = {.resize = 40,
+                           .height = 32,
+                           .width = 48,
+                           .mean = {0.5f, 0.5f, 0.5f},
+                           .std = {0.25f, 0.25f, 0.25f},
+                           .scale = 255,
+                           .max_pixels = 1 << 20};
     uint8_t *buf = malloc(size + 4);
     if (!buf) return 0;
-    buf[0] = (uint8_t)size, buf[1] = (uint8_t)(size >> 8), buf[2] = (uint8_t)(size >> 16), buf[3] = (uint8_t)(size >> 24);
+    buf[0] = (uint8_t)size, buf[1] = (uint8_t)(size >> 8), buf[2] = (uint8_t)(size >> 16),
+    buf[3] = (uint8_t)(size >> 24);
     memcpy(buf + 4, data, size);
     nn_tensor t;
     char err[SRV_ERR_MAX];

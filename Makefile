@@ -112,8 +112,8 @@ $(BUILD)/libnn.a: $(OBJS)
 $(BUILD)/libnn.so: $(OBJS)
 	$(CC) -shared -o $@ $^ $(LIBS) -Wl,-soname,libnn.so
 
-$(BUILD)/nnrun: tools/nnrun.c $(BUILD)/libnn.a
-	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
+$(BUILD)/nnrun: tools/nnrun.c tools/nnrun_ensemble.c tools/nnrun_ensemble.h $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -Iengine $< tools/nnrun_ensemble.c -o $@ $(BUILD)/libnn.a $(LIBS)
 
 # the server's objects are built by the pattern rule with -Iengine; they use only nn.h
 $(SERVER_OBJS): CFLAGS += -Iengine

@@ -179,6 +179,15 @@ def main():
     check(re.search(r'"POST /v2/models/mnv2/infer" 200 \d+', log) is not None, "access log lines")
     phase('shutdown')
     shutdown(x, ref, tol)
+    phase('nnrun --ensemble')
+    nnrun = [os.path.join(BUILD, "nnrun"), MODEL, MODEL, "--iters", "1", "--warmup", "0"]
+    r = subprocess.run(nnrun + ["--ensemble", "mean"], capture_output=True, text=True)
+    check(r.returncode == 0 and re.search(r"sequential .* samples/s", r.stdout) and
+          re.search(r"concurrent .* samples/s", r.stdout), "nnrun --ensemble mean reports both timings: " + r.stderr)
+    r = subprocess.run(nnrun + ["--ensemble", "median"], capture_output=True, text=True)
+    check(r.returncode == 2 and "mean or concat" in r.stderr, "nnrun --ensemble median refused")
+    r = subprocess.run(nnrun, capture_output=True, text=True)
+    check(r.returncode == 2 and "use --ensemble" in r.stderr, "nnrun with two models and no --ensemble refused")
     print("test_server: %d checks, %d failed" % (checks, failures))
     return 1 if failures else 0
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "nn.h"
+#include "nnrun_ensemble.h"
 
 enum { EXIT_ERROR = 1, EXIT_USAGE = 2, MAX_INPUT_FILES = 64 };
 
@@ -29,6 +30,9 @@ typedef struct args {
     int scan[32], n_scan;  /* --scan-batch sizes */
     double latency_budget; /* ms, 0 = none */
     bool quiet;            /* measure only (scan children) */
+    const char *ensemble;  /* --ensemble mean|concat: the models below with `model` first */
+    const char *models[8];
+    int n_models;
 } args;
 
 /* What one measurement found; scan children send it to the parent. */
@@ -67,6 +71,8 @@ static void usage(FILE *f) {
                "                       process, and report the best throughput\n"
                "  --latency-budget MS  with --scan-batch: also report the largest batch whose p99 latency fits\n"
                "  --json               print the report as one JSON object\n"
+               "  --ensemble HOW       with several models (nnrun m1.onnx m2.onnx ...): combine their outputs\n"
+               "                       (mean: of softmax; concat), members at once vs one after another\n"
                "  --version            print the engine version\n"
                "  --help               this text\n");
 }
@@ -204,18 +210,28 @@ static int parse_args(int argc, char **argv, args *a) {
             i++;
         } else if (!strcmp(s, "--json")) {
             a->json = true;
+        } else if (!strcmp(s, "--ensemble")) {
+            if (!v) return fprintf(stderr, "nnrun: --ensemble needs mean or concat\n"), -1;
+            a->ensemble = v;
+            i++;
         } else if (s[0] == '-') {
             fprintf(stderr, "nnrun: unknown option '%s' (see --help)\n", s);
             return -1;
-        } else if (a->model) {
-            fprintf(stderr, "nnrun: more than one model given ('%s' and '%s')\n", a->model, s);
+        } else if (a->n_models == 8) {
+            fprintf(stderr, "nnrun: more than 8 models given\n");
             return -1;
         } else {
-            a->model = s;
+            if (!a->model) a->model = s;
+            a->models[a->n_models++] = s;
         }
     }
     if (!a->model) {
         usage(stderr);
+        return -1;
+    }
+    if (a->n_models > 1 && !a->ensemble) {
+        fprintf(stderr, "nnrun: more than one model given ('%s' and '%s'): use --ensemble\n", a->models[0],
+                a->models[1]);
         return -1;
     }
     return 0;
@@ -579,7 +595,14 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     int rc;
-    if (a.n_scan) {
+    if (a.ensemble) {
+        if (a.n_scan || a.n_input_files || a.save_dir || a.duration > 0) {
+            fprintf(stderr, "nnrun: --ensemble feeds random inputs for --iters runs; it takes no --scan-batch, "
+                            "--input, --save-outputs or --duration\n");
+            return EXIT_USAGE;
+        }
+        rc = nnrun_ensemble(a.models, a.n_models, a.ensemble, &a.opt, a.warmup, a.iters);
+    } else if (a.n_scan) {
         rc = scan(&a);
     } else {
         report r;

@@ -22,6 +22,7 @@ static void usage(FILE *f) {
                "  --max-body BYTES       largest request body (default 67108864)\n"
                "  --max-json-depth N     deepest nesting of a request's JSON (default 32)\n"
                "  --max-samples N        most samples in one request (default 1024)\n"
+               "  --max-images N         most encoded images in one request (default 64)\n"
                "  --batch N              default max batch size of a model: 1 = batching off (default 8)\n"
                "  --queue-delay-us N     default time a request waits for others to batch with (default 2000)\n"
                "  --queue-limit N        default requests queued per model before 503 (default 256)\n"
@@ -286,7 +287,7 @@ int srv_config_parse(srv_config *c, int argc, char **argv) {
     c->access_log = 1;
     c->cache = 1;
     c->drain_ms = 30000;
-    c->lim = (srv_limits){.max_body = 64 << 20, .max_json_depth = 32, .max_samples = 1024};
+    c->lim = (srv_limits){.max_body = 64 << 20, .max_json_depth = 32, .max_samples = 1024, .max_images = 64};
     c->defaults = (srv_model_config){.max_batch = 8, .delay_us = 2000, .queue_limit = 256, .timeout_ms = 30000};
     const char *repo = NULL;
     /* options first, so that defaults apply to every model whatever the order */
@@ -334,6 +335,8 @@ int srv_config_parse(srv_config *c, int argc, char **argv) {
                 rc = parse_int(s, v, 2, 1000, &x), c->lim.max_json_depth = (int)x;
             } else if (!strcmp(s, "--max-samples")) {
                 rc = parse_int(s, v, 1, 1 << 20, &x), c->lim.max_samples = x;
+            } else if (!strcmp(s, "--max-images")) {
+                rc = parse_int(s, v, 1, 1 << 20, &x), c->lim.max_images = x;
             } else if (!strcmp(s, "--batch")) {
                 rc = parse_int(s, v, 1, 4096, &x), c->defaults.max_batch = (int)x;
             } else if (!strcmp(s, "--queue-delay-us")) {

@@ -216,13 +216,18 @@ static void decode_job(srv_job *j) {
             *raw = t;
         }
     }
-    if (st == 200) st = srv_model_submit(sm, j, err, sizeof err);
+    if (st != 200) {
+        /* refused before its model's queue, which counts the others */
+        pthread_mutex_lock(&sm->mu);
+        sm->met.requests++;
+        sm->met.failures++;
+        pthread_mutex_unlock(&sm->mu);
+    } else {
+        st = srv_model_submit(sm, j, err, sizeof err);
+    }
     if (st) {
         j->status = st;
         snprintf(j->err, sizeof j->err, "%s", err);
-        pthread_mutex_lock(&sm->mu);
-        sm->met.failures++;
-        pthread_mutex_unlock(&sm->mu);
         j->done(j, j->done_arg);
     }
 }

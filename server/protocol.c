@@ -203,9 +203,10 @@ static int parse_bytes_input(const srv_model_info *mi, const srv_limits *lim, js
     if (!json_is_array(shape) || json_array_size(shape) != 1 || !json_is_integer(d0))
         return fail(err, en, 400, "input '%s': the shape of encoded images is [count]", io->name);
     int64_t n = json_integer_value(d0);
-    if (n < 1 || n > lim->max_samples)
+    int64_t most = lim->max_images < lim->max_samples ? lim->max_images : lim->max_samples;
+    if (n < 1 || n > most)
         return fail(err, en, 400, "input '%s': %lld images, allowed 1 to %lld", io->name, (long long)n,
-                    (long long)lim->max_samples);
+                    (long long)most);
     if (rq->samples && n != rq->samples)
         return fail(err, en, 400, "input '%s' has %lld samples, another input %lld", io->name, (long long)n,
                     (long long)rq->samples);

@@ -34,6 +34,7 @@ typedef struct srv_limits {
     size_t max_body;     /* bytes of a request body */
     int max_json_depth;  /* nesting of arrays and objects */
     int64_t max_samples; /* along the batch dimension, per request */
+    int64_t max_images;  /* encoded images per request: each decodes to far more bytes than it takes */
 } srv_limits;
 
 /* A parsed infer request: inputs in the model's order, data malloc'ed. */

@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     const srv_model_info *mip = data[0] & 2 ? &images : &plain;
 #define mi (*mip)
-    srv_limits lim = {.max_body = 1 << 20, .max_json_depth = 16, .max_samples = 64};
+    srv_limits lim = {.max_body = 1 << 20, .max_json_depth = 16, .max_samples = 64, .max_images = 8};
     int64_t hl = data[0] & 1 ? (int64_t)(data[1] | data[2] << 8) : -1;
     /* a copy of exactly the body: reads past it are caught */
     size_t len = size - 3;

@@ -434,8 +434,18 @@ def queue_limit(s, x, ref, tol):
 
 def shutdown(x, ref, tol):
     """requests queued when SIGTERM comes are answered; the server exits 0 and its plan came from the cache"""
-    s = Server("drain", "--model", "mnv2=" + MODEL, "--batch", "1", "--no-access-log")
+    s = Server("drain", "--model", "mnv2=" + MODEL, "--batch", "1", "--no-access-log", "--conn-timeout", "1")
     check("plan cache hit" in open(s.log).read(), "second start loads the plan from the cache")
+    # a client that stops sending mid-body is dropped after --conn-timeout
+    c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    c.sendall(b"POST /v2/models/mnv2/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"in")
+    t = time.time()
+    try:
+        got = c.recv(100)
+    except OSError:
+        got = b""
+    c.close()
+    check(got == b"" and time.time() - t < 8, "slow client dropped after --conn-timeout (%.1f s)" % (time.time() - t))
     n = 6
     with cf.ThreadPoolExecutor(n) as ex:
         futs = [ex.submit(s.infer, "mnv2", {"inputs": [bin_input(x[:1])]}, x[:1].tobytes()) for _ in range(n)]

@@ -20,8 +20,18 @@ import time
 import numpy as np
 
 
-def start(build, model, extra, log):
-    p = subprocess.Popen([os.path.join(build, "nnserve"), "--port", "0", "--no-access-log", "--model", "m=" + model,
+def start(build, model, extra, log, image_input=None):
+    if image_input:
+        # a repository entry whose input takes encoded images
+        repo = tempfile.mkdtemp(prefix="bench-serve-repo.")
+        os.mkdir(os.path.join(repo, "m"))
+        os.symlink(os.path.abspath(model), os.path.join(repo, "m", "model.onnx"))
+        with open(os.path.join(repo, "m", "nnserve.conf"), "w") as f:
+            f.write("image_input = %s\n" % image_input)
+        where = ["--model-repository", repo]
+    else:
+        where = ["--model", "m=" + model]
+    p = subprocess.Popen([os.path.join(build, "nnserve"), "--port", "0", "--no-access-log", *where,
                           "--queue-limit", "1024", *extra], stderr=open(log, "w"))
     end = time.time() + 300
     port = None
@@ -36,14 +46,21 @@ def start(build, model, extra, log):
     return p, port
 
 
-def run(port, meta, clients, duration):
+def run(port, meta, clients, duration, image=None):
     inp = meta["inputs"][0]
-    shape = [1] + inp["shape"][1:]
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    hdr = json.dumps({"inputs": [{"name": inp["name"], "shape": shape, "datatype": "FP32",
-                                  "parameters": {"binary_data_size": x.nbytes}}],
-                      "parameters": {"binary_data_output": True}}).encode()
-    body = hdr + x.tobytes()
+    if image is not None:
+        data = len(image).to_bytes(4, "little") + image
+        hdr = json.dumps({"inputs": [{"name": inp["name"], "shape": [1], "datatype": "BYTES",
+                                      "parameters": {"binary_data_size": len(data)}}],
+                          "parameters": {"binary_data_output": True}}).encode()
+        body = hdr + data
+    else:
+        shape = [1] + inp["shape"][1:]
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        hdr = json.dumps({"inputs": [{"name": inp["name"], "shape": shape, "datatype": "FP32",
+                                      "parameters": {"binary_data_size": x.nbytes}}],
+                          "parameters": {"binary_data_output": True}}).encode()
+        body = hdr + x.tobytes()
     headers = {"Inference-Header-Content-Length": str(len(hdr)), "Content-Type": "application/octet-stream"}
     lat, errors, stop = [], [0], time.time() + duration
     lock = threading.Lock()
@@ -94,6 +111,27 @@ def make_jpegs(folder, small=False):
         img(size).save(os.path.join(folder, name + ".jpg"), "JPEG", quality=90)
 
 
+def run_images(a):
+    tmp = tempfile.mkdtemp(prefix="bench-serve.")
+    print("model %s, end to end from JPEG files, %.0f s per point, one image per request" % (a.model, a.duration))
+    print("%-26s %7s %10s %9s %9s %7s" % ("image", "clients", "images/s", "p50 ms", "p99 ms", "errors"))
+    p, port = start(a.build, a.model, ["--batch", str(a.batch), "--queue-delay-us", str(a.delay_us)],
+                    os.path.join(tmp, "server.log"), a.image_input)
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port)
+        c.request("GET", "/v2/models/m")
+        meta = json.loads(c.getresponse().read())
+        for f in a.images.split(","):
+            img = open(f, "rb").read()
+            run(port, meta, 1, 1, img)
+            for n in [int(v) for v in a.clients.split(",")]:
+                thr, p50, p99, count, err = run(port, meta, n, a.duration, img)
+                print("%-26s %7d %10.1f %9.1f %9.1f %7d" % (os.path.basename(f), n, thr, p50, p99, err), flush=True)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+
+
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "--make-jpegs":
         return make_jpegs(sys.argv[2], "--small" in sys.argv[3:])
@@ -104,7 +142,11 @@ def main():
     ap.add_argument("--duration", type=float, default=5)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--delay-us", type=int, default=2000)
+    ap.add_argument("--images", help="JPEG files: end to end, one image per request (batching on only)")
+    ap.add_argument("--image-input", default="input", help="the model input that takes the images")
     a = ap.parse_args()
+    if a.images:
+        return run_images(a)
     tmp = tempfile.mkdtemp(prefix="bench-serve.")
     print("model %s, %.0f s per point, one-sample binary requests" % (a.model, a.duration))
     print("%-26s %7s %10s %9s %9s %7s" % ("server", "clients", "samples/s", "p50 ms", "p99 ms", "errors"))

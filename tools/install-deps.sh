@@ -6,8 +6,8 @@ case "${1:-build}" in
 build) pkgs="clang libomp-dev make pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-serial-dev libopenblas0-serial libxxhash-dev libmicrohttpd-dev libjansson-dev libturbojpeg0-dev libpng-dev" ;;
 # libclang-rt-14-dev: the sanitizer and libFuzzer runtimes (make sanitize, make tsan, make fuzz);
 # libc6-dev-arm64-cross: the headers make check-portable compiles against for aarch64;
-# nginx-light: the round-robin test tests/test_nginx.sh
-test) pkgs="libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy graphviz valgrind libclang-rt-14-dev libc6-dev-arm64-cross nginx-light" ;;
+# python3-pil: the images of tests/test_server.sh; nginx-light: the round-robin test tests/test_nginx.sh
+test) pkgs="libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy python3-pil graphviz valgrind libclang-rt-14-dev libc6-dev-arm64-cross nginx-light" ;;
 bench)
     # Node.js may come from elsewhere with its own npm: what counts is the commands
     if command -v node >/dev/null && command -v npm >/dev/null; then pkgs="python3-numpy"; else pkgs="nodejs npm python3-numpy"; fi ;;

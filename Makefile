@@ -56,7 +56,11 @@ endif
 ENGINE_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard passes/*.c)
 PROTO_C    := $(BUILD)/proto/onnx.pb-c.c
 OBJS       := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/proto/onnx.pb-c.o
-TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump $(BUILD)/nncache
+TOOLS      := $(BUILD)/nnrun $(BUILD)/nndump $(BUILD)/nncache $(BUILD)/nnserve
+# nnserve (server/, docs/server.md): libmicrohttpd for HTTP, jansson for JSON, TurboJPEG and libpng for images
+SERVER_SRC  := $(wildcard server/*.c)
+SERVER_OBJS := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+SERVER_LIBS := -lmicrohttpd -ljansson -lturbojpeg -lpng
 # the CUDA host test checks the kernels' index arithmetic (cuda/index.h) against the CPU ops
 TESTS_C    := $(filter-out $(if $(HAVE_CUDA),,tests/test_cuda_host.c),$(wildcard tests/test_*.c))
 TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $(BUILD)/tests/compare_npy \
@@ -106,7 +110,7 @@ $(BUILD)/engine/device.o: CFLAGS += -DNN_PLUGIN_DIR='"$(PREFIX)/lib"'
 $(CUDA_PLUGIN): $(CUDA_OBJS)
 	$(CC) -shared -o $@ $^ $(CUDA_LINK) -Wl,--no-undefined -Wl,-soname,libnn_cuda.so
 
--include $(OBJS:.o=.d) $(CUDA_OBJS:.o=.d)
+-include $(OBJS:.o=.d) $(CUDA_OBJS:.o=.d) $(SERVER_OBJS:.o=.d)
 
 $(BUILD)/libnn.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
@@ -119,9 +123,14 @@ $(BUILD)/libnn.so: $(BUILD)/libnn.so.$(VERSION)
 	ln -sf libnn.so.$(VERSION) $(BUILD)/libnn.so.$(SOMAJOR)
 	ln -sf libnn.so.$(SOMAJOR) $@
 
-NNRUN_SRC := tools/nnrun.c tools/nnrun_report.c tools/nnrun_stats.c
-$(BUILD)/nnrun: $(NNRUN_SRC) tools/nnrun.h tools/nnrun_stats.h $(BUILD)/libnn.a
+NNRUN_SRC := tools/nnrun.c tools/nnrun_report.c tools/nnrun_stats.c tools/nnrun_ensemble.c
+$(BUILD)/nnrun: $(NNRUN_SRC) tools/nnrun.h tools/nnrun_stats.h tools/nnrun_ensemble.h $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $(NNRUN_SRC) -o $@ $(BUILD)/libnn.a $(LIBS)
+
+# the server's objects are built by the pattern rule with -Iengine; they use only nn.h
+$(SERVER_OBJS): CFLAGS += -Iengine
+$(BUILD)/nnserve: $(SERVER_OBJS) $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) $(SERVER_OBJS) -o $@ $(BUILD)/libnn.a $(LIBS) $(SERVER_LIBS)
 
 $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
@@ -230,6 +239,20 @@ check-models: all | $(BUILD)/.deps-test
 	tests/check_zoo.sh
 .PHONY: check-models
 
+# ---- nnserve under load on loopback (bounded: 14 points of BENCH_SERVE_SECONDS each); not part of make test
+BENCH_SERVE_SECONDS ?= 5
+BENCH_SERVE_MODEL   ?= models/mobilenetv2.onnx
+bench-serve: all $(BUILD)/bench_decode | $(BUILD)/.deps-test
+	$(PYTHON) tools/bench_serve.py --make-jpegs $(BUILD)/bench-jpegs
+	$(BUILD)/bench_decode 2 $(BUILD)/bench-jpegs/small.jpg $(BUILD)/bench-jpegs/medium.jpg $(BUILD)/bench-jpegs/large.jpg
+	OPENBLAS_CORETYPE=Haswell $(PYTHON) tools/bench_serve.py $(BUILD) $(BENCH_SERVE_MODEL) --duration $(BENCH_SERVE_SECONDS)
+	OPENBLAS_CORETYPE=Haswell $(PYTHON) tools/bench_serve.py $(BUILD) $(BENCH_SERVE_MODEL) --duration $(BENCH_SERVE_SECONDS) \
+	    --clients 1,16 --images $(BUILD)/bench-jpegs/small.jpg,$(BUILD)/bench-jpegs/medium.jpg,$(BUILD)/bench-jpegs/large.jpg
+# nnserve's image pre-processing alone, one thread
+$(BUILD)/bench_decode: tools/bench_decode.c $(filter-out $(BUILD)/server/main.o,$(SERVER_OBJS)) $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -Iengine $^ -o $@ $(LIBS) $(SERVER_LIBS)
+.PHONY: bench-serve
+
 # ---- fuzzing (clang's libFuzzer + AddressSanitizer + UBSan); not part of make test.
 #   make fuzz                                  every target below, FUZZ_SECONDS each
 #   make fuzz FUZZ_TARGETS=cache FUZZ_SECONDS=600   one of them
@@ -237,10 +260,14 @@ check-models: all | $(BUILD)/.deps-test
 #        corpus, a .npy and .pb tensors.
 # cache: the plan cache reader, built to skip its key and checksum comparisons (a re-sealed
 #        file passes them anyway).  Seeds: plans nnrun writes for the conformance models.
+# request: nnserve's infer request parsing, JSON and the binary tensor data split (tests/fuzz/fuzz_request.c).
+#        Seeds: tests/fuzz/request_seeds.py.
+# image: nnserve's image decoding (tests/fuzz/fuzz_image.c).  Seeds: small JPEGs and PNGs made by
+#        tools/bench_serve.py --make-jpegs.
 # Finds are kept in $(BUILD)/fuzz-corpus (load) and fuzz-corpus-cache between runs; crashes land in
 # $(BUILD)/fuzz-crashes.
 FUZZ_SECONDS ?= 120
-FUZZ_TARGETS ?= load cache
+FUZZ_TARGETS ?= load cache request image
 FUZZ_SEEDS   := $(BUILD)/fuzz-seeds
 ONNX_NODE_TESTS := /usr/share/libonnx-testdata/data/node
 # The loader is the same with or without the CUDA backend: the fuzzers build the CPU-only library.
@@ -248,7 +275,21 @@ FUZZ_CC = $(CC) $(filter-out -fvisibility=hidden -DNN_HAVE_CUDA,$(CFLAGS)) -fsan
           -fno-sanitize-recover=all -Iengine
 FUZZ_RUN = ASAN_OPTIONS=allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1
 fuzz: $(FUZZ_TARGETS:%=fuzz-%)
-.PHONY: fuzz-load fuzz-cache
+.PHONY: fuzz-load fuzz-cache fuzz-request fuzz-image
+fuzz-image: $(BUILD)/libnn.a | $(BUILD)/.deps-test
+	$(FUZZ_CC) tests/fuzz/fuzz_image.c server/image.c server/protocol.c server/queue.c server/metrics.c -o $(BUILD)/fuzz_image $(BUILD)/libnn.a \
+	    $(filter-out $(CUDA_LINK),$(LIBS)) $(SERVER_LIBS)
+	$(PYTHON) tools/bench_serve.py --make-jpegs $(FUZZ_SEEDS)-image --small
+	@mkdir -p $(BUILD)/fuzz-corpus-image $(BUILD)/fuzz-crashes
+	$(FUZZ_RUN) $(BUILD)/fuzz_image -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz-crashes/image- $(BUILD)/fuzz-corpus-image $(FUZZ_SEEDS)-image
+fuzz-request: $(BUILD)/libnn.a | $(BUILD)/.deps-test
+	$(FUZZ_CC) tests/fuzz/fuzz_request.c server/protocol.c -o $(BUILD)/fuzz_request $(BUILD)/libnn.a \
+	    $(filter-out $(CUDA_LINK),$(LIBS)) -ljansson
+	$(PYTHON) tests/fuzz/request_seeds.py $(FUZZ_SEEDS)-request
+	@mkdir -p $(BUILD)/fuzz-corpus-request $(BUILD)/fuzz-crashes
+	$(FUZZ_RUN) $(BUILD)/fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz-crashes/request- $(BUILD)/fuzz-corpus-request $(FUZZ_SEEDS)-request
 fuzz-load: $(BUILD)/proto/onnx.pb-c.c | $(BUILD)/.deps-test
 	$(FUZZ_CC) tests/fuzz/fuzz_load.c $(ENGINE_SRC) $(PROTO_C) -o $(BUILD)/fuzz_load $(filter-out $(CUDA_LINK),$(LIBS))
 	$(PYTHON) tests/malformed/gen_corpus.py $(BUILD)/malformed
@@ -347,5 +388,5 @@ uninstall:
 .PHONY: uninstall
 
 clean:
-	rm -rf $(BUILD)/*.o $(BUILD)/engine $(BUILD)/ops $(BUILD)/passes $(BUILD)/proto $(BUILD)/tests $(BUILD)/cuda \
+	rm -rf $(BUILD)/*.o $(BUILD)/engine $(BUILD)/server $(BUILD)/ops $(BUILD)/passes $(BUILD)/proto $(BUILD)/tests $(BUILD)/cuda \
 	       $(BUILD)/libnn.* $(BUILD)/libnn_cuda.so $(TOOLS)

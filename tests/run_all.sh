@@ -85,6 +85,10 @@ if [ -n "$sanitizer" ]; then
 else
     suite python env PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
 fi
+# nnserve over HTTP on loopback (ASan's build under make sanitize: its leak check is the exit status)
+suite server tests/test_server.sh "$BUILD"
+# two replicas behind nginx as a round-robin upstream
+suite nginx tests/test_nginx.sh "$BUILD"
 echo "suites failed:${failed_names:- none}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -3,10 +3,11 @@
 # usage: tools/install-deps.sh build|test|python|bench
 set -eu
 case "${1:-build}" in
-build) pkgs="clang libomp-dev make pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-serial-dev libopenblas0-serial libxxhash-dev" ;;
+build) pkgs="clang libomp-dev make pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-serial-dev libopenblas0-serial libxxhash-dev libmicrohttpd-dev libjansson-dev libturbojpeg0-dev libpng-dev" ;;
 # libclang-rt-14-dev: the sanitizer and libFuzzer runtimes (make sanitize, make tsan, make fuzz);
-# libc6-dev-arm64-cross: the headers make check-portable compiles against for aarch64
-test) pkgs="python3-pytest python3-pil libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy graphviz valgrind libclang-rt-14-dev libc6-dev-arm64-cross" ;;
+# libc6-dev-arm64-cross: the headers make check-portable compiles against for aarch64;
+# python3-pil: the images of tests/test_server.sh and examples/classify.py; nginx-light: tests/test_nginx.sh
+test) pkgs="python3-pytest python3-pil libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy graphviz valgrind libclang-rt-14-dev libc6-dev-arm64-cross nginx-light" ;;
 # make python: the headers its C extension builds against
 python) pkgs="python3 python3-dev python3-numpy" ;;
 bench)

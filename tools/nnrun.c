@@ -16,6 +16,7 @@
 
 #include "nn.h"
 #include "nnrun.h"
+#include "nnrun_ensemble.h"
 
 /* The failure of this process's measurement: printed at once, or, in a
  * scan child, handed to the parent, which prints it with the batch. */
@@ -85,6 +86,8 @@ static void usage(FILE *f) {
                "  --progress           progress lines on stderr even when it is not a terminal\n"
                "  --quiet              no progress lines\n"
                "  --verbose            also say why a figure is absent (energy)\n"
+               "  --ensemble HOW       with several models (nnrun m1.onnx m2.onnx ...): combine their outputs\n"
+               "                       (mean: of softmax; concat), members at once vs one after another\n"
                "  --version            engine version, CPU kernels, OpenMP runtime, CUDA backend\n"
                "  --help               this text\n");
 }
@@ -254,18 +257,28 @@ static int parse_args(int argc, char **argv, args *a) {
             a->verbose = true;
         } else if (!strcmp(s, "--progress")) {
             a->progress = true;
+        } else if (!strcmp(s, "--ensemble")) {
+            if (!v) return fprintf(stderr, "nnrun: --ensemble needs mean or concat\n"), -1;
+            a->ensemble = v;
+            i++;
         } else if (s[0] == '-') {
             fprintf(stderr, "nnrun: unknown option '%s' (see --help)\n", s);
             return -1;
-        } else if (a->model) {
-            fprintf(stderr, "nnrun: more than one model given ('%s' and '%s')\n", a->model, s);
+        } else if (a->n_models == 8) {
+            fprintf(stderr, "nnrun: more than 8 models given\n");
             return -1;
         } else {
-            a->model = s;
+            if (!a->model) a->model = s;
+            a->models[a->n_models++] = s;
         }
     }
     if (!a->model) {
         usage(stderr);
+        return -1;
+    }
+    if (a->n_models > 1 && !a->ensemble) {
+        fprintf(stderr, "nnrun: more than one model given ('%s' and '%s'): use --ensemble\n", a->models[0],
+                a->models[1]);
         return -1;
     }
     if (a->quiet) a->progress = false;
@@ -642,7 +655,14 @@ int main(int argc, char **argv) {
                 "nnrun: --scan-batch feeds random inputs; it does not combine with --input or --save-outputs\n");
         rc = EXIT_USAGE;
     }
-    if (!rc) {
+    if (!rc && a.ensemble && (a.n_scan || a.n_input_files || a.save_dir || a.duration > 0)) {
+        fprintf(stderr, "nnrun: --ensemble feeds random inputs for --iters runs; it takes no --scan-batch, "
+                        "--input, --save-outputs or --duration\n");
+        rc = EXIT_USAGE;
+    }
+    if (!rc && a.ensemble) {
+        rc = nnrun_ensemble(a.models, a.n_models, a.ensemble, &a.opt, a.warmup, a.iters > 0 ? a.iters : 20);
+    } else if (!rc) {
         report r;
         rc = a.n_scan ? scan(&a) : session(&a, &r);
     }

@@ -25,6 +25,9 @@ typedef struct args {
     double latency_budget; /* ms, 0 = none */
     bool child;            /* a --scan-batch child: measure, send the report to the parent */
     bool quiet, verbose, progress;
+    const char *ensemble; /* --ensemble mean|concat: the models below, `model` first */
+    const char *models[8];
+    int n_models;
 } args;
 
 /* What one measurement found; scan children send it to the parent. */

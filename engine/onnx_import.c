@@ -369,7 +369,7 @@ static nn_status import_node(scope *sc, const Onnx__NodeProto *np, int index) {
         val->producer = id;
         node->out[i] = v;
     }
-    nn_attr *attrs;
+    nn_attr *attrs = NULL;
     int **captured;
     nn_status st = convert_attrs(sc, np, name, &attrs, &captured);
     if (st != NN_OK) return st;

@@ -249,7 +249,7 @@ static const row_table max_rows = {ARITH(ROW_ENTRY, max)[NN_DTYPE_FLOAT16] = max
 ARITH(SAME_ROW, min, MINV(x, y))
 BIN_ROW(min_FLOAT16, uint16_t, uint16_t, uint16_t, minh(x, y))
 static const row_table min_rows = {ARITH(ROW_ENTRY, min)[NN_DTYPE_FLOAT16] = min_FLOAT16};
-ROWS(prelu, SIGNED_WIDE, SAME_ROW, x < 0 ? MULV(x, y) : x)
+ROWS(prelu, SIGNED_WIDE, SAME_ROW, x < 0 ? MULV(x, y) : MULV(x, 1))
 ROWS(and, BOOLEAN, SAME_ROW, x && y)
 ROWS(or, BOOLEAN, SAME_ROW, x || y)
 ROWS(less, NUMERIC, BOOL_ROW, x < y)

@@ -255,7 +255,7 @@ static nn_status run_scatter_elements(nn_call *c) {
     if (dst != x->data) memcpy(dst, x->data, (size_t)nn_tensor_elements(x) * esz);
     /* in order: duplicates reduce one after the other (none: the last wins) */
     for (int64_t t = 0; t < n; t++) {
-        int64_t at;
+        int64_t at = 0; /* every index was checked above */
         index_in_range(nn_tensor_get_int(idx, t), x->dims[axis], &at);
         reduce_into(dst + element_offset(idx, xs, (int)axis, t, at) * (int64_t)esz,
                     (const char *)upd->data + t * (int64_t)esz, x->dtype, 1, p->reduction);

@@ -121,7 +121,7 @@ static int read_model_config(srv_model *sm, const char *file, char *onnx, size_t
         for (e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t'); e--)
             e[-1] = 0;
         int64_t x;
-        char where[600];
+        char where[4700]; /* the file's path (PATH_MAX), the line and the key */
         snprintf(where, sizeof where, "%s:%d: %s", file, ln, k);
         if (!strcmp(k, "max_batch_size")) {
             rc = parse_int(where, v, 1, 4096, &x);

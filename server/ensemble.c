@@ -66,7 +66,7 @@ static void member_done(srv_job *sub, void *arg) {
     for (int i = 0; i < es->ens->n_members && st == 200; i++)
         if (es->sub[i]->status != 200) {
             st = es->sub[i]->status;
-            snprintf(p->err, sizeof p->err, "member '%s': %s", es->ens->members[i]->name, es->sub[i]->err);
+            snprintf(p->err, sizeof p->err, "member '%.64s': %.180s", es->ens->members[i]->name, es->sub[i]->err);
         }
     if (st == 200) st = combine(es->ens, es, &p->out[0], p->err, sizeof p->err);
     p->status = st;

@@ -66,7 +66,19 @@ static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csu
     int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
     if (g->k != k4 || nc < QG_NR) memset(dst, 0, (size_t)(QG_NR * k4)); /* padding only */
     int32_t s[QG_NR] = {0};
-    for (int64_t p = 0; p < g->k; p++) {
+    int64_t p0 = 0;
+    if (nc == QG_NR) /* whole panels, four rows at a time: fixed-size loops that vectorize */
+        for (; p0 + 4 <= g->k; p0 += 4) {
+            const uint8_t *r0 = g->b + p0 * g->ldb + j0, *r1 = r0 + g->ldb, *r2 = r1 + g->ldb, *r3 = r2 + g->ldb;
+            int8_t *d = dst + (p0 >> 2) * QG_NR * 4;
+            for (int c = 0; c < QG_NR; c++) {
+                int8_t v0 = (int8_t)(r0[c] ^ flip), v1 = (int8_t)(r1[c] ^ flip), v2 = (int8_t)(r2[c] ^ flip),
+                       v3 = (int8_t)(r3[c] ^ flip);
+                d[c * 4] = v0, d[c * 4 + 1] = v1, d[c * 4 + 2] = v2, d[c * 4 + 3] = v3;
+                s[c] += v0 + v1 + v2 + v3;
+            }
+        }
+    for (int64_t p = p0; p < g->k; p++) {
         const uint8_t *src = g->b + p * g->ldb + j0;
         int8_t *d = dst + (p >> 2) * QG_NR * 4 + (p & 3);
         for (int64_t c = 0; c < nc; c++) {
@@ -159,11 +171,21 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, const uint8_t *ap, cons
                 crow[cc] = (int32_t)(a_row[cc] - zb[cc] * rs - za * cs[cc]);
             continue;
         }
+        /* two loops without branches inside, so that each vectorizes */
         uint8_t *yrow = o->y + i * o->ldy + j0;
-        for (int64_t cc = 0; cc < nc; cc++) {
-            int64_t q = o->per_col ? j0 + cc : i;
-            uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + (o->bias ? (uint32_t)o->bias[q] : 0u);
-            yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, o->mult[q], o->zp, o->lo, o->hi);
+        if (!o->per_col) {
+            float mu = o->mult[i];
+            uint32_t bi = o->bias ? (uint32_t)o->bias[i] : 0u;
+            for (int64_t cc = 0; cc < nc; cc++) {
+                uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + bi;
+                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu, o->zp, o->lo, o->hi);
+            }
+        } else {
+            const float *mu = o->mult + j0;
+            for (int64_t cc = 0; cc < nc; cc++) {
+                uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + (o->bias ? (uint32_t)o->bias[j0 + cc] : 0u);
+                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu[cc], o->zp, o->lo, o->hi);
+            }
         }
     }
 }

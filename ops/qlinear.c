@@ -524,9 +524,9 @@ static size_t qmm_workspace_of(const nn_call *c, const qio *io) {
     if (qmm_resolve((nn_call *)c, io, &q) != NN_OK) return 0;
     size_t gemm = nn_qgemm_workspace(q.m, q.n, q.k);
     if (gemm == SIZE_MAX) return SIZE_MAX;
-    /* + the accumulators (QLinearMatMul) and per-column zero points as int32;
-     * m, n < 2^31 (nn_qgemm_workspace refuses more), so m * n * 4 fits */
-    int64_t acc = io->y_zero >= 0 ? nn_round_up(q.m * q.n, 16) * 4 : 0, total;
+    /* + per-column multipliers (QLinearMatMul) and zero points as int32;
+     * n < 2^31 (nn_qgemm_workspace refuses more) */
+    int64_t acc = io->y_zero >= 0 ? nn_round_up(q.n, 16) * 4 : 0, total; /* the multipliers */
     if (__builtin_add_overflow(acc, q.n * 4 + 64, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
     return nn_round_up((int64_t)gemm, 64) + (size_t)total;
 }
@@ -539,8 +539,8 @@ static nn_status qmm_run(nn_call *c, const qio *io) {
     if (st != NN_OK) return st;
     if (qmm_workspace_of(c, io) > c->workspace_size) return nn_call_error(c, NN_ERR_INTERNAL, "workspace too small");
     bool q8 = io->y_zero >= 0;
-    int32_t *acc = c->workspace;
-    void *gemm_ws = (uint8_t *)c->workspace + (q8 ? nn_round_up(q.m * q.n * 4, 64) : 0);
+    float *mults = c->workspace;
+    void *gemm_ws = (uint8_t *)c->workspace + (q8 ? nn_round_up(q.n, 16) * 4 : 0);
     int32_t xz = nn_quant_zero(c, io->x_zero, 0), wz1 = nn_quant_zero(c, io->w_zero, 0);
     int32_t *wz = &wz1;
     bool wz_per = nn_present(c, io->w_zero) && nn_tensor_elements(&c->in[io->w_zero]) > 1;
@@ -549,8 +549,19 @@ static nn_status qmm_run(nn_call *c, const qio *io) {
         for (int64_t j = 0; j < q.n; j++)
             wz[j] = nn_quant_zero(c, io->w_zero, j);
     }
+    bool b_signed = c->in[io->w].dtype == NN_DTYPE_INT8;
+    size_t one = nn_qgemm_packed_b_size(q.k, q.n);
+    if (c->prepared && !qprep_fits(c->prepared, qprep_size(one, 1), qprep_size(one, 1), q.n, q.k, 1, b_signed))
+        return nn_call_error(c, NN_ERR_INTERNAL, "prepared weights do not fit");
     requant r = requant_of(c, io);
+    nn_qgemm_out8 o8 = {0};
+    if (q8) {
+        for (int64_t j = 0; j < q.n; j++)
+            mults[j] = multiplier(c, io, &r, j);
+        o8 = (nn_qgemm_out8){.ldy = q.n, .mult = mults, .per_col = true, .zp = r.zp, .lo = r.lo, .hi = r.hi};
+    }
     const uint8_t *a = c->in[io->x].data, *b = c->in[io->w].data;
+    if (!c->prepared && !b) return nn_call_error(c, NN_ERR_INTERNAL, "b neither present nor prepared");
     for (int64_t bi = 0; bi < q.batch; bi++) {
         int64_t oa = 0, ob = 0, rem = bi;
         for (int d = q.nb - 1; d >= 0; d--) {
@@ -559,32 +570,66 @@ static nn_status qmm_run(nn_call *c, const qio *io) {
             oa += i * q.sa[d];
             ob += i * q.sb[d];
         }
-        int32_t *out32 = q8 ? acc : (int32_t *)c->out[0].data + bi * q.m * q.n;
+        if (q8) o8.y = (uint8_t *)c->out[0].data + bi * q.m * q.n;
         nn_qgemm g = {.m = q.m,
                       .n = q.n,
                       .k = q.k,
                       .a = a + oa,
                       .lda = q.k,
                       .a_signed = c->in[io->x].dtype == NN_DTYPE_INT8,
-                      .b = b + ob,
+                      .b = b ? b + ob : NULL,
                       .ldb = q.n,
-                      .b_signed = c->in[io->w].dtype == NN_DTYPE_INT8,
+                      .b_signed = b_signed,
+                      .b_packed = c->prepared ? qprep_block(c->prepared, one, 0) : NULL,
                       .za = &xz,
                       .zb = wz,
                       .zb_per_col = wz_per,
-                      .c = out32,
+                      .out8 = q8 ? &o8 : NULL,
+                      .c = q8 ? NULL : (int32_t *)c->out[0].data + bi * q.m * q.n,
                       .ldc = q.n};
         nn_qgemm_run(&g, gemm_ws, c->threads);
-        if (q8) {
-            uint8_t *y = (uint8_t *)c->out[0].data + bi * q.m * q.n;
-            for (int64_t j = 0; j < q.n; j++) {
-                float mult = multiplier(c, io, &r, j);
-                for (int64_t i = 0; i < q.m; i++)
-                    y[i * q.n + j] = (uint8_t)nn_qgemm_requantize(acc[i * q.n + j], mult, r.zp, r.lo, r.hi);
-            }
-        }
     }
     return NN_OK;
+}
+
+/* A constant B with no batch dims of its own (the weights of a linear
+ * layer) is packed at load; every batch entry shares it. */
+static size_t qmm_prepared_size(const nn_call *c, const qio *io) {
+    qmm q;
+    bool w_per;
+    const nn_tensor *b = &c->in[io->w];
+    if (!b->data || b->ndim > 2 || qmm_resolve((nn_call *)c, io, &q) != NN_OK ||
+        check_quant_inputs((nn_call *)c, io, q.n, &w_per) != NN_OK)
+        return 0;
+    return qprep_size(nn_qgemm_packed_b_size(q.k, q.n), 1);
+}
+
+static nn_status qmm_prepare(const nn_call *c, const qio *io, void *prepared) {
+    qmm q;
+    if (qmm_resolve((nn_call *)c, io, &q) != NN_OK) return NN_ERR_INTERNAL;
+    bool sgn = c->in[io->w].dtype == NN_DTYPE_INT8;
+    *(qprep *)prepared = (qprep){QPREP_MAGIC, q.n, q.k, 1, sgn};
+    nn_qgemm g = {.n = q.n, .k = q.k, .b = c->in[io->w].data, .ldb = q.n, .b_signed = sgn};
+    nn_qgemm_pack_b(&g, (void *)qprep_block(prepared, nn_qgemm_packed_b_size(q.k, q.n), 0));
+    return NN_OK;
+}
+
+static bool qmm_prepared_fits(const nn_call *c, const qio *io, const void *prepared, size_t size) {
+    qmm q;
+    if (c->in[io->w].ndim > 2 || size < QPREP_DATA || qmm_resolve((nn_call *)c, io, &q) != NN_OK) return false;
+    return qprep_fits(prepared, size, qprep_size(nn_qgemm_packed_b_size(q.k, q.n), 1), q.n, q.k, 1,
+                      c->in[io->w].dtype == NN_DTYPE_INT8);
+}
+
+static size_t prepared_size_matmulinteger(const nn_call *c) { return qmm_prepared_size(c, &matmul_int_io); }
+static nn_status prepare_matmulinteger(const nn_call *c, void *p) { return qmm_prepare(c, &matmul_int_io, p); }
+static bool prepared_fits_matmulinteger(const nn_call *c, const void *p, size_t size) {
+    return qmm_prepared_fits(c, &matmul_int_io, p, size);
+}
+static size_t prepared_size_qlinearmatmul(const nn_call *c) { return qmm_prepared_size(c, &qmatmul_io); }
+static nn_status prepare_qlinearmatmul(const nn_call *c, void *p) { return qmm_prepare(c, &qmatmul_io, p); }
+static bool prepared_fits_qlinearmatmul(const nn_call *c, const void *p, size_t size) {
+    return qmm_prepared_fits(c, &qmatmul_io, p, size);
 }
 
 static nn_status infer_matmulinteger(nn_call *c) { return qmm_infer(c, &matmul_int_io); }
@@ -601,7 +646,11 @@ const nn_op_desc nn_op_MatMulInteger = {.name = "MatMulInteger",
                                         .max_outputs = 1,
                                         .infer = infer_matmulinteger,
                                         .workspace = workspace_matmulinteger,
-                                        .run = run_matmulinteger};
+                                        .run = run_matmulinteger,
+                                        .prepared_size = prepared_size_matmulinteger,
+                                        .prepare = prepare_matmulinteger,
+                                        .prepared_fits = prepared_fits_matmulinteger,
+                                        .prepared_inputs = 1u << 1};
 
 const nn_op_desc nn_op_QLinearMatMul = {.name = "QLinearMatMul",
                                         .min_inputs = 8,
@@ -610,4 +659,8 @@ const nn_op_desc nn_op_QLinearMatMul = {.name = "QLinearMatMul",
                                         .max_outputs = 1,
                                         .infer = infer_qlinearmatmul,
                                         .workspace = workspace_qlinearmatmul,
-                                        .run = run_qlinearmatmul};
+                                        .run = run_qlinearmatmul,
+                                        .prepared_size = prepared_size_qlinearmatmul,
+                                        .prepare = prepare_qlinearmatmul,
+                                        .prepared_fits = prepared_fits_qlinearmatmul,
+                                        .prepared_inputs = 1u << 3};

@@ -59,6 +59,13 @@ static void pack_a_block(const nn_qgemm *g, int64_t k4, uint8_t *ap, int32_t *rs
     }
 }
 
+/* B[p][j0 .. j0 + nc): in place, or gathered into buf. */
+static inline const uint8_t *b_row(const nn_qgemm *g, int64_t p, int64_t j0, int64_t nc, uint8_t *buf) {
+    if (!g->b_gather) return g->b + p * g->ldb + j0;
+    g->b_gather(g->b_ctx, p, j0, nc, buf);
+    return buf;
+}
+
 /* Column panel pn of B as int8 (bytes of uint8 B flipped: b - 128), and each column's sum. */
 static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csum, int64_t pn) {
     uint8_t flip = g->b_signed ? 0 : 0x80;
@@ -67,9 +74,11 @@ static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csu
     if (g->k != k4 || nc < QG_NR) memset(dst, 0, (size_t)(QG_NR * k4)); /* padding only */
     int32_t s[QG_NR] = {0};
     int64_t p0 = 0;
+    uint8_t buf[4][QG_NR];
     if (nc == QG_NR) /* whole panels, four rows at a time: fixed-size loops that vectorize */
         for (; p0 + 4 <= g->k; p0 += 4) {
-            const uint8_t *r0 = g->b + p0 * g->ldb + j0, *r1 = r0 + g->ldb, *r2 = r1 + g->ldb, *r3 = r2 + g->ldb;
+            const uint8_t *r0 = b_row(g, p0, j0, nc, buf[0]), *r1 = b_row(g, p0 + 1, j0, nc, buf[1]),
+                          *r2 = b_row(g, p0 + 2, j0, nc, buf[2]), *r3 = b_row(g, p0 + 3, j0, nc, buf[3]);
             int8_t *d = dst + (p0 >> 2) * QG_NR * 4;
             for (int c = 0; c < QG_NR; c++) {
                 int8_t v0 = (int8_t)(r0[c] ^ flip), v1 = (int8_t)(r1[c] ^ flip), v2 = (int8_t)(r2[c] ^ flip),
@@ -79,7 +88,7 @@ static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csu
             }
         }
     for (int64_t p = p0; p < g->k; p++) {
-        const uint8_t *src = g->b + p * g->ldb + j0;
+        const uint8_t *src = b_row(g, p, j0, nc, buf[0]);
         int8_t *d = dst + (p >> 2) * QG_NR * 4 + (p & 3);
         for (int64_t c = 0; c < nc; c++) {
             int8_t v = (int8_t)(src[c] ^ flip);
@@ -207,8 +216,21 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
     }
     qg_tile_fn tile = tile_for(isa);
     int64_t pa = g->a_packed ? 0 : blocks, pb = g->b_packed ? 0 : panels;
-    /* One parallel region: packing (both sides in one loop) and the tiles,
-     * the tiles handed out on demand so that a late thread delays only
+    /* With A packed already and panels enough to share: each thread packs
+     * a panel of B and runs every row block against it while it is in
+     * cache; panels are taken on demand and no thread waits for another
+     * until the end. */
+    if (pa == 0 && panels >= 4 * (int64_t)threads) {
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (g->m * g->n * g->k > NN_PAR_MIN)
+        for (int64_t pn = 0; pn < panels; pn++) {
+            if (pb) pack_b_panel(g, k4, bp, csum, pn);
+            for (int64_t blk = 0; blk < blocks; blk++)
+                run_tile(g, tile, ap, bp, rsum, csum, k4, blk, pn);
+        }
+        return;
+    }
+    /* Otherwise one parallel region: packing (both sides in one loop) and
+     * the tiles, handed out on demand so that a late thread delays only
      * what it has taken. */
 #pragma omp parallel num_threads(threads) if (g->m * g->n * g->k > NN_PAR_MIN)
     {

@@ -316,6 +316,73 @@ static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, ui
     }
 }
 
+/* A 2-D depthwise conv (one input and one output channel per group): a GEMM
+ * per channel would be a 1-row product with k = the kernel's taps, all
+ * overhead; here each channel's taps are summed directly, over rows of
+ * output positions, in the same wrapping int32 arithmetic (padding taps,
+ * x_zero - x_zero, add nothing and are skipped).  Weights read as they are:
+ * such convs are not packed in prepare. */
+static bool qconv_depthwise2d(const nn_conv_geom *g) {
+    return g->nsp == 2 && g->group == g->in_ch && g->group == g->out_ch;
+}
+
+typedef struct qdw {
+    const nn_conv_geom *g;
+    const uint8_t *x, *w;
+    bool x_signed, w_signed;
+    int32_t xz;
+    const int32_t *wz; /* wz[ch] when per channel, else wz[0] */
+    bool wz_per;
+    const nn_qgemm_out8 *o8; /* mult / bias for all channels; y for the whole output; NULL: int32 */
+    int32_t *out32;
+} qdw;
+
+enum { QDW_CHUNK = 256 };
+
+static void qconv_depthwise_plane(const qdw *d, int64_t t) {
+    const nn_conv_geom *g = d->g;
+    int64_t ch = t % g->out_ch, kh_n = g->kernel[0], kw_n = g->kernel[1], ow = g->out[1], iw = g->in[1];
+    const uint8_t *plane = d->x + t * g->in_size, *wk = d->w + ch * g->kernel_size;
+    int32_t wzv = d->wz[d->wz_per ? ch : 0], xz = d->xz;
+    int64_t P = g->out_size;
+    for (int64_t oh = 0; oh < g->out[0]; oh++)
+        for (int64_t c0 = 0; c0 < ow; c0 += QDW_CHUNK) {
+            int64_t len = ow - c0 < QDW_CHUNK ? ow - c0 : QDW_CHUNK;
+            uint32_t acc[QDW_CHUNK];
+            memset(acc, 0, sizeof acc);
+            for (int64_t kh = 0; kh < kh_n; kh++) {
+                int64_t ih = oh * g->stride[0] - g->pad[0] + kh * g->dilation[0];
+                if (ih < 0 || ih >= g->in[0]) continue;
+                const uint8_t *row = plane + ih * iw;
+                for (int64_t kw = 0; kw < kw_n; kw++) {
+                    uint8_t wb = wk[kh * kw_n + kw];
+                    int32_t wv = (d->w_signed ? (int32_t)(int8_t)wb : (int32_t)wb) - wzv;
+                    int64_t off = kw * g->dilation[1] - g->pad[1], lo, hi, s1 = g->stride[1];
+                    nn_valid_range(off, s1, iw, ow, &lo, &hi);
+                    if (lo < c0) lo = c0;
+                    if (hi > c0 + len) hi = c0 + len;
+                    if (d->x_signed)
+                        for (int64_t o = lo; o < hi; o++)
+                            acc[o - c0] += (uint32_t)(((int32_t)(int8_t)row[o * s1 + off] - xz) * wv);
+                    else
+                        for (int64_t o = lo; o < hi; o++)
+                            acc[o - c0] += (uint32_t)(((int32_t)row[o * s1 + off] - xz) * wv);
+                }
+            }
+            int64_t at = t * P + oh * ow + c0;
+            if (!d->o8) {
+                for (int64_t o = 0; o < len; o++)
+                    d->out32[at + o] = (int32_t)acc[o];
+                continue;
+            }
+            const nn_qgemm_out8 *o8 = d->o8;
+            float mu = o8->mult[ch];
+            uint32_t bi = o8->bias ? (uint32_t)o8->bias[ch] : 0u;
+            for (int64_t o = 0; o < len; o++)
+                o8->y[at + o] = (uint8_t)nn_qgemm_requantize((int32_t)(acc[o] + bi), mu, o8->zp, o8->lo, o8->hi);
+        }
+}
+
 static nn_status qconv_run(nn_call *c, const qio *io) {
     nn_conv_geom g;
     bool w_per;
@@ -347,6 +414,18 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
         for (int64_t m = 0; m < g.out_ch; m++)
             mults[m] = multiplier(c, io, &r, m);
         o8 = (nn_qgemm_out8){.ldy = P, .zp = r.zp, .lo = r.lo, .hi = r.hi};
+    }
+    if (qconv_depthwise2d(&g) && w) { /* one parallel region over (image, channel) */
+        o8.y = c->out[0].data;
+        o8.mult = mults;
+        o8.bias = r.bias;
+        qdw d = {&g,   x, w, c->in[io->x].dtype == NN_DTYPE_INT8, w_signed, xz, wzs, za_rows, q8 ? &o8 : NULL,
+                 c->out[0].data};
+        int64_t planes = g.batch * g.out_ch;
+#pragma omp parallel for schedule(dynamic) num_threads(c->threads) if (planes * P * g.kernel_size > NN_PAR_MIN)
+        for (int64_t t = 0; t < planes; t++)
+            qconv_depthwise_plane(&d, t);
+        return NN_OK;
     }
     for (int64_t n = 0; n < g.batch; n++)
         for (int64_t gi = 0; gi < g.group; gi++) {
@@ -385,6 +464,7 @@ static size_t qconv_prepared_size(const nn_call *c, const qio *io) {
     bool w_per;
     if (!c->in[io->w].data || qconv_resolve(c, io, &g) != NN_OK || check_quant_inputs((nn_call *)c, io, g.out_ch, &w_per))
         return 0;
+    if (qconv_depthwise2d(&g)) return 0; /* reads the weights as they are */
     int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
     return qprep_size(nn_qgemm_packed_a_size(mg, kdim), g.group);
 }
@@ -406,7 +486,7 @@ static nn_status qconv_prepare(const nn_call *c, const qio *io, void *prepared) 
 
 static bool qconv_prepared_fits(const nn_call *c, const qio *io, const void *prepared, size_t size) {
     nn_conv_geom g;
-    if (qconv_resolve(c, io, &g) != NN_OK || size < QPREP_DATA) return false;
+    if (qconv_resolve(c, io, &g) != NN_OK || size < QPREP_DATA || qconv_depthwise2d(&g)) return false;
     int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
     return qprep_fits(prepared, size, qprep_size(nn_qgemm_packed_a_size(mg, kdim), g.group), mg, kdim, g.group,
                       c->in[io->w].dtype == NN_DTYPE_INT8);

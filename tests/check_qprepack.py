@@ -1,6 +1,7 @@
 """The integer ops with constant weights, which nn packs once at load:
 QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel)
-and ConvInteger (pointwise), built here with onnx.helper and run by nnrun
+ConvInteger (pointwise), and depthwise QLinearConv / ConvInteger (summed
+directly, weights read as they are), built here with onnx.helper and run by nnrun
 (fresh load, then from the plan cache, under each ISA given), against a
 reference computed here with numpy in 64-bit integers and ONNX Runtime's
 float32 requantization order.  Outputs must be equal, byte for byte.
@@ -105,11 +106,37 @@ def convinteger():
     return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
 
 
+def qdepthwise():
+    x = rng.integers(-128, 128, (2, 5, 11, 10), dtype=np.int8)
+    w = rng.integers(-128, 128, (5, 1, 3, 3), dtype=np.int8)
+    xs, xz = np.float32(0.05), np.int8(-3)
+    ws = rng.uniform(0.001, 0.01, 5).astype(np.float32)
+    wz = rng.integers(-4, 5, 5).astype(np.int8)
+    ys, yz = np.float32(0.1), np.int8(5)
+    bias = rng.integers(-3000, 3000, 5).astype(np.int32)
+    acc = conv_ref(x, w, int(xz), wz, 5, 2, 1) + bias.reshape(1, -1, 1, 1)
+    want = requant(acc, ((xs * ws) / ys).reshape(1, -1, 1, 1), int(yz), np.int8)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"], group=5,
+                            strides=[2, 2], pads=[1, 1, 1, 1])
+    inits = [const("xs", xs), const("xz", xz), const("w", w), const("ws", ws), const("wz", wz), const("ys", ys),
+             const("yz", yz), const("bias", bias)]
+    return model(node, x, inits, np.int8, want.shape), x, want
+
+
+def convinteger_depthwise():
+    x = rng.integers(0, 256, (1, 3, 7, 300), dtype=np.uint8)  # rows wider than one 256-column chunk
+    w = rng.integers(0, 256, (3, 1, 5, 5), dtype=np.uint8)
+    xz, wz = np.uint8(200), np.uint8(1)
+    want = conv_ref(x, w, int(xz), [int(wz)] * 3, 3, 1, 2).astype(np.int32)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=3, pads=[2, 2, 2, 2])
+    return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
+
+
 def main():
     nnrun, work, isas = sys.argv[1], sys.argv[2], sys.argv[3:] or ["default"]
     os.makedirs(work, exist_ok=True)
     bad = 0
-    for make in (qmatmul, matmulinteger, qlinearconv, convinteger):
+    for make in (qmatmul, matmulinteger, qlinearconv, convinteger, qdepthwise, convinteger_depthwise):
         m, x, want = make()
         name = make.__name__
         path, xin = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".x.npy")

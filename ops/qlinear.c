@@ -361,9 +361,13 @@ static void qconv_depthwise_plane(const qdw *d, int64_t t) {
                     nn_valid_range(off, s1, iw, ow, &lo, &hi);
                     if (lo < c0) lo = c0;
                     if (hi > c0 + len) hi = c0 + len;
+                    /* stride 1 apart, so that the common case reads contiguously and vectorizes */
                     if (d->x_signed)
                         for (int64_t o = lo; o < hi; o++)
                             acc[o - c0] += (uint32_t)(((int32_t)(int8_t)row[o * s1 + off] - xz) * wv);
+                    else if (s1 == 1)
+                        for (int64_t o = lo; o < hi; o++)
+                            acc[o - c0] += (uint32_t)(((int32_t)row[o + off] - xz) * wv);
                     else
                         for (int64_t o = lo; o < hi; o++)
                             acc[o - c0] += (uint32_t)(((int32_t)row[o * s1 + off] - xz) * wv);

@@ -24,52 +24,94 @@ size_t nn_qgemm_workspace(int64_t m, int64_t n, int64_t k) {
     return (size_t)total;
 }
 
-/* A's rows as uint8 (bytes of int8 A flipped: a + 128), and each row's sum. */
-static void pack_a(const nn_qgemm *g, int64_t k4, uint8_t *ap, int32_t *rsum, int threads) {
+/* Bytes of a packed side: the panels, then one int32 sum per row/column. */
+static int64_t packed_bytes(int64_t k, int64_t rows, int block) {
+    return nn_round_up(nn_round_up(k, 4) * nn_round_up(rows, block), 64) + 4 * nn_round_up(rows, block);
+}
+
+static size_t packed_size(int64_t rows, int64_t k, int block) {
+    if (rows < 0 || k < 0 || rows > INT32_MAX || k > INT32_MAX) return SIZE_MAX;
+    int64_t k4 = nn_round_up(k, 4), rp = nn_round_up(rows, block), a;
+    if (__builtin_mul_overflow(k4, rp, &a) || a > INT64_MAX / 4) return SIZE_MAX;
+    return (size_t)packed_bytes(k, rows, block);
+}
+
+size_t nn_qgemm_packed_a_size(int64_t m, int64_t k) { return packed_size(m, k, QG_MR); }
+size_t nn_qgemm_packed_b_size(int64_t k, int64_t n) { return packed_size(n, k, QG_NR); }
+
+/* Row block blk of A as uint8 (bytes of int8 A flipped: a + 128), and each row's sum. */
+static void pack_a_block(const nn_qgemm *g, int64_t k4, uint8_t *ap, int32_t *rsum, int64_t blk) {
     uint8_t flip = g->a_signed ? 0x80 : 0;
-    int64_t blocks = nn_round_up(g->m, QG_MR) / QG_MR;
-#pragma omp parallel for num_threads(threads) if (g->m * g->k > NN_PAR_MIN)
-    for (int64_t blk = 0; blk < blocks; blk++) {
-        uint8_t *dst = ap + blk * QG_MR * k4;
-        if (g->k != k4 || (blk + 1) * QG_MR > g->m) memset(dst, 0, (size_t)(QG_MR * k4)); /* padding only */
-        for (int r = 0; r < QG_MR; r++) {
-            int64_t i = blk * QG_MR + r;
-            uint32_t s = 0;
-            if (i < g->m) {
-                const uint8_t *src = g->a + i * g->lda;
-                for (int64_t p = 0; p < g->k; p++) {
-                    uint8_t v = src[p] ^ flip;
-                    dst[(p >> 2) * QG_MR * 4 + r * 4 + (p & 3)] = v;
-                    s += v;
-                }
+    uint8_t *dst = ap + blk * QG_MR * k4;
+    if (g->k != k4 || (blk + 1) * QG_MR > g->m) memset(dst, 0, (size_t)(QG_MR * k4)); /* padding only */
+    for (int r = 0; r < QG_MR; r++) {
+        int64_t i = blk * QG_MR + r;
+        uint32_t s = 0;
+        if (i < g->m) {
+            const uint8_t *src = g->a + i * g->lda;
+            for (int64_t p = 0; p < g->k; p++) {
+                uint8_t v = src[p] ^ flip;
+                dst[(p >> 2) * QG_MR * 4 + r * 4 + (p & 3)] = v;
+                s += v;
             }
-            rsum[i] = (int32_t)s;
         }
+        rsum[i] = (int32_t)s;
     }
 }
 
-/* B's columns as int8 (bytes of uint8 B flipped: b - 128), and each column's sum. */
-static void pack_b(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csum, int threads) {
+/* B[p][j0 .. j0 + nc): in place, or gathered into buf. */
+static inline const uint8_t *b_row(const nn_qgemm *g, int64_t p, int64_t j0, int64_t nc, uint8_t *buf) {
+    if (!g->b_gather) return g->b + p * g->ldb + j0;
+    g->b_gather(g->b_ctx, p, j0, nc, buf);
+    return buf;
+}
+
+/* Column panel pn of B as int8 (bytes of uint8 B flipped: b - 128), and each column's sum. */
+static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csum, int64_t pn) {
     uint8_t flip = g->b_signed ? 0 : 0x80;
-    int64_t panels = nn_round_up(g->n, QG_NR) / QG_NR;
-#pragma omp parallel for num_threads(threads) if (g->n * g->k > NN_PAR_MIN)
-    for (int64_t pn = 0; pn < panels; pn++) {
-        int8_t *dst = bp + pn * QG_NR * k4;
-        int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
-        if (g->k != k4 || nc < QG_NR) memset(dst, 0, (size_t)(QG_NR * k4)); /* padding only */
-        int32_t s[QG_NR] = {0};
-        for (int64_t p = 0; p < g->k; p++) {
-            const uint8_t *src = g->b + p * g->ldb + j0;
-            int8_t *d = dst + (p >> 2) * QG_NR * 4 + (p & 3);
-            for (int64_t c = 0; c < nc; c++) {
-                int8_t v = (int8_t)(src[c] ^ flip);
-                d[c * 4] = v;
-                s[c] += v;
+    int8_t *dst = bp + pn * QG_NR * k4;
+    int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
+    if (g->k != k4 || nc < QG_NR) memset(dst, 0, (size_t)(QG_NR * k4)); /* padding only */
+    int32_t s[QG_NR] = {0};
+    int64_t p0 = 0;
+    uint8_t buf[4][QG_NR];
+    if (nc == QG_NR) /* whole panels, four rows at a time: fixed-size loops that vectorize */
+        for (; p0 + 4 <= g->k; p0 += 4) {
+            const uint8_t *r0 = b_row(g, p0, j0, nc, buf[0]), *r1 = b_row(g, p0 + 1, j0, nc, buf[1]),
+                          *r2 = b_row(g, p0 + 2, j0, nc, buf[2]), *r3 = b_row(g, p0 + 3, j0, nc, buf[3]);
+            int8_t *d = dst + (p0 >> 2) * QG_NR * 4;
+            for (int c = 0; c < QG_NR; c++) {
+                int8_t v0 = (int8_t)(r0[c] ^ flip), v1 = (int8_t)(r1[c] ^ flip), v2 = (int8_t)(r2[c] ^ flip),
+                       v3 = (int8_t)(r3[c] ^ flip);
+                d[c * 4] = v0, d[c * 4 + 1] = v1, d[c * 4 + 2] = v2, d[c * 4 + 3] = v3;
+                s[c] += v0 + v1 + v2 + v3;
             }
         }
-        for (int c = 0; c < QG_NR; c++)
-            csum[j0 + c] = s[c];
+    for (int64_t p = p0; p < g->k; p++) {
+        const uint8_t *src = b_row(g, p, j0, nc, buf[0]);
+        int8_t *d = dst + (p >> 2) * QG_NR * 4 + (p & 3);
+        for (int64_t c = 0; c < nc; c++) {
+            int8_t v = (int8_t)(src[c] ^ flip);
+            d[c * 4] = v;
+            s[c] += v;
+        }
     }
+    for (int c = 0; c < QG_NR; c++)
+        csum[j0 + c] = s[c];
+}
+
+void nn_qgemm_pack_a(const nn_qgemm *g, void *dst) {
+    int64_t k4 = nn_round_up(g->k, 4), blocks = nn_round_up(g->m, QG_MR) / QG_MR;
+    int32_t *rsum = (int32_t *)((uint8_t *)dst + nn_round_up(k4 * blocks * QG_MR, 64));
+    for (int64_t blk = 0; blk < blocks; blk++)
+        pack_a_block(g, k4, dst, rsum, blk);
+}
+
+void nn_qgemm_pack_b(const nn_qgemm *g, void *dst) {
+    int64_t k4 = nn_round_up(g->k, 4), panels = nn_round_up(g->n, QG_NR) / QG_NR;
+    int32_t *csum = (int32_t *)((uint8_t *)dst + nn_round_up(k4 * panels * QG_NR, 64));
+    for (int64_t pn = 0; pn < panels; pn++)
+        pack_b_panel(g, k4, dst, csum, pn);
 }
 
 /* The portable kernel: the same sums the VNNI one makes, in uint32. */
@@ -87,52 +129,124 @@ static void tile_scalar(const uint8_t *a, const int8_t *b, int64_t groups, int32
     memcpy(acc, c, sizeof c);
 }
 
-bool nn_qgemm_has_kernel(nn_isa isa) {
-    return NN_HAVE_X86 && isa == NN_ISA_AVX512 && nn_isa_supported(isa) && nn_isa_has(NN_ISA_EXT_AVX512_VNNI);
+/* The tile kernel for `isa` on this CPU. */
+static qg_tile_fn tile_for(nn_isa isa) {
+#if NN_HAVE_X86
+    if (isa >= NN_ISA_AVX512 && nn_isa_supported(NN_ISA_AVX512) && nn_isa_has(NN_ISA_EXT_AVX512_VNNI))
+        return nn_qg_tile_vnni512;
+    if (isa >= NN_ISA_AVX2 && nn_isa_supported(NN_ISA_AVX2)) return nn_qg_tile_avx2;
+#else
+    (void)isa;
+#endif
+    return tile_scalar;
 }
 
-const char *nn_qgemm_kernel_name(void) { return nn_qgemm_has_kernel(nn_isa_active()) ? "vnni512" : "scalar"; }
+bool nn_qgemm_has_kernel(nn_isa isa) { return tile_for(isa) != tile_scalar; }
+
+const char *nn_qgemm_kernel_name(void) {
+    qg_tile_fn t = tile_for(nn_isa_active());
+#if NN_HAVE_X86
+    if (t == nn_qg_tile_vnni512) return "vnni512";
+    if (t == nn_qg_tile_avx2) return "avx2";
+#endif
+    return t == tile_scalar ? "scalar" : "?";
+}
+
+/* Tile (blk, pn): the kernel's raw sums, the zero-point correction, then C
+ * or the requantized bytes. */
+static void run_tile(const nn_qgemm *g, qg_tile_fn tile, const uint8_t *ap, const int8_t *bp, const int32_t *rsum,
+                     const int32_t *csum, int64_t k4, int64_t blk, int64_t pn) {
+    int32_t acc[QG_MR * QG_NR];
+    tile(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, k4 / 4, acc);
+    /* the zero points, moved with the flips (qgemm.h) */
+    uint32_t oa = g->a_signed ? 128u : 0u, ob = g->b_signed ? 0u : 128u, kk = (uint32_t)g->k;
+    /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
+    int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
+    uint32_t zb[QG_NR], cs[QG_NR];
+    for (int cc = 0; cc < QG_NR; cc++) {
+        zb[cc] = (g->zb ? (uint32_t)g->zb[g->zb_per_col && cc < nc ? j0 + cc : 0] : 0u) - ob;
+        cs[cc] = (uint32_t)csum[j0 + cc];
+    }
+    const nn_qgemm_out8 *o = g->out8;
+    for (int r = 0; r < QG_MR; r++) {
+        int64_t i = blk * QG_MR + r;
+        if (i >= g->m) break;
+        uint32_t za = (g->za ? (uint32_t)g->za[g->za_per_row ? i : 0] : 0u) + oa;
+        uint32_t rs = (uint32_t)rsum[i] - kk * za;
+        const uint32_t *a_row = (const uint32_t *)acc + r * QG_NR;
+        if (!o) {
+            int32_t *crow = g->c + i * g->ldc + j0;
+            for (int64_t cc = 0; cc < nc; cc++)
+                crow[cc] = (int32_t)(a_row[cc] - zb[cc] * rs - za * cs[cc]);
+            continue;
+        }
+        /* two loops without branches inside, so that each vectorizes */
+        uint8_t *yrow = o->y + i * o->ldy + j0;
+        if (!o->per_col) {
+            float mu = o->mult[i];
+            uint32_t bi = o->bias ? (uint32_t)o->bias[i] : 0u;
+            for (int64_t cc = 0; cc < nc; cc++) {
+                uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + bi;
+                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu, o->zp, o->lo, o->hi);
+            }
+        } else {
+            const float *mu = o->mult + j0;
+            for (int64_t cc = 0; cc < nc; cc++) {
+                uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + (o->bias ? (uint32_t)o->bias[j0 + cc] : 0u);
+                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu[cc], o->zp, o->lo, o->hi);
+            }
+        }
+    }
+}
 
 void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa isa) {
     if (g->m <= 0 || g->n <= 0) return;
     int64_t k4 = nn_round_up(g->k, 4), mp = nn_round_up(g->m, QG_MR), np = nn_round_up(g->n, QG_NR);
+    int64_t blocks = mp / QG_MR, panels = np / QG_NR;
     uint8_t *ap = workspace;
     int8_t *bp = (int8_t *)(ap + nn_round_up(k4 * mp, 64));
     int32_t *rsum = (int32_t *)((uint8_t *)bp + nn_round_up(k4 * np, 64)), *csum = rsum + mp;
-    pack_a(g, k4, ap, rsum, threads);
-    pack_b(g, k4, bp, csum, threads);
-    qg_tile_fn tile = tile_scalar;
-#if NN_HAVE_X86
-    if (nn_qgemm_has_kernel(isa)) tile = nn_qg_tile_vnni512;
-#else
-    (void)isa;
-#endif
-    int64_t blocks = mp / QG_MR, panels = np / QG_NR, groups = k4 / 4;
-    /* the zero points, moved with the flips (qgemm.h) */
-    uint32_t oa = g->a_signed ? 128u : 0u, ob = g->b_signed ? 0u : 128u, kk = (uint32_t)g->k;
-#pragma omp parallel for collapse(2) num_threads(threads) if (g->m * g->n * g->k > NN_PAR_MIN)
-    for (int64_t blk = 0; blk < blocks; blk++)
+    if (g->a_packed) {
+        ap = (uint8_t *)g->a_packed;
+        rsum = (int32_t *)(ap + nn_round_up(k4 * mp, 64));
+    }
+    if (g->b_packed) {
+        bp = (int8_t *)g->b_packed;
+        csum = (int32_t *)((uint8_t *)bp + nn_round_up(k4 * np, 64));
+    }
+    qg_tile_fn tile = tile_for(isa);
+    int64_t pa = g->a_packed ? 0 : blocks, pb = g->b_packed ? 0 : panels;
+    /* With A packed already and panels enough to share: each thread packs
+     * a panel of B and runs every row block against it while it is in
+     * cache; panels are taken on demand and no thread waits for another
+     * until the end. */
+    if (pa == 0 && panels >= 4 * (int64_t)threads) {
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (g->m * g->n * g->k > NN_PAR_MIN)
         for (int64_t pn = 0; pn < panels; pn++) {
-            int32_t acc[QG_MR * QG_NR];
-            tile(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, groups, acc);
-            /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
-            int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
-            uint32_t zb[QG_NR], cs[QG_NR];
-            for (int cc = 0; cc < QG_NR; cc++) {
-                zb[cc] = (g->zb ? (uint32_t)g->zb[g->zb_per_col && cc < nc ? j0 + cc : 0] : 0u) - ob;
-                cs[cc] = (uint32_t)csum[j0 + cc];
-            }
-            for (int r = 0; r < QG_MR; r++) {
-                int64_t i = blk * QG_MR + r;
-                if (i >= g->m) break;
-                uint32_t za = (g->za ? (uint32_t)g->za[g->za_per_row ? i : 0] : 0u) + oa;
-                uint32_t rs = (uint32_t)rsum[i] - kk * za;
-                const uint32_t *a_row = (const uint32_t *)acc + r * QG_NR;
-                int32_t *crow = g->c + i * g->ldc + j0;
-                for (int64_t cc = 0; cc < nc; cc++)
-                    crow[cc] = (int32_t)(a_row[cc] - zb[cc] * rs - za * cs[cc]);
+            if (pb) pack_b_panel(g, k4, bp, csum, pn);
+            for (int64_t blk = 0; blk < blocks; blk++)
+                run_tile(g, tile, ap, bp, rsum, csum, k4, blk, pn);
+        }
+        return;
+    }
+    /* Otherwise one parallel region: packing (both sides in one loop) and
+     * the tiles, handed out on demand so that a late thread delays only
+     * what it has taken. */
+#pragma omp parallel num_threads(threads) if (g->m * g->n * g->k > NN_PAR_MIN)
+    {
+        if (pa + pb > 0) {
+#pragma omp for schedule(dynamic)
+            for (int64_t t = 0; t < pa + pb; t++) {
+                if (t < pa) pack_a_block(g, k4, ap, rsum, t);
+                else
+                    pack_b_panel(g, k4, bp, csum, t - pa);
             }
         }
+#pragma omp for collapse(2) schedule(dynamic)
+        for (int64_t pn = 0; pn < panels; pn++)
+            for (int64_t blk = 0; blk < blocks; blk++)
+                run_tile(g, tile, ap, bp, rsum, csum, k4, blk, pn);
+    }
 }
 
 void nn_qgemm_run(const nn_qgemm *g, void *workspace, int threads) {

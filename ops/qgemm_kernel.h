@@ -14,6 +14,7 @@ typedef void (*qg_tile_fn)(const uint8_t *a, const int8_t *b, int64_t groups, in
 
 #if NN_HAVE_X86
 void nn_qg_tile_vnni512(const uint8_t *a, const int8_t *b, int64_t groups, int32_t *acc);
+void nn_qg_tile_avx2(const uint8_t *a, const int8_t *b, int64_t groups, int32_t *acc);
 #endif
 
 #endif

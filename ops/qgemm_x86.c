@@ -1,5 +1,5 @@
-/* The AVX-512 VNNI tile of the int8 GEMM (qgemm_kernel.h), compiled for
- * that extension with a target attribute; a non-x86 target compiles none
+/* The AVX-512 VNNI and AVX2 tiles of the int8 GEMM (qgemm_kernel.h),
+ * compiled for those extensions with target attributes; a non-x86 target compiles none
  * of this.  VPDPBUSD, not VPDPBUSDS: the saturating form would clamp a sum
  * that the portable kernel wraps, and the zero-point correction after the
  * kernel relies on arithmetic modulo 2^32. */
@@ -27,6 +27,39 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512(c
     for (int i = 0; i < QG_MR; i++) {
         _mm512_storeu_si512(acc + i * QG_NR, c[i][0]);
         _mm512_storeu_si512(acc + i * QG_NR + 16, c[i][1]);
+    }
+}
+
+/* AVX2 has no u8 x s8 dot product that is exact: VPMADDUBSW adds two
+ * products in saturating int16 (255 * -128 * 2 overflows).  So both sides
+ * are widened to int16 and VPMADDWD adds pairs of products exactly in
+ * int32 (at most 2 * 255 * 128); the two pair sums of each column stay in
+ * adjacent lanes until the end, where one horizontal add joins them.  All
+ * adds wrap modulo 2^32, as the other kernels do.  Eight columns at a time
+ * for all QG_MR rows: twelve accumulators, B widened once per group. */
+__attribute__((target("avx2"))) void nn_qg_tile_avx2(const uint8_t *a, const int8_t *b, int64_t groups,
+                                                      int32_t *acc) {
+    for (int cp = 0; cp < QG_NR / 8; cp++) {
+        __m256i c[QG_MR][2];
+        for (int i = 0; i < QG_MR; i++)
+            c[i][0] = c[i][1] = _mm256_setzero_si256();
+        const uint8_t *ap = a;
+        const int8_t *bq = b + cp * 32;
+        for (int64_t q = 0; q < groups; q++, ap += QG_MR * 4, bq += QG_NR * 4) {
+            __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)bq));
+            __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(bq + 16)));
+            for (int i = 0; i < QG_MR; i++) {
+                int32_t w;
+                memcpy(&w, ap + 4 * i, 4);
+                __m256i ai = _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128(w)));
+                c[i][0] = _mm256_add_epi32(c[i][0], _mm256_madd_epi16(ai, b0));
+                c[i][1] = _mm256_add_epi32(c[i][1], _mm256_madd_epi16(ai, b1));
+            }
+        }
+        for (int i = 0; i < QG_MR; i++) {
+            __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(c[i][0], c[i][1]), 0xD8);
+            _mm256_storeu_si256((__m256i *)(acc + i * QG_NR + cp * 8), s);
+        }
     }
 }
 #endif

@@ -9,6 +9,10 @@
  * with multiplier = x_scale * w_scale[m] / y_scale in float, per output
  * channel (conv) or column (matmul) where the weights' scale is per axis.
  *
+ * Constant weights are packed for the GEMM once, at load (prepare), with
+ * their sums for the zero-point correction; requantization runs in the
+ * GEMM's epilogue, tile by tile, so no int32 matrix is written and read.
+ *
  * Zero points and scales: x / a per tensor; w per tensor or per output
  * channel; b per tensor or per column.  Other layouts (a per-row a_zero_point,
  * batched b scales) are refused. */
@@ -58,13 +62,6 @@ static nn_status check_int8(nn_call *c, int i, const char *what) {
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "%s (input %d) has dtype %s (uint8 or int8 only)", what, i,
                              nn_dtype_name(c->in[i].dtype));
     return NN_OK;
-}
-
-static int32_t requantize(int32_t acc, float mult, int32_t zp, int32_t lo, int32_t hi) {
-    float v = (float)acc * mult;
-    if (!(v >= (float)(lo - zp))) return lo;
-    if (v > (float)(hi - zp)) return hi;
-    return (int32_t)rintf(v) + zp;
 }
 
 /* Inputs of the two families, by role. */
@@ -130,13 +127,33 @@ static float multiplier(const nn_call *c, const qio *io, const requant *r, int64
     return r->xs_over_ys * r->ws[r->ws_per ? m : 0] / ((const float *)c->in[io->y_scale].data)[0];
 }
 
-/* Write `count` accumulators of channel m to the 8-bit output. */
-static void requant_row(const nn_call *c, const qio *io, const requant *r, int64_t m, const int32_t *acc, uint8_t *y,
-                        int64_t count) {
-    float mult = multiplier(c, io, r, m);
-    uint32_t b = r->bias ? (uint32_t)r->bias[m] : 0u;
-    for (int64_t j = 0; j < count; j++)
-        y[j] = (uint8_t)requantize((int32_t)((uint32_t)acc[j] + b), mult, r->zp, r->lo, r->hi);
+
+/* What prepare makes (conv: A, one block per group; matmul: B): this
+ * header, then the packed blocks, each nn_qgemm_packed_*_size rounded up to
+ * 64 bytes, from QPREP_DATA on.  Checked again when read from the cache. */
+typedef struct qprep {
+    int64_t magic, rows, k, blocks, is_signed;
+} qprep;
+#define QPREP_MAGIC 0x716770726570ll /* "qgprep" */
+#define QPREP_DATA 64
+
+/* Bytes of the prepared block for `blocks` packs of `one` bytes; 0 when too large. */
+static size_t qprep_size(size_t one, int64_t blocks) {
+    if (one == SIZE_MAX || blocks < 1) return 0;
+    size_t b = (size_t)nn_round_up((int64_t)one, 64), total;
+    if (__builtin_mul_overflow(b, (size_t)blocks, &total) || total > SIZE_MAX / 2) return 0;
+    return total + QPREP_DATA;
+}
+
+static bool qprep_fits(const void *prepared, size_t size, size_t want, int64_t rows, int64_t k, int64_t blocks,
+                       bool is_signed) {
+    const qprep *h = prepared;
+    return want && size == want && h->magic == QPREP_MAGIC && h->rows == rows && h->k == k && h->blocks == blocks &&
+           h->is_signed == (int64_t)is_signed;
+}
+
+static const void *qprep_block(const void *prepared, size_t one, int64_t i) {
+    return (const uint8_t *)prepared + QPREP_DATA + (size_t)i * (size_t)nn_round_up((int64_t)one, 64);
 }
 
 /* ---- ConvInteger and QLinearConv */
@@ -244,7 +261,7 @@ static size_t qconv_workspace_of(const nn_call *c, const qio *io) {
     if (gemm == SIZE_MAX) return SIZE_MAX;
     int64_t col, acc, total; /* sizes are below 2^31 each (qconv_resolve): the products fit, their sum is checked */
     col = qconv_pointwise(&g) ? 0 : nn_round_up(kdim * g.out_size, 64);
-    acc = io->y_zero >= 0 ? nn_round_up(mg * g.out_size, 16) * 4 : 0;
+    acc = nn_round_up(g.out_ch, 16) * 8; /* per-channel zero points and multipliers */
     if (__builtin_add_overflow(col, acc, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
     return (size_t)total + gemm;
 }
@@ -299,6 +316,77 @@ static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, ui
     }
 }
 
+/* A 2-D depthwise conv (one input and one output channel per group): a GEMM
+ * per channel would be a 1-row product with k = the kernel's taps, all
+ * overhead; here each channel's taps are summed directly, over rows of
+ * output positions, in the same wrapping int32 arithmetic (padding taps,
+ * x_zero - x_zero, add nothing and are skipped).  Weights read as they are:
+ * such convs are not packed in prepare. */
+static bool qconv_depthwise2d(const nn_conv_geom *g) {
+    return g->nsp == 2 && g->group == g->in_ch && g->group == g->out_ch;
+}
+
+typedef struct qdw {
+    const nn_conv_geom *g;
+    const uint8_t *x, *w;
+    bool x_signed, w_signed;
+    int32_t xz;
+    const int32_t *wz; /* wz[ch] when per channel, else wz[0] */
+    bool wz_per;
+    const nn_qgemm_out8 *o8; /* mult / bias for all channels; y for the whole output; NULL: int32 */
+    int32_t *out32;
+} qdw;
+
+enum { QDW_CHUNK = 256 };
+
+static void qconv_depthwise_plane(const qdw *d, int64_t t) {
+    const nn_conv_geom *g = d->g;
+    int64_t ch = t % g->out_ch, kh_n = g->kernel[0], kw_n = g->kernel[1], ow = g->out[1], iw = g->in[1];
+    const uint8_t *plane = d->x + t * g->in_size, *wk = d->w + ch * g->kernel_size;
+    int32_t wzv = d->wz[d->wz_per ? ch : 0], xz = d->xz;
+    int64_t P = g->out_size;
+    for (int64_t oh = 0; oh < g->out[0]; oh++)
+        for (int64_t c0 = 0; c0 < ow; c0 += QDW_CHUNK) {
+            int64_t len = ow - c0 < QDW_CHUNK ? ow - c0 : QDW_CHUNK;
+            uint32_t acc[QDW_CHUNK];
+            memset(acc, 0, sizeof acc);
+            for (int64_t kh = 0; kh < kh_n; kh++) {
+                int64_t ih = oh * g->stride[0] - g->pad[0] + kh * g->dilation[0];
+                if (ih < 0 || ih >= g->in[0]) continue;
+                const uint8_t *row = plane + ih * iw;
+                for (int64_t kw = 0; kw < kw_n; kw++) {
+                    uint8_t wb = wk[kh * kw_n + kw];
+                    int32_t wv = (d->w_signed ? (int32_t)(int8_t)wb : (int32_t)wb) - wzv;
+                    int64_t off = kw * g->dilation[1] - g->pad[1], lo, hi, s1 = g->stride[1];
+                    nn_valid_range(off, s1, iw, ow, &lo, &hi);
+                    if (lo < c0) lo = c0;
+                    if (hi > c0 + len) hi = c0 + len;
+                    /* stride 1 apart, so that the common case reads contiguously and vectorizes */
+                    if (d->x_signed)
+                        for (int64_t o = lo; o < hi; o++)
+                            acc[o - c0] += (uint32_t)(((int32_t)(int8_t)row[o * s1 + off] - xz) * wv);
+                    else if (s1 == 1)
+                        for (int64_t o = lo; o < hi; o++)
+                            acc[o - c0] += (uint32_t)(((int32_t)row[o + off] - xz) * wv);
+                    else
+                        for (int64_t o = lo; o < hi; o++)
+                            acc[o - c0] += (uint32_t)(((int32_t)row[o * s1 + off] - xz) * wv);
+                }
+            }
+            int64_t at = t * P + oh * ow + c0;
+            if (!d->o8) {
+                for (int64_t o = 0; o < len; o++)
+                    d->out32[at + o] = (int32_t)acc[o];
+                continue;
+            }
+            const nn_qgemm_out8 *o8 = d->o8;
+            float mu = o8->mult[ch];
+            uint32_t bi = o8->bias ? (uint32_t)o8->bias[ch] : 0u;
+            for (int64_t o = 0; o < len; o++)
+                o8->y[at + o] = (uint8_t)nn_qgemm_requantize((int32_t)(acc[o] + bi), mu, o8->zp, o8->lo, o8->hi);
+        }
+}
+
 static nn_status qconv_run(nn_call *c, const qio *io) {
     nn_conv_geom g;
     bool w_per;
@@ -310,59 +398,113 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
     int64_t cg = g.in_ch / g.group, mg = g.out_ch / g.group, kdim = cg * g.kernel_size, P = g.out_size;
     bool pointwise = qconv_pointwise(&g), q8 = io->y_zero >= 0;
     uint8_t *col = c->workspace;
-    int32_t *acc = (int32_t *)(col + (pointwise ? 0 : nn_round_up(kdim * P, 64)));
-    void *gemm_ws = (uint8_t *)acc + (q8 ? nn_round_up(mg * P * 4, 64) : 0);
-    int32_t xz = nn_quant_zero(c, io->x_zero, 0), wz[1] = {0};
+    int32_t *wzs = (int32_t *)(col + (pointwise ? 0 : nn_round_up(kdim * P, 64)));
+    float *mults = (float *)(wzs + nn_round_up(g.out_ch, 16));
+    void *gemm_ws = mults + nn_round_up(g.out_ch, 16);
+    int32_t xz = nn_quant_zero(c, io->x_zero, 0);
     const uint8_t *x = c->in[io->x].data, *w = c->in[io->w].data;
+    bool w_signed = c->in[io->w].dtype == NN_DTYPE_INT8;
+    size_t one = nn_qgemm_packed_a_size(mg, kdim);
+    if (c->prepared && !qprep_fits(c->prepared, qprep_size(one, g.group), qprep_size(one, g.group), mg, kdim,
+                                   g.group, w_signed))
+        return nn_call_error(c, NN_ERR_INTERNAL, "prepared weights do not fit");
+    if (!c->prepared && !w) return nn_call_error(c, NN_ERR_INTERNAL, "weights neither present nor prepared");
+    bool za_rows = nn_present(c, io->w_zero) && nn_tensor_elements(&c->in[io->w_zero]) > 1;
+    for (int64_t m = 0; m < (za_rows ? g.out_ch : 1); m++)
+        wzs[m] = nn_quant_zero(c, io->w_zero, m);
     requant r = requant_of(c, io);
+    nn_qgemm_out8 o8 = {0};
+    if (q8) {
+        for (int64_t m = 0; m < g.out_ch; m++)
+            mults[m] = multiplier(c, io, &r, m);
+        o8 = (nn_qgemm_out8){.ldy = P, .zp = r.zp, .lo = r.lo, .hi = r.hi};
+    }
+    if (qconv_depthwise2d(&g) && w) { /* one parallel region over (image, channel) */
+        o8.y = c->out[0].data;
+        o8.mult = mults;
+        o8.bias = r.bias;
+        qdw d = {&g,   x, w, c->in[io->x].dtype == NN_DTYPE_INT8, w_signed, xz, wzs, za_rows, q8 ? &o8 : NULL,
+                 c->out[0].data};
+        int64_t planes = g.batch * g.out_ch;
+#pragma omp parallel for schedule(dynamic) num_threads(c->threads) if (planes * P * g.kernel_size > NN_PAR_MIN)
+        for (int64_t t = 0; t < planes; t++)
+            qconv_depthwise_plane(&d, t);
+        return NN_OK;
+    }
     for (int64_t n = 0; n < g.batch; n++)
         for (int64_t gi = 0; gi < g.group; gi++) {
             const uint8_t *xg = x + (n * g.in_ch + gi * cg) * g.in_size;
             if (!pointwise) qconv_im2col(&g, xg, cg, (uint8_t)xz, col, c->threads);
-            int32_t wzs[64];
-            int32_t *za = NULL;
-            bool za_rows = false;
-            if (nn_present(c, io->w_zero)) {
-                if (nn_tensor_elements(&c->in[io->w_zero]) > 1) {
-                    za_rows = true;
-                } else {
-                    wz[0] = nn_quant_zero(c, io->w_zero, 0);
-                    za = wz;
-                }
-            }
-            int32_t *out32 = q8 ? acc : (int32_t *)c->out[0].data + (n * g.out_ch + gi * mg) * P;
-            /* per-channel zero points go 64 rows at a time (the buffer above) */
-            for (int64_t m0 = 0; m0 < mg; m0 += za_rows ? 64 : mg) {
-                int64_t mb = za_rows ? (mg - m0 < 64 ? mg - m0 : 64) : mg;
-                if (za_rows) {
-                    for (int64_t i = 0; i < mb; i++)
-                        wzs[i] = nn_quant_zero(c, io->w_zero, gi * mg + m0 + i);
-                    za = wzs;
-                }
-                nn_qgemm qg = {.m = mb,
-                               .n = P,
-                               .k = kdim,
-                               .a = w + (gi * mg + m0) * kdim,
-                               .lda = kdim,
-                               .a_signed = c->in[io->w].dtype == NN_DTYPE_INT8,
-                               .b = pointwise ? xg : col,
-                               .ldb = P,
-                               .b_signed = c->in[io->x].dtype == NN_DTYPE_INT8,
-                               .za = za,
-                               .za_per_row = za_rows,
-                               .zb = &xz,
-                               .c = out32 + m0 * P,
-                               .ldc = P};
-                nn_qgemm_run(&qg, gemm_ws, c->threads);
-            }
+            int64_t off = (n * g.out_ch + gi * mg) * P;
             if (q8) {
-                uint8_t *y = (uint8_t *)c->out[0].data + (n * g.out_ch + gi * mg) * P;
-#pragma omp parallel for num_threads(c->threads) if (mg * P > NN_PAR_MIN)
-                for (int64_t m = 0; m < mg; m++)
-                    requant_row(c, io, &r, gi * mg + m, acc + m * P, y + m * P, P);
+                o8.y = (uint8_t *)c->out[0].data + off;
+                o8.mult = mults + gi * mg;
+                o8.bias = r.bias ? r.bias + gi * mg : NULL;
             }
+            nn_qgemm qg = {.m = mg,
+                           .n = P,
+                           .k = kdim,
+                           .a = w ? w + gi * mg * kdim : NULL,
+                           .lda = kdim,
+                           .a_signed = w_signed,
+                           .a_packed = c->prepared ? qprep_block(c->prepared, one, gi) : NULL,
+                           .b = pointwise ? xg : col,
+                           .ldb = P,
+                           .b_signed = c->in[io->x].dtype == NN_DTYPE_INT8,
+                           .za = wzs + (za_rows ? gi * mg : 0),
+                           .za_per_row = za_rows,
+                           .zb = &xz,
+                           .out8 = q8 ? &o8 : NULL,
+                           .c = q8 ? NULL : (int32_t *)c->out[0].data + off,
+                           .ldc = P};
+            nn_qgemm_run(&qg, gemm_ws, c->threads);
         }
     return NN_OK;
+}
+
+/* Weights packed at load when they are constants. */
+static size_t qconv_prepared_size(const nn_call *c, const qio *io) {
+    nn_conv_geom g;
+    bool w_per;
+    if (!c->in[io->w].data || qconv_resolve(c, io, &g) != NN_OK || check_quant_inputs((nn_call *)c, io, g.out_ch, &w_per))
+        return 0;
+    if (qconv_depthwise2d(&g)) return 0; /* reads the weights as they are */
+    int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
+    return qprep_size(nn_qgemm_packed_a_size(mg, kdim), g.group);
+}
+
+static nn_status qconv_prepare(const nn_call *c, const qio *io, void *prepared) {
+    nn_conv_geom g;
+    if (qconv_resolve(c, io, &g) != NN_OK) return NN_ERR_INTERNAL;
+    int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
+    size_t one = nn_qgemm_packed_a_size(mg, kdim);
+    bool sgn = c->in[io->w].dtype == NN_DTYPE_INT8;
+    *(qprep *)prepared = (qprep){QPREP_MAGIC, mg, kdim, g.group, sgn};
+    for (int64_t gi = 0; gi < g.group; gi++) {
+        nn_qgemm qg = {.m = mg, .k = kdim, .a = (const uint8_t *)c->in[io->w].data + gi * mg * kdim, .lda = kdim,
+                       .a_signed = sgn};
+        nn_qgemm_pack_a(&qg, (void *)qprep_block(prepared, one, gi));
+    }
+    return NN_OK;
+}
+
+static bool qconv_prepared_fits(const nn_call *c, const qio *io, const void *prepared, size_t size) {
+    nn_conv_geom g;
+    if (qconv_resolve(c, io, &g) != NN_OK || size < QPREP_DATA || qconv_depthwise2d(&g)) return false;
+    int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
+    return qprep_fits(prepared, size, qprep_size(nn_qgemm_packed_a_size(mg, kdim), g.group), mg, kdim, g.group,
+                      c->in[io->w].dtype == NN_DTYPE_INT8);
+}
+
+static size_t prepared_size_convinteger(const nn_call *c) { return qconv_prepared_size(c, &conv_int_io); }
+static nn_status prepare_convinteger(const nn_call *c, void *p) { return qconv_prepare(c, &conv_int_io, p); }
+static bool prepared_fits_convinteger(const nn_call *c, const void *p, size_t size) {
+    return qconv_prepared_fits(c, &conv_int_io, p, size);
+}
+static size_t prepared_size_qlinearconv(const nn_call *c) { return qconv_prepared_size(c, &qconv_io); }
+static nn_status prepare_qlinearconv(const nn_call *c, void *p) { return qconv_prepare(c, &qconv_io, p); }
+static bool prepared_fits_qlinearconv(const nn_call *c, const void *p, size_t size) {
+    return qconv_prepared_fits(c, &qconv_io, p, size);
 }
 
 static nn_status infer_convinteger(nn_call *c) { return qconv_infer(c, &conv_int_io); }
@@ -381,7 +523,11 @@ const nn_op_desc nn_op_ConvInteger = {.name = "ConvInteger",
                                       .check = check_qconv,
                                       .infer = infer_convinteger,
                                       .workspace = workspace_convinteger,
-                                      .run = run_convinteger};
+                                      .run = run_convinteger,
+                                      .prepared_size = prepared_size_convinteger,
+                                      .prepare = prepare_convinteger,
+                                      .prepared_fits = prepared_fits_convinteger,
+                                      .prepared_inputs = 1u << 1};
 
 const nn_op_desc nn_op_QLinearConv = {.name = "QLinearConv",
                                       .min_inputs = 8,
@@ -392,7 +538,11 @@ const nn_op_desc nn_op_QLinearConv = {.name = "QLinearConv",
                                       .check = check_qconv,
                                       .infer = infer_qlinearconv,
                                       .workspace = workspace_qlinearconv,
-                                      .run = run_qlinearconv};
+                                      .run = run_qlinearconv,
+                                      .prepared_size = prepared_size_qlinearconv,
+                                      .prepare = prepare_qlinearconv,
+                                      .prepared_fits = prepared_fits_qlinearconv,
+                                      .prepared_inputs = 1u << 3};
 
 /* ---- MatMulInteger and QLinearMatMul: numpy matmul with broadcast batch dims */
 
@@ -458,9 +608,9 @@ static size_t qmm_workspace_of(const nn_call *c, const qio *io) {
     if (qmm_resolve((nn_call *)c, io, &q) != NN_OK) return 0;
     size_t gemm = nn_qgemm_workspace(q.m, q.n, q.k);
     if (gemm == SIZE_MAX) return SIZE_MAX;
-    /* + the accumulators (QLinearMatMul) and per-column zero points as int32;
-     * m, n < 2^31 (nn_qgemm_workspace refuses more), so m * n * 4 fits */
-    int64_t acc = io->y_zero >= 0 ? nn_round_up(q.m * q.n, 16) * 4 : 0, total;
+    /* + per-column multipliers (QLinearMatMul) and zero points as int32;
+     * n < 2^31 (nn_qgemm_workspace refuses more) */
+    int64_t acc = io->y_zero >= 0 ? nn_round_up(q.n, 16) * 4 : 0, total; /* the multipliers */
     if (__builtin_add_overflow(acc, q.n * 4 + 64, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
     return nn_round_up((int64_t)gemm, 64) + (size_t)total;
 }
@@ -473,8 +623,8 @@ static nn_status qmm_run(nn_call *c, const qio *io) {
     if (st != NN_OK) return st;
     if (qmm_workspace_of(c, io) > c->workspace_size) return nn_call_error(c, NN_ERR_INTERNAL, "workspace too small");
     bool q8 = io->y_zero >= 0;
-    int32_t *acc = c->workspace;
-    void *gemm_ws = (uint8_t *)c->workspace + (q8 ? nn_round_up(q.m * q.n * 4, 64) : 0);
+    float *mults = c->workspace;
+    void *gemm_ws = (uint8_t *)c->workspace + (q8 ? nn_round_up(q.n, 16) * 4 : 0);
     int32_t xz = nn_quant_zero(c, io->x_zero, 0), wz1 = nn_quant_zero(c, io->w_zero, 0);
     int32_t *wz = &wz1;
     bool wz_per = nn_present(c, io->w_zero) && nn_tensor_elements(&c->in[io->w_zero]) > 1;
@@ -483,8 +633,19 @@ static nn_status qmm_run(nn_call *c, const qio *io) {
         for (int64_t j = 0; j < q.n; j++)
             wz[j] = nn_quant_zero(c, io->w_zero, j);
     }
+    bool b_signed = c->in[io->w].dtype == NN_DTYPE_INT8;
+    size_t one = nn_qgemm_packed_b_size(q.k, q.n);
+    if (c->prepared && !qprep_fits(c->prepared, qprep_size(one, 1), qprep_size(one, 1), q.n, q.k, 1, b_signed))
+        return nn_call_error(c, NN_ERR_INTERNAL, "prepared weights do not fit");
     requant r = requant_of(c, io);
+    nn_qgemm_out8 o8 = {0};
+    if (q8) {
+        for (int64_t j = 0; j < q.n; j++)
+            mults[j] = multiplier(c, io, &r, j);
+        o8 = (nn_qgemm_out8){.ldy = q.n, .mult = mults, .per_col = true, .zp = r.zp, .lo = r.lo, .hi = r.hi};
+    }
     const uint8_t *a = c->in[io->x].data, *b = c->in[io->w].data;
+    if (!c->prepared && !b) return nn_call_error(c, NN_ERR_INTERNAL, "b neither present nor prepared");
     for (int64_t bi = 0; bi < q.batch; bi++) {
         int64_t oa = 0, ob = 0, rem = bi;
         for (int d = q.nb - 1; d >= 0; d--) {
@@ -493,32 +654,66 @@ static nn_status qmm_run(nn_call *c, const qio *io) {
             oa += i * q.sa[d];
             ob += i * q.sb[d];
         }
-        int32_t *out32 = q8 ? acc : (int32_t *)c->out[0].data + bi * q.m * q.n;
+        if (q8) o8.y = (uint8_t *)c->out[0].data + bi * q.m * q.n;
         nn_qgemm g = {.m = q.m,
                       .n = q.n,
                       .k = q.k,
                       .a = a + oa,
                       .lda = q.k,
                       .a_signed = c->in[io->x].dtype == NN_DTYPE_INT8,
-                      .b = b + ob,
+                      .b = b ? b + ob : NULL,
                       .ldb = q.n,
-                      .b_signed = c->in[io->w].dtype == NN_DTYPE_INT8,
+                      .b_signed = b_signed,
+                      .b_packed = c->prepared ? qprep_block(c->prepared, one, 0) : NULL,
                       .za = &xz,
                       .zb = wz,
                       .zb_per_col = wz_per,
-                      .c = out32,
+                      .out8 = q8 ? &o8 : NULL,
+                      .c = q8 ? NULL : (int32_t *)c->out[0].data + bi * q.m * q.n,
                       .ldc = q.n};
         nn_qgemm_run(&g, gemm_ws, c->threads);
-        if (q8) {
-            uint8_t *y = (uint8_t *)c->out[0].data + bi * q.m * q.n;
-            for (int64_t j = 0; j < q.n; j++) {
-                float mult = multiplier(c, io, &r, j);
-                for (int64_t i = 0; i < q.m; i++)
-                    y[i * q.n + j] = (uint8_t)requantize(acc[i * q.n + j], mult, r.zp, r.lo, r.hi);
-            }
-        }
     }
     return NN_OK;
+}
+
+/* A constant B with no batch dims of its own (the weights of a linear
+ * layer) is packed at load; every batch entry shares it. */
+static size_t qmm_prepared_size(const nn_call *c, const qio *io) {
+    qmm q;
+    bool w_per;
+    const nn_tensor *b = &c->in[io->w];
+    if (!b->data || b->ndim > 2 || qmm_resolve((nn_call *)c, io, &q) != NN_OK ||
+        check_quant_inputs((nn_call *)c, io, q.n, &w_per) != NN_OK)
+        return 0;
+    return qprep_size(nn_qgemm_packed_b_size(q.k, q.n), 1);
+}
+
+static nn_status qmm_prepare(const nn_call *c, const qio *io, void *prepared) {
+    qmm q;
+    if (qmm_resolve((nn_call *)c, io, &q) != NN_OK) return NN_ERR_INTERNAL;
+    bool sgn = c->in[io->w].dtype == NN_DTYPE_INT8;
+    *(qprep *)prepared = (qprep){QPREP_MAGIC, q.n, q.k, 1, sgn};
+    nn_qgemm g = {.n = q.n, .k = q.k, .b = c->in[io->w].data, .ldb = q.n, .b_signed = sgn};
+    nn_qgemm_pack_b(&g, (void *)qprep_block(prepared, nn_qgemm_packed_b_size(q.k, q.n), 0));
+    return NN_OK;
+}
+
+static bool qmm_prepared_fits(const nn_call *c, const qio *io, const void *prepared, size_t size) {
+    qmm q;
+    if (c->in[io->w].ndim > 2 || size < QPREP_DATA || qmm_resolve((nn_call *)c, io, &q) != NN_OK) return false;
+    return qprep_fits(prepared, size, qprep_size(nn_qgemm_packed_b_size(q.k, q.n), 1), q.n, q.k, 1,
+                      c->in[io->w].dtype == NN_DTYPE_INT8);
+}
+
+static size_t prepared_size_matmulinteger(const nn_call *c) { return qmm_prepared_size(c, &matmul_int_io); }
+static nn_status prepare_matmulinteger(const nn_call *c, void *p) { return qmm_prepare(c, &matmul_int_io, p); }
+static bool prepared_fits_matmulinteger(const nn_call *c, const void *p, size_t size) {
+    return qmm_prepared_fits(c, &matmul_int_io, p, size);
+}
+static size_t prepared_size_qlinearmatmul(const nn_call *c) { return qmm_prepared_size(c, &qmatmul_io); }
+static nn_status prepare_qlinearmatmul(const nn_call *c, void *p) { return qmm_prepare(c, &qmatmul_io, p); }
+static bool prepared_fits_qlinearmatmul(const nn_call *c, const void *p, size_t size) {
+    return qmm_prepared_fits(c, &qmatmul_io, p, size);
 }
 
 static nn_status infer_matmulinteger(nn_call *c) { return qmm_infer(c, &matmul_int_io); }
@@ -535,7 +730,11 @@ const nn_op_desc nn_op_MatMulInteger = {.name = "MatMulInteger",
                                         .max_outputs = 1,
                                         .infer = infer_matmulinteger,
                                         .workspace = workspace_matmulinteger,
-                                        .run = run_matmulinteger};
+                                        .run = run_matmulinteger,
+                                        .prepared_size = prepared_size_matmulinteger,
+                                        .prepare = prepare_matmulinteger,
+                                        .prepared_fits = prepared_fits_matmulinteger,
+                                        .prepared_inputs = 1u << 1};
 
 const nn_op_desc nn_op_QLinearMatMul = {.name = "QLinearMatMul",
                                         .min_inputs = 8,
@@ -544,4 +743,8 @@ const nn_op_desc nn_op_QLinearMatMul = {.name = "QLinearMatMul",
                                         .max_outputs = 1,
                                         .infer = infer_qlinearmatmul,
                                         .workspace = workspace_qlinearmatmul,
-                                        .run = run_qlinearmatmul};
+                                        .run = run_qlinearmatmul,
+                                        .prepared_size = prepared_size_qlinearmatmul,
+                                        .prepare = prepare_qlinearmatmul,
+                                        .prepared_fits = prepared_fits_qlinearmatmul,
+                                        .prepared_inputs = 1u << 3};

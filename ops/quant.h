@@ -36,10 +36,14 @@ int32_t nn_quant_zero(const nn_call *c, int zero, int64_t i);
 /* saturate(round_half_even(x / scale) + zp) into [lo, hi]; NaN gives lo,
  * as ONNX Runtime's kernel (its float max picks the bound). */
 static inline int32_t nn_quantize_value(float x, float scale, int32_t zp, int32_t lo, int32_t hi) {
-    float v = x / scale;
-    if (!(v >= (float)(lo - zp))) return lo; /* NaN too */
-    if (v > (float)(hi - zp)) return hi;
-    return (int32_t)rintf(v) + zp;
+    float v = x / scale, flo = (float)(lo - zp), fhi = (float)(hi - zp);
+    v = v >= flo ? v : flo; /* NaN too */
+    v = v > fhi ? fhi : v;
+    /* branch-free and without a call to rintf, so that loops vectorize; the
+     * bounds less zp are whole numbers, so clamping first changes nothing,
+     * and |v| <= 2^22 after it, where adding and removing 1.5 * 2^23 rounds
+     * half to even exactly as rintf does */
+    return (int32_t)((v + 12582912.0f) - 12582912.0f) + zp;
 }
 
 #endif

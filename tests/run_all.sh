@@ -72,6 +72,8 @@ fi
 suite models tests/check_models.sh
 suite rnn_models tests/check_rnn.sh
 suite quant_models tests/check_quant.sh
+# the integer ops with weights packed at load, fresh and from the plan cache, under each ISA, against numpy
+suite quant_prepacked /usr/bin/python3 tests/check_qprepack.py "$BUILD/nnrun" "$NN_CACHE_DIR/qprepack" avx512 avx2 scalar
 suite structure tests/check_structure.sh
 # docs/operators.md is generated from ops/ops.def, the ONNX schemas and the conformance list: `make docs`
 suite operators_doc /usr/bin/python3 tools/gen_operators.py --check

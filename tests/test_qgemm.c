@@ -1,5 +1,6 @@
 /* The int8 GEMM (ops/qgemm.h): every kernel this CPU runs (the portable
- * one, and AVX-512 VNNI where present) against a plain 64-bit sum of
+ * one, AVX2's widening one, and AVX-512 VNNI where present, each forced
+ * through the ISA argument) against a plain 64-bit sum of
  * (a - za) * (b - zb), on odd sizes that leave ragged tiles and k groups,
  * for each signedness of A and B, per-tensor and per-row/column zero
  * points, strided operands, and bytes at the extremes (255 x -128 sums,
@@ -89,6 +90,44 @@ int main(void) {
                                     bad = i * ldc + j;
                                     break;
                                 }
+                        /* A and B packed beforehand (weights packed at load), then the
+                         * requantizing epilogue, per row and per column */
+                        size_t pas = nn_qgemm_packed_a_size(m, k), pbs = nn_qgemm_packed_b_size(k, n);
+                        void *pa = malloc(pas), *pb = malloc(pbs);
+                        int32_t *got2 = calloc((size_t)(m * ldc), 4);
+                        uint8_t *y = calloc((size_t)(m * ldc), 1);
+                        float *mult = malloc((size_t)(m > n ? m : n) * 4);
+                        int32_t *bias = malloc((size_t)(m > n ? m : n) * 4);
+                        for (int64_t q = 0; q < (m > n ? m : n); q++) {
+                            mult[q] = (float)(next() % 1000 + 1) * 1e-6f;
+                            bias[q] = (int32_t)(next() % 20001) - 10000;
+                        }
+                        nn_qgemm_pack_a(&g, pa);
+                        nn_qgemm_pack_b(&g, pb);
+                        nn_qgemm g2 = g;
+                        g2.c = got2;
+                        g2.a_packed = (combo + fillmode) & 1 ? pa : NULL;
+                        g2.b_packed = (combo + zmode) & 1 ? pb : NULL;
+                        nn_qgemm_run_isa(&g2, w, 2, (nn_isa)isa);
+                        bool per_col = s & 1;
+                        nn_qgemm_out8 o8 = {.y = y, .ldy = ldc, .mult = mult, .bias = zmode ? bias : NULL,
+                                            .per_col = per_col, .zp = as ? -3 : 7, .lo = as ? -128 : 0,
+                                            .hi = as ? 127 : 255};
+                        g2.out8 = &o8;
+                        nn_qgemm_run_isa(&g2, w, 2, (nn_isa)isa);
+                        int64_t bad2 = -1, bad8 = -1;
+                        for (int64_t i = 0; i < m; i++)
+                            for (int64_t j = 0; j < n; j++) {
+                                int64_t q = per_col ? j : i;
+                                uint32_t v = (uint32_t)want[i * ldc + j] + (zmode ? (uint32_t)bias[q] : 0u);
+                                uint8_t w8 = (uint8_t)nn_qgemm_requantize((int32_t)v, mult[q], o8.zp, o8.lo, o8.hi);
+                                if (got2[i * ldc + j] != want[i * ldc + j] && bad2 < 0) bad2 = i * ldc + j;
+                                if (y[i * ldc + j] != w8 && bad8 < 0) bad8 = i * ldc + j;
+                            }
+                        CHECK(bad2 < 0 && bad8 < 0, "%s %lldx%lldx%lld combo %d zp %d fill %d: prepacked C[%lld] or y[%lld] differs",
+                              nn_isa_name((nn_isa)isa), (long long)m, (long long)n, (long long)k, combo, zmode,
+                              fillmode, (long long)bad2, (long long)bad8);
+                        free(pa), free(pb), free(got2), free(y), free(mult), free(bias);
                         CHECK(bad < 0, "%s %lldx%lldx%lld A %s B %s zero points %d fill %d: C[%lld] = %d, want %d",
                               nn_isa_name((nn_isa)isa), (long long)m, (long long)n, (long long)k, as ? "s8" : "u8",
                               bs ? "s8" : "u8", zmode, fillmode, (long long)bad, bad < 0 ? 0 : got[bad],

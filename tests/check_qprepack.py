@@ -1,0 +1,170 @@
+"""The integer ops with constant weights, which nn packs once at load:
+QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel)
+ConvInteger (pointwise), and depthwise QLinearConv / ConvInteger (summed
+directly, weights read as they are), built here with onnx.helper and run by nnrun
+(fresh load, then from the plan cache, under each ISA given), against a
+reference computed here with numpy in 64-bit integers and ONNX Runtime's
+float32 requantization order.  Outputs must be equal, byte for byte.
+
+usage: check_qprepack.py NNRUN WORKDIR ISA...
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(7)
+
+
+def requant(acc, mult, zp, dtype):
+    lo, hi = (-128, 127) if dtype == np.int8 else (0, 255)
+    v = acc.astype(np.float32) * mult.astype(np.float32)
+    return np.clip(np.rint(v) + zp, lo, hi).astype(dtype)
+
+
+def const(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def onnx_type(dt):
+    return {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.int32: TensorProto.INT32}[dt]
+
+
+def model(node, x, inits, out_dtype, out_shape):
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type(x.dtype.type), x.shape)],
+                          [helper.make_tensor_value_info("y", onnx_type(out_dtype), out_shape)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def qmatmul():
+    x = rng.integers(0, 256, (3, 5, 37), dtype=np.uint8)
+    b = rng.integers(-128, 128, (37, 45), dtype=np.int8)
+    xs, xz = np.float32(0.02), np.uint8(131)
+    bs = rng.uniform(0.001, 0.01, 45).astype(np.float32)
+    bz = rng.integers(-5, 6, 45).astype(np.int8)
+    ys, yz = np.float32(0.7), np.uint8(120)
+    acc = np.einsum("bmk,kn->bmn", x.astype(np.int64) - int(xz), b.astype(np.int64) - bz.astype(np.int64))
+    want = requant(acc, (xs * bs) / ys, int(yz), np.uint8)
+    node = helper.make_node("QLinearMatMul", ["x", "xs", "xz", "b", "bs", "bz", "ys", "yz"], ["y"])
+    inits = [const("xs", xs), const("xz", xz), const("b", b), const("bs", bs), const("bz", bz), const("ys", ys),
+             const("yz", yz)]
+    return model(node, x, inits, np.uint8, want.shape), x, want
+
+
+def matmulinteger():
+    x = rng.integers(0, 256, (7, 70), dtype=np.uint8)
+    b = rng.integers(0, 256, (70, 33), dtype=np.uint8)
+    xz = np.uint8(17)
+    bz = rng.integers(0, 256, 33).astype(np.uint8)
+    want = ((x.astype(np.int64) - int(xz)) @ (b.astype(np.int64) - bz.astype(np.int64))).astype(np.int32)
+    node = helper.make_node("MatMulInteger", ["x", "b", "xz", "bz"], ["y"])
+    return model(node, x, [const("b", b), const("xz", xz), const("bz", bz)], np.int32, want.shape), x, want
+
+
+def conv_ref(x, w, xz, wz, group, stride, pad):
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    xp = np.pad(x.astype(np.int64) - xz, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    wi = w.astype(np.int64) - np.asarray(wz, dtype=np.int64).reshape(-1, 1, 1, 1)
+    out = np.zeros((n, m, oh, ow), np.int64)
+    mg = m // group
+    for gi in range(group):
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, gi * cg:(gi + 1) * cg, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                out[:, gi * mg:(gi + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, wi[gi * mg:(gi + 1) * mg, :, i, j])
+    return out
+
+
+def qlinearconv():
+    x = rng.integers(0, 256, (2, 6, 9, 9), dtype=np.uint8)
+    w = rng.integers(-127, 128, (8, 3, 3, 3), dtype=np.int8)
+    xs, xz = np.float32(0.03), np.uint8(128)
+    ws = rng.uniform(0.001, 0.01, 8).astype(np.float32)
+    wz = np.zeros(8, np.int8)
+    ys, yz = np.float32(0.25), np.uint8(100)
+    bias = rng.integers(-3000, 3000, 8).astype(np.int32)
+    acc = conv_ref(x, w, int(xz), wz, 2, 2, 1) + bias.reshape(1, -1, 1, 1)
+    want = requant(acc, ((xs * ws) / ys).reshape(1, -1, 1, 1), int(yz), np.uint8)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"], group=2,
+                            strides=[2, 2], pads=[1, 1, 1, 1])
+    inits = [const("xs", xs), const("xz", xz), const("w", w), const("ws", ws), const("wz", wz), const("ys", ys),
+             const("yz", yz), const("bias", bias)]
+    return model(node, x, inits, np.uint8, want.shape), x, want
+
+
+def convinteger():
+    x = rng.integers(0, 256, (1, 4, 8, 8), dtype=np.uint8)
+    w = rng.integers(0, 256, (5, 4, 1, 1), dtype=np.uint8)
+    xz, wz = np.uint8(9), np.uint8(3)
+    want = conv_ref(x, w, int(xz), [int(wz)] * 5, 1, 1, 0).astype(np.int32)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"])
+    return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
+
+
+def qdepthwise():
+    x = rng.integers(-128, 128, (2, 5, 11, 10), dtype=np.int8)
+    w = rng.integers(-128, 128, (5, 1, 3, 3), dtype=np.int8)
+    xs, xz = np.float32(0.05), np.int8(-3)
+    ws = rng.uniform(0.001, 0.01, 5).astype(np.float32)
+    wz = rng.integers(-4, 5, 5).astype(np.int8)
+    ys, yz = np.float32(0.1), np.int8(5)
+    bias = rng.integers(-3000, 3000, 5).astype(np.int32)
+    acc = conv_ref(x, w, int(xz), wz, 5, 2, 1) + bias.reshape(1, -1, 1, 1)
+    want = requant(acc, ((xs * ws) / ys).reshape(1, -1, 1, 1), int(yz), np.int8)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"], group=5,
+                            strides=[2, 2], pads=[1, 1, 1, 1])
+    inits = [const("xs", xs), const("xz", xz), const("w", w), const("ws", ws), const("wz", wz), const("ys", ys),
+             const("yz", yz), const("bias", bias)]
+    return model(node, x, inits, np.int8, want.shape), x, want
+
+
+def convinteger_depthwise():
+    x = rng.integers(0, 256, (1, 3, 7, 300), dtype=np.uint8)  # rows wider than one 256-column chunk
+    w = rng.integers(0, 256, (3, 1, 5, 5), dtype=np.uint8)
+    xz, wz = np.uint8(200), np.uint8(1)
+    want = conv_ref(x, w, int(xz), [int(wz)] * 3, 3, 1, 2).astype(np.int32)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=3, pads=[2, 2, 2, 2])
+    return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
+
+
+def main():
+    nnrun, work, isas = sys.argv[1], sys.argv[2], sys.argv[3:] or ["default"]
+    os.makedirs(work, exist_ok=True)
+    bad = 0
+    for make in (qmatmul, matmulinteger, qlinearconv, convinteger, qdepthwise, convinteger_depthwise):
+        m, x, want = make()
+        name = make.__name__
+        path, xin = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".x.npy")
+        onnx.save(m, path)
+        np.save(xin, x)
+        for isa in isas:
+            env = dict(os.environ)
+            if isa != "default":
+                env["NN_ISA"] = isa
+            cache = os.path.join(work, "cache-" + isa)
+            for attempt in ("load", "cache"):
+                out = os.path.join(work, "out-%s-%s-%s" % (name, isa, attempt))
+                r = subprocess.run([nnrun, path, "--input", "x=" + xin, "--iters", "1", "--warmup", "0", "--quiet",
+                                    "--cache-dir", cache, "--save-outputs", out], env=env, capture_output=True,
+                                   text=True)
+                got = np.load(os.path.join(out, "y.npy")) if r.returncode == 0 else None
+                ok = got is not None and got.dtype == want.dtype and got.shape == want.shape and \
+                    np.array_equal(got, want)
+                if not ok:
+                    bad += 1
+                    diff = "" if got is None or got.shape != want.shape else \
+                        " (%d of %d differ)" % (np.count_nonzero(got != want), want.size)
+                    print("FAIL %s isa=%s %s%s %s" % (name, isa, attempt, diff, r.stderr.strip()[-300:]))
+                else:
+                    print("ok   %s isa=%s %s" % (name, isa, attempt))
+    print("%d failed" % bad)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

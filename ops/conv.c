@@ -150,15 +150,7 @@ static nn_status conv_resolve(const nn_call *c, bool transpose, conv_geom *g) {
             return nn_call_error(c, NN_ERR_INVALID, "strides, dilations and kernel must be >= 1, pads >= 0");
         int64_t ext = (k - 1) * dil + 1, out;
         if (!transpose) {
-            if (p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER || p->w.auto_pad == NN_AUTO_PAD_SAME_LOWER) {
-                out = (in + s - 1) / s;
-                int64_t total = (out - 1) * s + ext - in;
-                if (total < 0) total = 0;
-                pb = p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
-            } else {
-                if (p->w.auto_pad == NN_AUTO_PAD_VALID) pb = pe = 0;
-                out = in + pb + pe < ext ? 0 : (in + pb + pe - ext) / s + 1;
-            }
+            out = nn_window_out(p->w.auto_pad, in, ext, s, &pb, &pe);
         } else {
             int64_t full = s * (in - 1) + ext + opad; /* output length before cropping pads */
             if (p->n_out_shape >= 0 || p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER ||

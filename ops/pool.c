@@ -68,23 +68,13 @@ static nn_status pool_resolve(const nn_call *c, pool_geom *g) {
             return nn_call_error(c, NN_ERR_INVALID, "kernel, strides and dilations must be >= 1, pads >= 0");
         /* padding alone would make windows with nothing to pool */
         if (in < 1) return nn_call_error(c, NN_ERR_SHAPE, "spatial dim %d of the input is empty", d);
-        int64_t ext = (k - 1) * dil + 1, out;
-        if (p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER || p->w.auto_pad == NN_AUTO_PAD_SAME_LOWER) {
-            out = (in + s - 1) / s;
-            int64_t total = (out - 1) * s + ext - in;
-            if (total < 0) total = 0;
-            pb = p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
-            pe = total - pb;
+        int64_t ext = (k - 1) * dil + 1, out, span = in + pb + pe - ext;
+        if (p->ceil_mode && p->w.auto_pad == NN_AUTO_PAD_NOTSET) {
+            /* the last window may start in the trailing pad, never past it */
+            out = span < 0 ? 0 : (span + s - 1) / s + 1;
+            if (out > 0 && (out - 1) * s >= in + pb) out--;
         } else {
-            if (p->w.auto_pad == NN_AUTO_PAD_VALID) pb = pe = 0;
-            int64_t span = in + pb + pe - ext;
-            if (span < 0)
-                out = 0;
-            else if (p->ceil_mode && p->w.auto_pad == NN_AUTO_PAD_NOTSET) {
-                out = (span + s - 1) / s + 1;
-                if ((out - 1) * s >= in + pb) out--;
-            } else
-                out = span / s + 1;
+            out = nn_window_out(p->w.auto_pad, in, ext, s, &pb, &pe);
         }
         if (out < 1)
             return nn_call_error(c, NN_ERR_SHAPE, "spatial dim %d: window %lld does not fit input %lld", d,

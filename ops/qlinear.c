@@ -208,16 +208,7 @@ static nn_status qconv_resolve(const nn_call *c, const qio *io, nn_conv_geom *g)
                                  (long long)p->w.kernel[d], (long long)k);
         if (s < 1 || dil < 1 || pb < 0 || pe < 0 || k < 1)
             return nn_call_error(c, NN_ERR_INVALID, "strides, dilations and kernel must be >= 1, pads >= 0");
-        int64_t ext = (k - 1) * dil + 1;
-        if (p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER || p->w.auto_pad == NN_AUTO_PAD_SAME_LOWER) {
-            out = (in + s - 1) / s;
-            int64_t total = (out - 1) * s + ext - in;
-            if (total < 0) total = 0;
-            pb = p->w.auto_pad == NN_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
-        } else {
-            if (p->w.auto_pad == NN_AUTO_PAD_VALID) pb = pe = 0;
-            out = in + pb + pe < ext ? 0 : (in + pb + pe - ext) / s + 1;
-        }
+        out = nn_window_out(p->w.auto_pad, in, (k - 1) * dil + 1, s, &pb, &pe);
         if (out < 1)
             return nn_call_error(c, NN_ERR_SHAPE, "spatial dim %d: output size %lld (input %lld, kernel %lld)", d,
                                  (long long)out, (long long)in, (long long)k);

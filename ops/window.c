@@ -126,3 +126,15 @@ void nn_odometer_next(int64_t *pos, const int64_t *dims, int n) {
         pos[d] = 0;
     }
 }
+
+int64_t nn_window_out(nn_auto_pad auto_pad, int64_t in, int64_t ext, int64_t s, int64_t *pb, int64_t *pe) {
+    if (auto_pad == NN_AUTO_PAD_SAME_UPPER || auto_pad == NN_AUTO_PAD_SAME_LOWER) {
+        int64_t out = (in + s - 1) / s, total = (out - 1) * s + ext - in;
+        if (total < 0) total = 0;
+        *pb = auto_pad == NN_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+        *pe = total - *pb;
+        return out;
+    }
+    if (auto_pad == NN_AUTO_PAD_VALID) *pb = *pe = 0;
+    return in + *pb + *pe < ext ? 0 : (in + *pb + *pe - ext) / s + 1;
+}

@@ -26,6 +26,11 @@ typedef struct nn_window_attrs {
 nn_status nn_window_parse(nn_parse_ctx *ctx, nn_window_attrs *w);
 /* Their counts and values in range (for the op's check). */
 nn_status nn_window_check(const nn_window_attrs *w, char *err, size_t err_size);
+/* One spatial axis of a forward window (Conv, QLinearConv, pooling without
+ * ceil_mode) of extent ext = (kernel - 1) * dilation + 1 and stride s over
+ * `in` values: the output length (0 when the window does not fit), with the
+ * pads *pb and *pe (given, as attributes) resolved as auto_pad says. */
+int64_t nn_window_out(nn_auto_pad auto_pad, int64_t in, int64_t ext, int64_t s, int64_t *pb, int64_t *pe);
 /* Indices i in [0, count) with 0 <= i*stride + off < limit form [*lo, *hi). */
 void nn_valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi);
 /* Length of one axis of an input plane padded so that every output's window

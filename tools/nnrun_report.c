@@ -158,8 +158,8 @@ void print_json(const args *a, const held *h, const measured *r) {
     else
         printf("null");
     if (r->have_energy)
-        printf(", \"energy\": {\"source\": \"powercap\", \"joules\": %.6f, \"joules_per_sample\": %.6f, \"watts\": "
-               "%.3f}",
+        printf(", \"energy\": {\"source\": \"powercap\", \"joules\": %.9g, \"joules_per_sample\": %.9g, \"watts\": "
+               "%.9g}",
                r->joules, r->joules / ((double)r->samples * l->n), r->joules / r->timed_s);
     else
         printf(", \"energy_absent\": "), json_str(r->energy_reason);
@@ -187,7 +187,7 @@ void print_scan(const args *a, const report *reps, int n, int best, int fits) {
                        "%d, \"throughput\": %.3f, \"peak_rss_mb\": %.1f",
                        r->load_ms, r->lat.min, r->lat.mean, r->lat.median, r->lat.p90, r->lat.p95, r->lat.p99,
                        r->lat.max, r->lat.stddev, r->lat.n, r->throughput, r->rss_mb);
-                if (!isnan(r->joules_per_sample)) printf(", \"joules_per_sample\": %.6f", r->joules_per_sample);
+                if (!isnan(r->joules_per_sample)) printf(", \"joules_per_sample\": %.9g", r->joules_per_sample);
                 if (a->latency_budget > 0)
                     printf(", \"within_budget\": %s", r->lat.p99 <= a->latency_budget ? "true" : "false");
             } else {

@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "error.h"
 #include "model.h"
+#include "values.h"
 
 nn_model *nn_body_new(int depth) {
     nn_model *m = calloc(1, sizeof *m);
@@ -32,22 +33,6 @@ nn_model *nn_body_new(int depth) {
 static nn_status prepare_body(const nn_model *m, const nn_node *n, const nn_subgraph *sub) {
     nn_model *b = sub->body;
     nn_graph *g = &b->g;
-    /* bodies exchange tensors with their node; sequences and optionals
-     * (docs/sequences.md) do not cross that boundary yet */
-    for (int i = 0; i < g->n_inputs + g->n_outputs; i++) {
-        const nn_value *v = &g->values[i < g->n_inputs ? g->inputs[i] : g->outputs[i - g->n_inputs]];
-        if (v->kind != NN_KIND_TENSOR)
-            return nn_set_error(NN_ERR_UNSUPPORTED, "%s '%s' is a sequence or optional: control-flow bodies take and "
-                                "return tensors only", i < g->n_inputs ? "input" : "output", v->name);
-    }
-    for (int k = 0; k < n->n_in + n->n_out; k++) {
-        int id = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
-        if (id < 0) continue;
-        const nn_value *v = &m->g.values[id];
-        if (v->kind != NN_KIND_TENSOR || nn_dtype_is_container(v->t.dtype))
-            return nn_set_error(NN_ERR_UNSUPPORTED, "value '%s' is a sequence or optional: control-flow nodes take and "
-                                "return tensors only", v->name);
-    }
     b->opt = m->opt;
     b->opt.device = b->device;
     b->opt.cache = 0;
@@ -68,6 +53,8 @@ static nn_status prepare_body(const nn_model *m, const nn_node *n, const nn_subg
         const nn_value *o = &m->g.values[src];
         v->t = o->t;
         v->t.data = NULL;
+        v->kind = o->kind;
+        v->elem_kind = o->elem_kind;
         /* the model's batch dimension is bound at load, but a dynamic model
          * takes any batch at run time: a body planned for the bound one would refuse it */
         if (!o->shape_known || m->has_batch) v->t.ndim = -1;
@@ -95,6 +82,8 @@ nn_status nn_bodies_prepare(nn_model *m) {
                 return nn_set_error(st, "node '%s' (%s), body '%s': %s", n->name, d->name,
                                     set->g[k].body->g.name, why);
             }
+            /* the plan cache cannot store a body's sequences any more than the graph's */
+            m->g.has_containers |= set->g[k].body->g.has_containers;
         }
     }
     return NN_OK;
@@ -143,13 +132,67 @@ static bool fits(const nn_tensor *t, const nn_tensor *want) {
     return true;
 }
 
-static nn_status mismatch(const nn_call *call, const nn_model *b, const char *role, const char *name,
+/* Whether run-time value t fits a body input or output of `kind` declared
+ * as `want` (for a sequence or optional: its element).  An open type (no
+ * dtype, no rank) takes any value. */
+static bool fits_value(const nn_value *v, const nn_tensor *t, const nn_tensor *want) {
+    if (v->kind == NN_KIND_TENSOR) {
+        if (want->dtype == NN_DTYPE_UNDEFINED && want->ndim < 0) return true;
+        return !nn_dtype_is_container(t->dtype) && fits(t, want);
+    }
+    if (v->kind == NN_KIND_OPTIONAL && t->dtype == NN_DTYPE_NONE) return true;
+    if (v->kind == NN_KIND_SEQUENCE || v->elem_kind == NN_KIND_SEQUENCE) {
+        const nn_seq *s = t->data;
+        if (t->dtype != NN_DTYPE_SEQUENCE || !s) return false;
+        /* an empty sequence read from a file may not name its dtype */
+        bool any = want->dtype == NN_DTYPE_UNDEFINED || nn_dtype_is_container(want->dtype) || s->n == 0;
+        return any || s->elem == want->dtype;
+    }
+    return !nn_dtype_is_container(t->dtype) && fits(t, want);
+}
+
+static void value_string(const nn_value *v, const nn_tensor *t, bool declared, char *buf, size_t size) {
+    if (declared && v->kind != NN_KIND_TENSOR) {
+        char e[120];
+        shape_string(t, e, sizeof e);
+        snprintf(buf, size, "%s(%s)", v->kind == NN_KIND_SEQUENCE ? "seq" : "optional", e);
+    } else if (!declared && t->dtype == NN_DTYPE_SEQUENCE) {
+        snprintf(buf, size, "a sequence");
+    } else if (!declared && t->dtype == NN_DTYPE_NONE) {
+        snprintf(buf, size, "an empty optional");
+    } else {
+        shape_string(t, buf, size);
+    }
+}
+
+static nn_status mismatch(const nn_call *call, const nn_model *b, const char *role, const nn_value *v,
                           const nn_tensor *got, const nn_tensor *want) {
     char g[160], w[160];
-    shape_string(got, g, sizeof g);
-    shape_string(want, w, sizeof w);
-    return nn_call_error(call, NN_ERR_SHAPE, "body '%s': %s '%s' is %s, declared %s", nn_body_name(b), role, name, g,
-                         w);
+    value_string(v, got, false, g, sizeof g);
+    value_string(v, want, true, w, sizeof w);
+    return nn_call_error(call, NN_ERR_SHAPE, "body '%s': %s '%s' is %s, declared %s", nn_body_name(b), role, v->name,
+                         g, w);
+}
+
+/* out = a malloc'ed copy of body value t, which lives in the body's lane
+ * (its pool included) only until the body's run is released. */
+static nn_status copy_out(const nn_call *call, const nn_model *b, const nn_tensor *t, nn_tensor *out) {
+    if (nn_dtype_is_container(t->dtype) || t->dtype == NN_DTYPE_STRING) {
+        nn_status st = nn_value_pack(t, out, "a body output");
+        if (st != NN_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", nn_last_error());
+            return nn_call_error(call, st, "body '%s': %s", nn_body_name(b), why);
+        }
+        return NN_OK;
+    }
+    size_t bytes = tensor_bytes(t);
+    *out = *t;
+    out->data = malloc(bytes ? bytes : 1);
+    if (!out->data)
+        return nn_call_error(call, NN_ERR_NOMEM, "body '%s': out of memory for %zu bytes", nn_body_name(b), bytes);
+    if (bytes) memcpy(out->data, t->data, bytes);
+    return NN_OK;
 }
 
 static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *in, nn_tensor *out) {
@@ -161,11 +204,22 @@ static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *i
         /* a static plan was made for exactly these shapes */
         nn_tensor want = val->t;
         if (!b->dynamic && want.dtype == NN_DTYPE_UNDEFINED) want.ndim = -1;
-        if (!fits(&in[i], &want)) return mismatch(call, b, "input", val->name, &in[i], &want);
-        if (b->dynamic) {
+        if (!fits_value(val, &in[i], &want)) return mismatch(call, b, "input", val, &in[i], &want);
+        if (b->dynamic) { /* sequences are immutable: the body reads the caller's */
             lane->rt[v] = in[i];
+            const nn_seq *s = in[i].dtype == NN_DTYPE_SEQUENCE ? in[i].data : NULL;
+            if (s && !s->n && s->elem == NN_DTYPE_UNDEFINED && nn_dtype_size(want.dtype)) {
+                /* an empty sequence from a file may not name its dtype: the body's declaration does */
+                nn_seq *typed = nn_arena_alloc(&lane->pool, sizeof *typed);
+                if (!typed) return nn_call_error(call, NN_ERR_NOMEM, "out of memory");
+                *typed = (nn_seq){.elem = want.dtype};
+                lane->rt[v].data = typed;
+            }
             continue;
         }
+        if (nn_dtype_is_container(in[i].dtype))
+            return nn_call_error(call, NN_ERR_INTERNAL, "body '%s': input '%s' is a sequence in a static plan",
+                                 nn_body_name(b), val->name);
         size_t bytes = tensor_bytes(&in[i]);
         if (bytes && !lane->rt[v].data)
             return nn_call_error(call, NN_ERR_INTERNAL, "body '%s': input '%s' has no buffer", nn_body_name(b),
@@ -180,18 +234,12 @@ static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *i
     }
     for (int k = 0; k < g->n_outputs && st == NN_OK; k++) {
         const nn_tensor *t = &lane->rt[g->outputs[k]];
-        if (!fits(t, &g->declared_out[k])) {
-            st = mismatch(call, b, "output", g->values[g->outputs[k]].name, t, &g->declared_out[k]);
+        const nn_value *val = &g->values[g->outputs[k]];
+        if (!fits_value(val, t, &g->declared_out[k])) {
+            st = mismatch(call, b, "output", val, t, &g->declared_out[k]);
             break;
         }
-        size_t bytes = tensor_bytes(t);
-        out[k] = *t;
-        out[k].data = malloc(bytes ? bytes : 1);
-        if (!out[k].data) {
-            st = nn_call_error(call, NN_ERR_NOMEM, "body '%s': out of memory for %zu bytes", nn_body_name(b), bytes);
-            break;
-        }
-        if (bytes) memcpy(out[k].data, t->data, bytes);
+        st = copy_out(call, b, t, &out[k]);
     }
     if (st != NN_OK)
         for (int k = 0; k < g->n_outputs; k++)
@@ -210,4 +258,29 @@ nn_status nn_body_run(const nn_call *call, nn_model *b, const nn_tensor *in, int
     nn_execute_release(b);
     pthread_mutex_unlock(&b->lock);
     return st;
+}
+
+nn_status nn_body_keep(nn_call *call, nn_tensor *t) {
+    if (!nn_dtype_is_container(t->dtype)) return NN_OK;
+    nn_tensor kept;
+    nn_status st = nn_value_pack_in(t, &kept, call->pool, "a control-flow output");
+    if (st != NN_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", nn_last_error());
+        return nn_call_error(call, st, "%s", why);
+    }
+    nn_tensor_release(t);
+    *t = kept;
+    return NN_OK;
+}
+
+int nn_body_output_kind(const nn_model *body, int k) {
+    const nn_value *v = &body->g.values[body->g.outputs[k]];
+    const nn_tensor *d = &body->g.declared_out[k];
+    if (v->kind == NN_KIND_TENSOR && d->dtype == NN_DTYPE_UNDEFINED && d->ndim < 0) return -1;
+    return (int)v->kind;
+}
+
+nn_status nn_body_copy(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_tensor *out) {
+    return copy_out(call, body, t, out);
 }

@@ -63,6 +63,14 @@ static nn_status parse_if(nn_parse_ctx *ctx) {
     if (then_out != else_out || ctx->n_outputs > then_out)
         return nn_parse_error(ctx, NN_ERR_INVALID, "it has %d outputs, its branches %d and %d", ctx->n_outputs,
                               then_out, else_out);
+    /* a node's output is one kind of value whichever branch ran (open types aside) */
+    static const char *const kinds[] = {"a tensor", "a sequence", "an optional"};
+    for (int k = 0; k < then_out; k++) {
+        int a = nn_body_output_kind(p->sub.g[0].body, k), b = nn_body_output_kind(p->sub.g[1].body, k);
+        if (a >= 0 && b >= 0 && a <= 2 && b <= 2 && a != b)
+            return nn_parse_error(ctx, NN_ERR_INVALID, "output %d is %s in then_branch and %s in else_branch", k,
+                                  kinds[a], kinds[b]);
+    }
     return NN_OK;
 }
 
@@ -171,14 +179,17 @@ static nn_status infer_dynamic(nn_call *c) {
 
 static size_t bytes_of(const nn_tensor *t) { return (size_t)nn_tensor_elements(t) * nn_dtype_size(t->dtype); }
 
-/* A malloc'ed copy of t. */
-static nn_status copy_tensor(const nn_call *c, const nn_tensor *t, nn_tensor *out) {
-    size_t b = bytes_of(t);
-    *out = *t;
-    out->data = malloc(b ? b : 1);
-    if (!out->data) return nn_call_error(c, NN_ERR_NOMEM, "out of memory for %zu bytes", b);
-    if (b) memcpy(out->data, t->data, b);
-    return NN_OK;
+/* Outputs that are sequences or optionals go to the run's pool, where the
+ * executor keeps a node's sequences; on failure all are released. */
+static nn_status keep_outputs(nn_call *c) {
+    int k = 0;
+    nn_status st = NN_OK;
+    for (; k < c->n_out && st == NN_OK; k++)
+        st = nn_body_keep(c, &c->out[k]);
+    if (st == NN_OK) return NN_OK;
+    for (int j = 0; j < c->n_out; j++) /* those before k-1 that are sequences are in the pool already */
+        if (j >= k - 1 || !nn_dtype_is_container(c->out[j].dtype)) nn_tensor_release(&c->out[j]);
+    return st;
 }
 
 static void release_all(nn_tensor *t, int n) {
@@ -206,6 +217,9 @@ typedef struct accum {
 } accum;
 
 static nn_status accum_add(const nn_call *c, accum *a, const nn_tensor *t, int k) {
+    if (nn_dtype_is_container(t->dtype))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "scan output %d is a sequence or optional: scan outputs stack "
+                             "tensors", k);
     if (!a->count) {
         a->elem = *t;
         a->elem_bytes = bytes_of(t);
@@ -295,6 +309,7 @@ static nn_status run_if(nn_call *c) {
             out[k].data = NULL;
         }
         release_all(out + c->n_out, n_out - c->n_out);
+        st = keep_outputs(c);
     }
     free(in);
     free(out);
@@ -341,7 +356,7 @@ static nn_status run_loop(nn_call *c) {
             st = nn_call_error(c, NN_ERR_INVALID, "loop-carried input %d is absent", j);
             goto done;
         }
-        st = copy_tensor(c, &c->in[2 + j], &cur[j]);
+        st = nn_body_copy(c, s->body, &c->in[2 + j], &cur[j]);
     }
     in[0] = (nn_tensor){.dtype = NN_DTYPE_INT64, .ndim = 0, .data = &iter};
     in[1] = (nn_tensor){.dtype = NN_DTYPE_BOOL, .ndim = 0, .data = &cond_byte};
@@ -361,7 +376,8 @@ static nn_status run_loop(nn_call *c) {
             go = truth(&out[0]);
         }
         for (int j = 0; j < N && st == NN_OK; j++)
-            if (out[1 + j].dtype != cur[j].dtype)
+            /* an optional may be empty in one iteration and hold its element in the next */
+            if (out[1 + j].dtype != cur[j].dtype && out[1 + j].dtype != NN_DTYPE_NONE && cur[j].dtype != NN_DTYPE_NONE)
                 st = nn_call_error(c, NN_ERR_INVALID, "loop-carried value %d changes dtype from %s to %s", j,
                                    nn_dtype_name(cur[j].dtype), nn_dtype_name(out[1 + j].dtype));
         for (int j = 0; j < N && st == NN_OK; j++) {
@@ -382,7 +398,10 @@ static nn_status run_loop(nn_call *c) {
             st = accum_stack(c, &acc[k - N], 0, false, &declared, &c->out[k]);
         }
     }
-    if (st != NN_OK) release_all(c->out, c->n_out);
+    if (st != NN_OK)
+        release_all(c->out, c->n_out);
+    else
+        st = keep_outputs(c);
 done:
     if (out) release_all(out, n_body_out);
     if (cur) release_all(cur, N);
@@ -442,7 +461,7 @@ static nn_status scan_once(nn_call *c, const nn_tensor *states, const nn_tensor 
         goto done;
     }
     for (int j = 0; j < NS && st == NN_OK; j++)
-        st = copy_tensor(c, &states[j], &cur[j]);
+        st = nn_body_copy(c, s->body, &states[j], &cur[j]);
     for (int64_t t = 0; t < len && st == NN_OK; t++) {
         for (int j = 0; j < M && st == NN_OK; j++) {
             nn_tensor_release(&slices[j]);
@@ -553,6 +572,7 @@ static nn_status run_scan(nn_call *c) {
             res[k].data = NULL;
         }
         release_all(res, n_res);
+        st = keep_outputs(c);
     }
     free(res);
     return st;

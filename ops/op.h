@@ -359,6 +359,15 @@ int nn_body_inputs(const nn_model *body);
 int nn_body_outputs(const nn_model *body);
 nn_tensor nn_body_declared_output(const nn_model *body, int k);
 const char *nn_body_name(const nn_model *body);
+/* The declared kind of body output k (an nn_value_kind), -1 when its type is open. */
+int nn_body_output_kind(const nn_model *body, int k);
+/* Move a sequence or optional a kernel got from nn_body_run (malloc'ed)
+ * into call->pool, where the executor expects a node's sequences; other
+ * values are left as they are. */
+nn_status nn_body_keep(nn_call *call, nn_tensor *t);
+/* A malloc'ed deep copy of t (a sequence's items and strings included),
+ * released with nn_tensor_release; errors name `body`. */
+nn_status nn_body_copy(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_tensor *out);
 /* The most iterations a Loop may run: $NN_LOOP_MAX, else NN_LOOP_MAX_DEFAULT. */
 #define NN_LOOP_MAX_DEFAULT 1000000
 int64_t nn_loop_max(void);

@@ -284,3 +284,17 @@ int nn_body_output_kind(const nn_model *body, int k) {
 nn_status nn_body_copy(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_tensor *out) {
     return copy_out(call, body, t, out);
 }
+
+nn_status nn_body_to_pool(nn_call *call, nn_tensor *t) {
+    nn_tensor kept;
+    nn_status st = nn_value_pack_in(t, &kept, call->pool, "a control-flow output");
+    if (st != NN_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", nn_last_error());
+        nn_tensor_release(t);
+        return nn_call_error(call, st, "%s", why);
+    }
+    nn_tensor_release(t);
+    *t = kept;
+    return NN_OK;
+}

@@ -578,6 +578,92 @@ static nn_status run_scan(nn_call *c) {
     return st;
 }
 
+/* ---- SequenceMap (opset 17): the body runs once per item of input 0;
+ * other sequence inputs give their item at the same position, tensor
+ * inputs go in whole; each body output is gathered into a sequence. */
+
+typedef struct seqmap_params {
+    nn_subgraph_set sub;
+} seqmap_params;
+
+static nn_status parse_seqmap(nn_parse_ctx *ctx) {
+    seqmap_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    p->sub.n = 1;
+    nn_status st = get_body(ctx, "body", &p->sub.g[0]);
+    if (st != NN_OK) return st;
+    int outs = nn_body_outputs(p->sub.g[0].body);
+    if (p->sub.g[0].n_formal != ctx->n_inputs || outs != ctx->n_outputs)
+        return nn_parse_error(ctx, NN_ERR_INVALID, "its body takes %d inputs and returns %d, the node has %d and %d",
+                              p->sub.g[0].n_formal, outs, ctx->n_inputs, ctx->n_outputs);
+    return NN_OK;
+}
+
+static nn_status check_seqmap(const void *params, char *err, size_t err_size) {
+    return check_set(&((const seqmap_params *)params)->sub, 1, err, err_size);
+}
+
+static nn_status run_seqmap(nn_call *c) {
+    const seqmap_params *p = c->params;
+    const nn_subgraph *s = &p->sub.g[0];
+    int F = s->n_formal, n_out = nn_body_outputs(s->body);
+    if (F < 1 || c->n_in < F + s->n_captured || n_out != c->n_out)
+        return nn_call_error(c, NN_ERR_INVALID, "its body does not fit the node");
+    const nn_seq *first = c->in[0].data;
+    if (c->in[0].dtype != NN_DTYPE_SEQUENCE || !first)
+        return nn_call_error(c, NN_ERR_INVALID, "input 0 must be a sequence, is %s", nn_dtype_name(c->in[0].dtype));
+    int64_t n = first->n;
+    for (int j = 0; j < F; j++) {
+        if (!nn_present(c, j)) return nn_call_error(c, NN_ERR_INVALID, "input %d is absent", j);
+        if (c->in[j].dtype == NN_DTYPE_NONE) return nn_call_error(c, NN_ERR_INVALID, "input %d is an empty optional", j);
+        const nn_seq *q = c->in[j].data;
+        if (c->in[j].dtype == NN_DTYPE_SEQUENCE && (!q || q->n != n))
+            return nn_call_error(c, NN_ERR_SHAPE, "input %d holds %lld tensors, input 0 %lld", j,
+                                 q ? (long long)q->n : -1LL, (long long)n);
+    }
+    nn_seq **res = calloc((size_t)n_out + 1, sizeof *res);
+    nn_tensor *in = body_inputs(c, s), *out = calloc((size_t)n_out + 1, sizeof *out);
+    nn_status st = res && in && out ? NN_OK : nn_call_error(c, NN_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < n_out && st == NN_OK; k++) {
+        nn_tensor declared = nn_body_declared_output(s->body, k);
+        nn_dtype elem = nn_dtype_size(declared.dtype) ? declared.dtype : NN_DTYPE_FLOAT;
+        if (!(res[k] = nn_seq_new(c->pool, elem, n))) st = nn_call_error(c, NN_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < n && st == NN_OK; i++) {
+        for (int j = 0; j < F; j++)
+            in[j] = c->in[j].dtype == NN_DTYPE_SEQUENCE ? ((const nn_seq *)c->in[j].data)->items[i] : c->in[j];
+        if ((st = nn_body_run(c, s->body, in, F + s->n_captured, out, n_out)) != NN_OK) break;
+        for (int k = 0; k < n_out && st == NN_OK; k++) {
+            if (nn_dtype_is_container(out[k].dtype)) {
+                st = nn_call_error(c, NN_ERR_UNSUPPORTED, "body output %d is a sequence or optional: sequences of "
+                                   "sequences are not supported", k);
+                break;
+            }
+            if (i == 0) res[k]->elem = out[k].dtype;
+            if (out[k].dtype != res[k]->elem) {
+                st = nn_call_error(c, NN_ERR_INVALID, "body output %d is %s at item %lld, %s before", k,
+                                   nn_dtype_name(out[k].dtype), (long long)i, nn_dtype_name(res[k]->elem));
+                break;
+            }
+            nn_tensor *items = (nn_tensor *)res[k]->items;
+            if ((st = nn_body_to_pool(c, &out[k])) == NN_OK) {
+                items[i] = out[k];
+                res[k]->n = *res[k]->used = i + 1;
+            }
+            memset(&out[k], 0, sizeof out[k]); /* in the pool now, or released */
+        }
+        release_all(out, n_out);
+    }
+    if (st == NN_OK)
+        for (int k = 0; k < n_out; k++)
+            nn_output_seq(c, k, res[k]);
+    free(res);
+    free(in);
+    free(out);
+    return st;
+}
+
 const nn_op_desc nn_op_If = {.name = "If", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = -1,
                              .flags = NN_OPF_SUBGRAPH | NN_OPF_ANY_DTYPE, .parse = parse_if, .check = check_if,
                              .infer = infer_dynamic, .run = run_if};
@@ -587,3 +673,7 @@ const nn_op_desc nn_op_Loop = {.name = "Loop", .min_inputs = 0, .max_inputs = -1
 const nn_op_desc nn_op_Scan = {.name = "Scan", .min_inputs = 0, .max_inputs = -1, .min_outputs = 1,
                                .max_outputs = -1, .flags = NN_OPF_SUBGRAPH | NN_OPF_ANY_DTYPE, .parse = parse_scan,
                                .check = check_scan, .infer = infer_dynamic, .run = run_scan};
+const nn_op_desc nn_op_SequenceMap = {.name = "SequenceMap", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,
+                                      .max_outputs = -1, .flags = NN_OPF_SUBGRAPH | NN_OPF_ANY_DTYPE | NN_OPF_CONTAINER,
+                                      .parse = parse_seqmap, .check = check_seqmap, .infer = infer_dynamic,
+                                      .run = run_seqmap};

@@ -365,6 +365,8 @@ int nn_body_output_kind(const nn_model *body, int k);
  * into call->pool, where the executor expects a node's sequences; other
  * values are left as they are. */
 nn_status nn_body_keep(nn_call *call, nn_tensor *t);
+/* Move any value from nn_body_run into call->pool (released on failure). */
+nn_status nn_body_to_pool(nn_call *call, nn_tensor *t);
 /* A malloc'ed deep copy of t (a sequence's items and strings included),
  * released with nn_tensor_release; errors name `body`. */
 nn_status nn_body_copy(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_tensor *out);

@@ -474,6 +474,51 @@ static void test_loop_long_sequence(void) {
     nn_free(mdl);
 }
 
+/* SequenceMap over two sequences of different lengths: refused, naming
+ * the node and both lengths; of equal lengths, item i is X[i] + Z[i]. */
+static void test_sequence_map_lengths(void) {
+    check_set_case("SequenceMap");
+    builder top, body;
+    builder_init(&top);
+    builder_init(&body);
+    top.opset.version = 17;
+    int64_t symbolic[1] = {-1}, one[1] = {1};
+    graph_input(&top, "X", 1, symbolic);
+    graph_input(&top, "Z", 1, symbolic);
+    node(&top, "SplitToSequence", "sx", "X", NULL, "qx");
+    node(&top, "SplitToSequence", "sz", "Z", NULL, "qz");
+    Onnx__NodeProto *n = node(&top, "SequenceMap", "map", "qx", "qz", "qy");
+    attr_graph(&top, n, "body", &body);
+    Onnx__NodeProto *cat = node(&top, "ConcatFromSequence", "cat", "qy", NULL, "Y");
+    attr_int(&top, cat, "axis", 0);
+    graph_output(&top, "Y", 1, symbolic);
+    body.inputs[body.graph.n_input++] = typed("a", T_FLOAT, 1, one);
+    body.inputs[body.graph.n_input++] = typed("b", T_FLOAT, 1, one);
+    node(&body, "Add", "add", "a", "b", "y");
+    body.outputs[body.graph.n_output++] = typed("y", T_FLOAT, 1, one);
+    nn_model *m = load(&top, "seqmap.onnx");
+    builder_free(&body);
+    builder_free(&top);
+    if (!m) return;
+    float x[3] = {1, 2, 3}, z[3] = {10, 20, 30};
+    nn_tensor in[2] = {{.dtype = NN_DTYPE_FLOAT, .ndim = 1, .dims = {3}, .data = x},
+                       {.dtype = NN_DTYPE_FLOAT, .ndim = 1, .dims = {2}, .data = z}},
+              out;
+    nn_status st = nn_predict(m, in, 2, &out, 1);
+    const char *e = nn_last_error();
+    CHECK(st == NN_ERR_SHAPE && strstr(e, "'map'") && strstr(e, "input 1 holds 2 tensors, input 0 3"),
+          "different lengths: status %d, '%s'", (int)st, e);
+    in[1].dims[0] = 3;
+    st = nn_predict(m, in, 2, &out, 1);
+    if (CHECK(st == NN_OK, "equal lengths: %s", nn_last_error())) {
+        float want[3] = {11, 22, 33};
+        if (CHECK(out.ndim == 1 && out.dims[0] == 3, "Y has rank %d", out.ndim))
+            CHECK_CLOSE("Y", (float *)out.data, want, 3, 0, 0);
+        nn_tensor_release(&out);
+    }
+    nn_free(m);
+}
+
 int main(void) {
     if (!mkdtemp(nn_test_dir)) {
         perror("mkdtemp");
@@ -488,8 +533,9 @@ int main(void) {
     test_loop_carried_sequence();
     test_if_mixed_kinds();
     test_loop_long_sequence();
+    test_sequence_map_lengths();
     const char *files[] = {"seq.onnx", "opt.onnx", "long.onnx", "cast.onnx", "norm.onnx",
-                           "seqloop.onnx", "mixed.onnx", "longloop.onnx"};
+                           "seqloop.onnx", "mixed.onnx", "longloop.onnx", "seqmap.onnx"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s/%s", nn_test_dir, files[i]);

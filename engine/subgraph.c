@@ -195,7 +195,50 @@ static nn_status copy_out(const nn_call *call, const nn_model *b, const nn_tenso
     return NN_OK;
 }
 
-static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *in, nn_tensor *out) {
+/* out = sequence t with a malloc'ed header and item array; items whose data
+ * is prev's at the same position are shared (prev's data outlives the
+ * body: it is in `keep`, or the node's input), the others packed into
+ * `keep`.  A loop that appends so copies each item's data once. */
+static nn_status copy_seq_shared(const nn_call *call, const nn_model *b, const nn_tensor *t, const nn_tensor *prev,
+                                 nn_arena *keep, nn_tensor *out) {
+    const nn_seq *s = t->data, *p = prev->data;
+    if (!s || s->n < 0 || s->n > NN_SEQ_MAX_LENGTH || (s->n && !s->items))
+        return nn_call_error(call, NN_ERR_SHAPE, "body '%s': a sequence of %lld tensors is longer than "
+                             "NN_SEQ_MAX_LENGTH or invalid", nn_body_name(b), s ? (long long)s->n : -1LL);
+    char *block = malloc(sizeof(nn_seq) + sizeof(nn_tensor) * (size_t)s->n);
+    if (!block) return nn_call_error(call, NN_ERR_NOMEM, "body '%s': out of memory", nn_body_name(b));
+    nn_seq *q = (nn_seq *)block;
+    nn_tensor *items = (nn_tensor *)(block + sizeof(nn_seq));
+    for (int64_t i = 0; i < s->n; i++) {
+        if (p && i < p->n && s->items[i].data == p->items[i].data) {
+            items[i] = s->items[i];
+            continue;
+        }
+        nn_status st = nn_value_pack_in(&s->items[i], &items[i], keep, "a sequence item");
+        if (st != NN_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", nn_last_error());
+            free(block);
+            return nn_call_error(call, st, "body '%s': %s", nn_body_name(b), why);
+        }
+    }
+    *q = (nn_seq){.elem = s->elem, .n = s->n, .items = items, .used = NULL, .cap = s->n};
+    memset(out, 0, sizeof *out);
+    out->dtype = NN_DTYPE_SEQUENCE;
+    out->data = block;
+    return NN_OK;
+}
+
+/* copy_out, or copy_seq_shared where t and prev are sequences and keep is given */
+static nn_status copy_out_carried(const nn_call *call, const nn_model *b, const nn_tensor *t, const nn_tensor *prev,
+                                  nn_arena *keep, nn_tensor *out) {
+    if (keep && prev && t->dtype == NN_DTYPE_SEQUENCE && prev->dtype == NN_DTYPE_SEQUENCE && prev->data)
+        return copy_seq_shared(call, b, t, prev, keep, out);
+    return copy_out(call, b, t, out);
+}
+
+static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *in, nn_tensor *out,
+                            const nn_tensor *prev, nn_arena *keep) {
     nn_graph *g = &b->g;
     nn_lane *lane = &b->lanes[0];
     for (int i = 0; i < g->n_inputs; i++) {
@@ -239,7 +282,7 @@ static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *i
             st = mismatch(call, b, "output", val, t, &g->declared_out[k]);
             break;
         }
-        st = copy_out(call, b, t, &out[k]);
+        st = copy_out_carried(call, b, t, prev ? &prev[k] : NULL, keep, &out[k]);
     }
     if (st != NN_OK)
         for (int k = 0; k < g->n_outputs; k++)
@@ -248,13 +291,18 @@ static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *i
 }
 
 nn_status nn_body_run(const nn_call *call, nn_model *b, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
+    return nn_body_run_carried(call, b, in, n_in, out, n_out, NULL, NULL);
+}
+
+nn_status nn_body_run_carried(const nn_call *call, nn_model *b, const nn_tensor *in, int n_in, nn_tensor *out,
+                              int n_out, const nn_tensor *prev, nn_arena *keep) {
     if (n_in != b->g.n_inputs || n_out != b->g.n_outputs || !b->lanes)
         return nn_call_error(call, NN_ERR_INTERNAL, "body '%s' is called with %d inputs and %d outputs, has %d and %d",
                              nn_body_name(b), n_in, n_out, b->g.n_inputs, b->g.n_outputs);
     memset(out, 0, sizeof *out * (size_t)n_out);
     /* a body has one lane: runs of the same node on several threads take turns */
     pthread_mutex_lock(&b->lock);
-    nn_status st = run_locked(call, b, in, out);
+    nn_status st = run_locked(call, b, in, out, prev, keep);
     nn_execute_release(b);
     pthread_mutex_unlock(&b->lock);
     return st;
@@ -283,6 +331,11 @@ int nn_body_output_kind(const nn_model *body, int k) {
 
 nn_status nn_body_copy(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_tensor *out) {
     return copy_out(call, body, t, out);
+}
+
+nn_status nn_body_copy_carried(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_arena *keep,
+                               nn_tensor *out) {
+    return copy_out_carried(call, body, t, t, keep, out);
 }
 
 nn_status nn_body_to_pool(nn_call *call, nn_tensor *t) {

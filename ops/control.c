@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../engine/arena.h"
 #include "op.h"
 
 enum { SCAN_MAX = 32 }; /* state + scan inputs or outputs a Scan may have */
@@ -346,8 +347,11 @@ static nn_status run_loop(nn_call *c) {
     nn_tensor *in = body_inputs(c, s), *out = calloc((size_t)n_body_out, sizeof *out),
               *cur = calloc((size_t)N + 1, sizeof *cur);
     accum *acc = calloc((size_t)K + 1, sizeof *acc);
+    /* loop-carried sequences: their items' data, each copied once (not per iteration) */
+    nn_arena keep = {.chunk_size = 1 << 16};
+    nn_tensor *prev = calloc((size_t)n_body_out + 1, sizeof *prev);
     nn_status st = NN_OK;
-    if (!in || !out || !cur || !acc) {
+    if (!in || !out || !cur || !acc || !prev) {
         st = nn_call_error(c, NN_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -356,7 +360,7 @@ static nn_status run_loop(nn_call *c) {
             st = nn_call_error(c, NN_ERR_INVALID, "loop-carried input %d is absent", j);
             goto done;
         }
-        st = nn_body_copy(c, s->body, &c->in[2 + j], &cur[j]);
+        st = nn_body_copy_carried(c, s->body, &c->in[2 + j], &keep, &cur[j]);
     }
     in[0] = (nn_tensor){.dtype = NN_DTYPE_INT64, .ndim = 0, .data = &iter};
     in[1] = (nn_tensor){.dtype = NN_DTYPE_BOOL, .ndim = 0, .data = &cond_byte};
@@ -368,8 +372,10 @@ static nn_status run_loop(nn_call *c) {
         }
         cond_byte = go;
         for (int j = 0; j < N; j++)
-            in[2 + j] = cur[j];
-        if ((st = nn_body_run(c, s->body, in, s->n_formal + s->n_captured, out, n_body_out)) != NN_OK) break;
+            in[2 + j] = prev[1 + j] = cur[j];
+        if ((st = nn_body_run_carried(c, s->body, in, s->n_formal + s->n_captured, out, n_body_out, prev, &keep)) !=
+            NN_OK)
+            break;
         if (nn_tensor_elements(&out[0]) != 1) {
             st = nn_call_error(c, NN_ERR_INVALID, "the body's cond output must hold one element");
         } else if (has_cond) {
@@ -408,6 +414,8 @@ done:
     free(in);
     free(out);
     free(cur);
+    free(prev);
+    nn_arena_free(&keep);
     if (acc) accum_free(acc, K);
     return st;
 }

@@ -353,6 +353,15 @@ nn_status nn_input_ints(nn_call *c, int i, const char *what, int64_t *out, int c
  * data (release with nn_tensor_release).  Each output is checked against
  * the body's declared type; errors describe the body and go to call->err. */
 nn_status nn_body_run(const nn_call *call, nn_model *body, const nn_tensor *in, int n_in, nn_tensor *out, int n_out);
+/* The same for loop-carried values: a sequence output k whose items are
+ * prev[k]'s (by data) shares them, and packs only the new ones, into
+ * `keep` (which must outlive every output); its header stays malloc'ed. */
+nn_status nn_body_run_carried(const nn_call *call, nn_model *body, const nn_tensor *in, int n_in, nn_tensor *out,
+                              int n_out, const nn_tensor *prev, nn_arena *keep);
+/* A carried copy of an input t that outlives the loop: a sequence gets a
+ * malloc'ed header sharing t's items; anything else as nn_body_copy. */
+nn_status nn_body_copy_carried(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_arena *keep,
+                               nn_tensor *out);
 /* Body input/output counts and the declared type of output k (dtype
  * NN_DTYPE_UNDEFINED / ndim -1 where the file leaves them open). */
 int nn_body_inputs(const nn_model *body);

@@ -66,6 +66,7 @@ typedef enum nn_dtype {
     NN_DTYPE_DOUBLE = 11,
     NN_DTYPE_UINT32 = 12,
     NN_DTYPE_UINT64 = 13,
+    NN_DTYPE_BFLOAT16 = 16, /* bfloat16: the upper 16 bits of a float, as uint16_t; Cast and CastLike only */
 } nn_dtype;
 
 /* A dense, row-major tensor.  `data` is owned by whoever filled it: the

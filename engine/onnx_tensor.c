@@ -31,6 +31,7 @@ NN_API size_t nn_dtype_size(nn_dtype d) {
     case NN_DTYPE_INT32:
     case NN_DTYPE_UINT32: return 4;
     case NN_DTYPE_FLOAT16:
+    case NN_DTYPE_BFLOAT16:
     case NN_DTYPE_INT16:
     case NN_DTYPE_UINT16: return 2;
     case NN_DTYPE_UINT8:
@@ -210,7 +211,7 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
             st = nn_set_error(NN_ERR_INVALID, "%s has dtype STRING with %zu strings, dims need %lld", what,
                               tp->n_string_data, (long long)n);
     } else {
-        /* The 1- and 2-byte types and INT32 are stored widened in int32_data (FLOAT16 as its
+        /* The 1- and 2-byte types and INT32 are stored widened in int32_data (FLOAT16, BFLOAT16 as their
          * bits), UINT32 and UINT64 in uint64_data. */
         have = dt == NN_DTYPE_FLOAT    ? tp->n_float_data
                : dt == NN_DTYPE_INT64  ? tp->n_int64_data
@@ -252,7 +253,8 @@ nn_status nn_tensor_from_proto(const Onnx__TensorProto *tp, const nn_payload *ra
             case NN_DTYPE_INT32: ((int32_t *)data)[i] = v; break;
             case NN_DTYPE_INT16: ((int16_t *)data)[i] = (int16_t)v; break;
             case NN_DTYPE_UINT16:
-            case NN_DTYPE_FLOAT16: ((uint16_t *)data)[i] = (uint16_t)v; break;
+            case NN_DTYPE_FLOAT16:
+            case NN_DTYPE_BFLOAT16: ((uint16_t *)data)[i] = (uint16_t)v; break;
             case NN_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)v; break;
             case NN_DTYPE_BOOL: ((uint8_t *)data)[i] = v != 0; break;
             default: ((uint8_t *)data)[i] = (uint8_t)v; break;

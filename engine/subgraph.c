@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "error.h"
 #include "model.h"
+#include "values.h"
 
 nn_model *nn_body_new(int depth) {
     nn_model *m = calloc(1, sizeof *m);
@@ -32,22 +33,6 @@ nn_model *nn_body_new(int depth) {
 static nn_status prepare_body(const nn_model *m, const nn_node *n, const nn_subgraph *sub) {
     nn_model *b = sub->body;
     nn_graph *g = &b->g;
-    /* bodies exchange tensors with their node; sequences and optionals
-     * (docs/sequences.md) do not cross that boundary yet */
-    for (int i = 0; i < g->n_inputs + g->n_outputs; i++) {
-        const nn_value *v = &g->values[i < g->n_inputs ? g->inputs[i] : g->outputs[i - g->n_inputs]];
-        if (v->kind != NN_KIND_TENSOR)
-            return nn_set_error(NN_ERR_UNSUPPORTED, "%s '%s' is a sequence or optional: control-flow bodies take and "
-                                "return tensors only", i < g->n_inputs ? "input" : "output", v->name);
-    }
-    for (int k = 0; k < n->n_in + n->n_out; k++) {
-        int id = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
-        if (id < 0) continue;
-        const nn_value *v = &m->g.values[id];
-        if (v->kind != NN_KIND_TENSOR || nn_dtype_is_container(v->t.dtype))
-            return nn_set_error(NN_ERR_UNSUPPORTED, "value '%s' is a sequence or optional: control-flow nodes take and "
-                                "return tensors only", v->name);
-    }
     b->opt = m->opt;
     b->opt.device = b->device;
     b->opt.cache = 0;
@@ -68,6 +53,8 @@ static nn_status prepare_body(const nn_model *m, const nn_node *n, const nn_subg
         const nn_value *o = &m->g.values[src];
         v->t = o->t;
         v->t.data = NULL;
+        v->kind = o->kind;
+        v->elem_kind = o->elem_kind;
         /* the model's batch dimension is bound at load, but a dynamic model
          * takes any batch at run time: a body planned for the bound one would refuse it */
         if (!o->shape_known || m->has_batch) v->t.ndim = -1;
@@ -95,6 +82,8 @@ nn_status nn_bodies_prepare(nn_model *m) {
                 return nn_set_error(st, "node '%s' (%s), body '%s': %s", n->name, d->name,
                                     set->g[k].body->g.name, why);
             }
+            /* the plan cache cannot store a body's sequences any more than the graph's */
+            m->g.has_containers |= set->g[k].body->g.has_containers;
         }
     }
     return NN_OK;
@@ -143,16 +132,113 @@ static bool fits(const nn_tensor *t, const nn_tensor *want) {
     return true;
 }
 
-static nn_status mismatch(const nn_call *call, const nn_model *b, const char *role, const char *name,
-                          const nn_tensor *got, const nn_tensor *want) {
-    char g[160], w[160];
-    shape_string(got, g, sizeof g);
-    shape_string(want, w, sizeof w);
-    return nn_call_error(call, NN_ERR_SHAPE, "body '%s': %s '%s' is %s, declared %s", nn_body_name(b), role, name, g,
-                         w);
+/* Whether run-time value t fits a body input or output of `kind` declared
+ * as `want` (for a sequence or optional: its element).  An open type (no
+ * dtype, no rank) takes any value. */
+static bool fits_value(const nn_value *v, const nn_tensor *t, const nn_tensor *want) {
+    if (v->kind == NN_KIND_TENSOR) {
+        if (want->dtype == NN_DTYPE_UNDEFINED && want->ndim < 0) return true;
+        return !nn_dtype_is_container(t->dtype) && fits(t, want);
+    }
+    if (v->kind == NN_KIND_OPTIONAL && t->dtype == NN_DTYPE_NONE) return true;
+    if (v->kind == NN_KIND_SEQUENCE || v->elem_kind == NN_KIND_SEQUENCE) {
+        const nn_seq *s = t->data;
+        if (t->dtype != NN_DTYPE_SEQUENCE || !s) return false;
+        /* an empty sequence read from a file may not name its dtype */
+        bool any = want->dtype == NN_DTYPE_UNDEFINED || nn_dtype_is_container(want->dtype) || s->n == 0;
+        return any || s->elem == want->dtype;
+    }
+    return !nn_dtype_is_container(t->dtype) && fits(t, want);
 }
 
-static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *in, nn_tensor *out) {
+static void value_string(const nn_value *v, const nn_tensor *t, bool declared, char *buf, size_t size) {
+    if (declared && v->kind != NN_KIND_TENSOR) {
+        char e[120];
+        shape_string(t, e, sizeof e);
+        snprintf(buf, size, "%s(%s)", v->kind == NN_KIND_SEQUENCE ? "seq" : "optional", e);
+    } else if (!declared && t->dtype == NN_DTYPE_SEQUENCE) {
+        snprintf(buf, size, "a sequence");
+    } else if (!declared && t->dtype == NN_DTYPE_NONE) {
+        snprintf(buf, size, "an empty optional");
+    } else {
+        shape_string(t, buf, size);
+    }
+}
+
+static nn_status mismatch(const nn_call *call, const nn_model *b, const char *role, const nn_value *v,
+                          const nn_tensor *got, const nn_tensor *want) {
+    char g[160], w[160];
+    value_string(v, got, false, g, sizeof g);
+    value_string(v, want, true, w, sizeof w);
+    return nn_call_error(call, NN_ERR_SHAPE, "body '%s': %s '%s' is %s, declared %s", nn_body_name(b), role, v->name,
+                         g, w);
+}
+
+/* out = a malloc'ed copy of body value t, which lives in the body's lane
+ * (its pool included) only until the body's run is released. */
+static nn_status copy_out(const nn_call *call, const nn_model *b, const nn_tensor *t, nn_tensor *out) {
+    if (nn_dtype_is_container(t->dtype) || t->dtype == NN_DTYPE_STRING) {
+        nn_status st = nn_value_pack(t, out, "a body output");
+        if (st != NN_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", nn_last_error());
+            return nn_call_error(call, st, "body '%s': %s", nn_body_name(b), why);
+        }
+        return NN_OK;
+    }
+    size_t bytes = tensor_bytes(t);
+    *out = *t;
+    out->data = malloc(bytes ? bytes : 1);
+    if (!out->data)
+        return nn_call_error(call, NN_ERR_NOMEM, "body '%s': out of memory for %zu bytes", nn_body_name(b), bytes);
+    if (bytes) memcpy(out->data, t->data, bytes);
+    return NN_OK;
+}
+
+/* out = sequence t with a malloc'ed header and item array; items whose data
+ * is prev's at the same position are shared (prev's data outlives the
+ * body: it is in `keep`, or the node's input), the others packed into
+ * `keep`.  A loop that appends so copies each item's data once. */
+static nn_status copy_seq_shared(const nn_call *call, const nn_model *b, const nn_tensor *t, const nn_tensor *prev,
+                                 nn_arena *keep, nn_tensor *out) {
+    const nn_seq *s = t->data, *p = prev->data;
+    if (!s || s->n < 0 || s->n > NN_SEQ_MAX_LENGTH || (s->n && !s->items))
+        return nn_call_error(call, NN_ERR_SHAPE, "body '%s': a sequence of %lld tensors is longer than "
+                             "NN_SEQ_MAX_LENGTH or invalid", nn_body_name(b), s ? (long long)s->n : -1LL);
+    char *block = malloc(sizeof(nn_seq) + sizeof(nn_tensor) * (size_t)s->n);
+    if (!block) return nn_call_error(call, NN_ERR_NOMEM, "body '%s': out of memory", nn_body_name(b));
+    nn_seq *q = (nn_seq *)block;
+    nn_tensor *items = (nn_tensor *)(block + sizeof(nn_seq));
+    for (int64_t i = 0; i < s->n; i++) {
+        if (p && i < p->n && s->items[i].data == p->items[i].data) {
+            items[i] = s->items[i];
+            continue;
+        }
+        nn_status st = nn_value_pack_in(&s->items[i], &items[i], keep, "a sequence item");
+        if (st != NN_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", nn_last_error());
+            free(block);
+            return nn_call_error(call, st, "body '%s': %s", nn_body_name(b), why);
+        }
+    }
+    *q = (nn_seq){.elem = s->elem, .n = s->n, .items = items, .used = NULL, .cap = s->n};
+    memset(out, 0, sizeof *out);
+    out->dtype = NN_DTYPE_SEQUENCE;
+    out->data = block;
+    return NN_OK;
+}
+
+/* copy_out, or copy_seq_shared where t and prev are sequences and keep is given */
+static nn_status copy_out_carried(const nn_call *call, const nn_model *b, const nn_tensor *t, const nn_tensor *prev,
+                                  nn_arena *keep, nn_tensor *out) {
+    if (keep && prev && t->dtype == NN_DTYPE_SEQUENCE && prev->dtype == NN_DTYPE_SEQUENCE && prev->data)
+        return copy_seq_shared(call, b, t, prev, keep, out);
+    return copy_out(call, b, t, out);
+}
+
+static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *in, nn_tensor *out,
+                            const nn_tensor *prev, nn_arena *keep) {
     nn_graph *g = &b->g;
     nn_lane *lane = &b->lanes[0];
     for (int i = 0; i < g->n_inputs; i++) {
@@ -161,11 +247,22 @@ static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *i
         /* a static plan was made for exactly these shapes */
         nn_tensor want = val->t;
         if (!b->dynamic && want.dtype == NN_DTYPE_UNDEFINED) want.ndim = -1;
-        if (!fits(&in[i], &want)) return mismatch(call, b, "input", val->name, &in[i], &want);
-        if (b->dynamic) {
+        if (!fits_value(val, &in[i], &want)) return mismatch(call, b, "input", val, &in[i], &want);
+        if (b->dynamic) { /* sequences are immutable: the body reads the caller's */
             lane->rt[v] = in[i];
+            const nn_seq *s = in[i].dtype == NN_DTYPE_SEQUENCE ? in[i].data : NULL;
+            if (s && !s->n && s->elem == NN_DTYPE_UNDEFINED && nn_dtype_size(want.dtype)) {
+                /* an empty sequence from a file may not name its dtype: the body's declaration does */
+                nn_seq *typed = nn_arena_alloc(&lane->pool, sizeof *typed);
+                if (!typed) return nn_call_error(call, NN_ERR_NOMEM, "out of memory");
+                *typed = (nn_seq){.elem = want.dtype};
+                lane->rt[v].data = typed;
+            }
             continue;
         }
+        if (nn_dtype_is_container(in[i].dtype))
+            return nn_call_error(call, NN_ERR_INTERNAL, "body '%s': input '%s' is a sequence in a static plan",
+                                 nn_body_name(b), val->name);
         size_t bytes = tensor_bytes(&in[i]);
         if (bytes && !lane->rt[v].data)
             return nn_call_error(call, NN_ERR_INTERNAL, "body '%s': input '%s' has no buffer", nn_body_name(b),
@@ -180,18 +277,12 @@ static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *i
     }
     for (int k = 0; k < g->n_outputs && st == NN_OK; k++) {
         const nn_tensor *t = &lane->rt[g->outputs[k]];
-        if (!fits(t, &g->declared_out[k])) {
-            st = mismatch(call, b, "output", g->values[g->outputs[k]].name, t, &g->declared_out[k]);
+        const nn_value *val = &g->values[g->outputs[k]];
+        if (!fits_value(val, t, &g->declared_out[k])) {
+            st = mismatch(call, b, "output", val, t, &g->declared_out[k]);
             break;
         }
-        size_t bytes = tensor_bytes(t);
-        out[k] = *t;
-        out[k].data = malloc(bytes ? bytes : 1);
-        if (!out[k].data) {
-            st = nn_call_error(call, NN_ERR_NOMEM, "body '%s': out of memory for %zu bytes", nn_body_name(b), bytes);
-            break;
-        }
-        if (bytes) memcpy(out[k].data, t->data, bytes);
+        st = copy_out_carried(call, b, t, prev ? &prev[k] : NULL, keep, &out[k]);
     }
     if (st != NN_OK)
         for (int k = 0; k < g->n_outputs; k++)
@@ -200,14 +291,63 @@ static nn_status run_locked(const nn_call *call, nn_model *b, const nn_tensor *i
 }
 
 nn_status nn_body_run(const nn_call *call, nn_model *b, const nn_tensor *in, int n_in, nn_tensor *out, int n_out) {
+    return nn_body_run_carried(call, b, in, n_in, out, n_out, NULL, NULL);
+}
+
+nn_status nn_body_run_carried(const nn_call *call, nn_model *b, const nn_tensor *in, int n_in, nn_tensor *out,
+                              int n_out, const nn_tensor *prev, nn_arena *keep) {
     if (n_in != b->g.n_inputs || n_out != b->g.n_outputs || !b->lanes)
         return nn_call_error(call, NN_ERR_INTERNAL, "body '%s' is called with %d inputs and %d outputs, has %d and %d",
                              nn_body_name(b), n_in, n_out, b->g.n_inputs, b->g.n_outputs);
     memset(out, 0, sizeof *out * (size_t)n_out);
     /* a body has one lane: runs of the same node on several threads take turns */
     pthread_mutex_lock(&b->lock);
-    nn_status st = run_locked(call, b, in, out);
+    nn_status st = run_locked(call, b, in, out, prev, keep);
     nn_execute_release(b);
     pthread_mutex_unlock(&b->lock);
     return st;
+}
+
+nn_status nn_body_keep(nn_call *call, nn_tensor *t) {
+    if (!nn_dtype_is_container(t->dtype)) return NN_OK;
+    nn_tensor kept;
+    nn_status st = nn_value_pack_in(t, &kept, call->pool, "a control-flow output");
+    if (st != NN_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", nn_last_error());
+        return nn_call_error(call, st, "%s", why);
+    }
+    nn_tensor_release(t);
+    *t = kept;
+    return NN_OK;
+}
+
+int nn_body_output_kind(const nn_model *body, int k) {
+    const nn_value *v = &body->g.values[body->g.outputs[k]];
+    const nn_tensor *d = &body->g.declared_out[k];
+    if (v->kind == NN_KIND_TENSOR && d->dtype == NN_DTYPE_UNDEFINED && d->ndim < 0) return -1;
+    return (int)v->kind;
+}
+
+nn_status nn_body_copy(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_tensor *out) {
+    return copy_out(call, body, t, out);
+}
+
+nn_status nn_body_copy_carried(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_arena *keep,
+                               nn_tensor *out) {
+    return copy_out_carried(call, body, t, t, keep, out);
+}
+
+nn_status nn_body_to_pool(nn_call *call, nn_tensor *t) {
+    nn_tensor kept;
+    nn_status st = nn_value_pack_in(t, &kept, call->pool, "a control-flow output");
+    if (st != NN_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", nn_last_error());
+        nn_tensor_release(t);
+        return nn_call_error(call, st, "%s", why);
+    }
+    nn_tensor_release(t);
+    *t = kept;
+    return NN_OK;
 }

@@ -51,7 +51,13 @@ static void pack_tensor(const nn_tensor *t, char *at, nn_tensor *dst) {
     }
 }
 
+static void *block_alloc(nn_arena *a, size_t bytes) { return a ? nn_arena_alloc(a, bytes) : malloc(bytes); }
+
 nn_status nn_value_pack(const nn_tensor *src, nn_tensor *dst, const char *what) {
+    return nn_value_pack_in(src, dst, NULL, what);
+}
+
+nn_status nn_value_pack_in(const nn_tensor *src, nn_tensor *dst, nn_arena *arena, const char *what) {
     memset(dst, 0, sizeof *dst);
     if (src->dtype == NN_DTYPE_NONE) {
         dst->dtype = NN_DTYPE_NONE;
@@ -60,14 +66,15 @@ nn_status nn_value_pack(const nn_tensor *src, nn_tensor *dst, const char *what) 
     if (src->dtype != NN_DTYPE_SEQUENCE) {
         size_t bytes;
         if (!packed_tensor_bytes(src, &bytes)) return nn_set_error(NN_ERR_SHAPE, "%s: invalid tensor size", what);
-        char *block = malloc(bytes ? bytes : 1);
+        char *block = block_alloc(arena, bytes ? bytes : 1);
         if (!block) return nn_set_error(NN_ERR_NOMEM, "%s: out of memory for %zu bytes", what, bytes);
         pack_tensor(src, block, dst);
         return NN_OK;
     }
     const nn_seq *s = src->data;
     if (!s || s->n < 0 || s->n > NN_SEQ_MAX_LENGTH)
-        return nn_set_error(NN_ERR_INTERNAL, "%s: not a valid sequence", what);
+        return nn_set_error(NN_ERR_SHAPE, "%s: a sequence of %lld tensors is longer than NN_SEQ_MAX_LENGTH or invalid",
+                            what, s ? (long long)s->n : -1LL);
     size_t head = align16(sizeof(nn_seq) + sizeof(nn_tensor) * (size_t)s->n), bytes = head;
     for (int64_t i = 0; i < s->n; i++) {
         size_t b;
@@ -75,7 +82,7 @@ nn_status nn_value_pack(const nn_tensor *src, nn_tensor *dst, const char *what) 
             return nn_set_error(NN_ERR_SHAPE, "%s: item %lld has an invalid size", what, (long long)i);
         bytes += b;
     }
-    char *block = malloc(bytes);
+    char *block = block_alloc(arena, bytes);
     if (!block) return nn_set_error(NN_ERR_NOMEM, "%s: out of memory for %zu bytes", what, bytes);
     nn_seq *out = (nn_seq *)block;
     nn_tensor *items = (nn_tensor *)(block + sizeof(nn_seq));

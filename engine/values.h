@@ -12,6 +12,8 @@
  * a sequence, or an empty optional) into one malloc'ed block with the
  * pointers inside it: nn_tensor_release (free of data) releases it whole. */
 nn_status nn_value_pack(const nn_tensor *src, nn_tensor *dst, const char *what);
+/* The same block taken from `arena` instead (NULL: malloc). */
+nn_status nn_value_pack_in(const nn_tensor *src, nn_tensor *dst, nn_arena *arena, const char *what);
 
 /* Read a test-data file holding a value of `kind`: a TensorProto
  * (NN_KIND_TENSOR), a SequenceProto of tensors, or an OptionalProto of a

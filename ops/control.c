@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../engine/arena.h"
 #include "op.h"
 
 enum { SCAN_MAX = 32 }; /* state + scan inputs or outputs a Scan may have */
@@ -63,6 +64,14 @@ static nn_status parse_if(nn_parse_ctx *ctx) {
     if (then_out != else_out || ctx->n_outputs > then_out)
         return nn_parse_error(ctx, NN_ERR_INVALID, "it has %d outputs, its branches %d and %d", ctx->n_outputs,
                               then_out, else_out);
+    /* a node's output is one kind of value whichever branch ran (open types aside) */
+    static const char *const kinds[] = {"a tensor", "a sequence", "an optional"};
+    for (int k = 0; k < then_out; k++) {
+        int a = nn_body_output_kind(p->sub.g[0].body, k), b = nn_body_output_kind(p->sub.g[1].body, k);
+        if (a >= 0 && b >= 0 && a <= 2 && b <= 2 && a != b)
+            return nn_parse_error(ctx, NN_ERR_INVALID, "output %d is %s in then_branch and %s in else_branch", k,
+                                  kinds[a], kinds[b]);
+    }
     return NN_OK;
 }
 
@@ -171,14 +180,17 @@ static nn_status infer_dynamic(nn_call *c) {
 
 static size_t bytes_of(const nn_tensor *t) { return (size_t)nn_tensor_elements(t) * nn_dtype_size(t->dtype); }
 
-/* A malloc'ed copy of t. */
-static nn_status copy_tensor(const nn_call *c, const nn_tensor *t, nn_tensor *out) {
-    size_t b = bytes_of(t);
-    *out = *t;
-    out->data = malloc(b ? b : 1);
-    if (!out->data) return nn_call_error(c, NN_ERR_NOMEM, "out of memory for %zu bytes", b);
-    if (b) memcpy(out->data, t->data, b);
-    return NN_OK;
+/* Outputs that are sequences or optionals go to the run's pool, where the
+ * executor keeps a node's sequences; on failure all are released. */
+static nn_status keep_outputs(nn_call *c) {
+    int k = 0;
+    nn_status st = NN_OK;
+    for (; k < c->n_out && st == NN_OK; k++)
+        st = nn_body_keep(c, &c->out[k]);
+    if (st == NN_OK) return NN_OK;
+    for (int j = 0; j < c->n_out; j++) /* those before k-1 that are sequences are in the pool already */
+        if (j >= k - 1 || !nn_dtype_is_container(c->out[j].dtype)) nn_tensor_release(&c->out[j]);
+    return st;
 }
 
 static void release_all(nn_tensor *t, int n) {
@@ -206,6 +218,9 @@ typedef struct accum {
 } accum;
 
 static nn_status accum_add(const nn_call *c, accum *a, const nn_tensor *t, int k) {
+    if (nn_dtype_is_container(t->dtype))
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "scan output %d is a sequence or optional: scan outputs stack "
+                             "tensors", k);
     if (!a->count) {
         a->elem = *t;
         a->elem_bytes = bytes_of(t);
@@ -295,6 +310,7 @@ static nn_status run_if(nn_call *c) {
             out[k].data = NULL;
         }
         release_all(out + c->n_out, n_out - c->n_out);
+        st = keep_outputs(c);
     }
     free(in);
     free(out);
@@ -331,8 +347,11 @@ static nn_status run_loop(nn_call *c) {
     nn_tensor *in = body_inputs(c, s), *out = calloc((size_t)n_body_out, sizeof *out),
               *cur = calloc((size_t)N + 1, sizeof *cur);
     accum *acc = calloc((size_t)K + 1, sizeof *acc);
+    /* loop-carried sequences: their items' data, each copied once (not per iteration) */
+    nn_arena keep = {.chunk_size = 1 << 16};
+    nn_tensor *prev = calloc((size_t)n_body_out + 1, sizeof *prev);
     nn_status st = NN_OK;
-    if (!in || !out || !cur || !acc) {
+    if (!in || !out || !cur || !acc || !prev) {
         st = nn_call_error(c, NN_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -341,7 +360,7 @@ static nn_status run_loop(nn_call *c) {
             st = nn_call_error(c, NN_ERR_INVALID, "loop-carried input %d is absent", j);
             goto done;
         }
-        st = copy_tensor(c, &c->in[2 + j], &cur[j]);
+        st = nn_body_copy_carried(c, s->body, &c->in[2 + j], &keep, &cur[j]);
     }
     in[0] = (nn_tensor){.dtype = NN_DTYPE_INT64, .ndim = 0, .data = &iter};
     in[1] = (nn_tensor){.dtype = NN_DTYPE_BOOL, .ndim = 0, .data = &cond_byte};
@@ -353,15 +372,18 @@ static nn_status run_loop(nn_call *c) {
         }
         cond_byte = go;
         for (int j = 0; j < N; j++)
-            in[2 + j] = cur[j];
-        if ((st = nn_body_run(c, s->body, in, s->n_formal + s->n_captured, out, n_body_out)) != NN_OK) break;
+            in[2 + j] = prev[1 + j] = cur[j];
+        if ((st = nn_body_run_carried(c, s->body, in, s->n_formal + s->n_captured, out, n_body_out, prev, &keep)) !=
+            NN_OK)
+            break;
         if (nn_tensor_elements(&out[0]) != 1) {
             st = nn_call_error(c, NN_ERR_INVALID, "the body's cond output must hold one element");
         } else if (has_cond) {
             go = truth(&out[0]);
         }
         for (int j = 0; j < N && st == NN_OK; j++)
-            if (out[1 + j].dtype != cur[j].dtype)
+            /* an optional may be empty in one iteration and hold its element in the next */
+            if (out[1 + j].dtype != cur[j].dtype && out[1 + j].dtype != NN_DTYPE_NONE && cur[j].dtype != NN_DTYPE_NONE)
                 st = nn_call_error(c, NN_ERR_INVALID, "loop-carried value %d changes dtype from %s to %s", j,
                                    nn_dtype_name(cur[j].dtype), nn_dtype_name(out[1 + j].dtype));
         for (int j = 0; j < N && st == NN_OK; j++) {
@@ -382,13 +404,18 @@ static nn_status run_loop(nn_call *c) {
             st = accum_stack(c, &acc[k - N], 0, false, &declared, &c->out[k]);
         }
     }
-    if (st != NN_OK) release_all(c->out, c->n_out);
+    if (st != NN_OK)
+        release_all(c->out, c->n_out);
+    else
+        st = keep_outputs(c);
 done:
     if (out) release_all(out, n_body_out);
     if (cur) release_all(cur, N);
     free(in);
     free(out);
     free(cur);
+    free(prev);
+    nn_arena_free(&keep);
     if (acc) accum_free(acc, K);
     return st;
 }
@@ -442,7 +469,7 @@ static nn_status scan_once(nn_call *c, const nn_tensor *states, const nn_tensor 
         goto done;
     }
     for (int j = 0; j < NS && st == NN_OK; j++)
-        st = copy_tensor(c, &states[j], &cur[j]);
+        st = nn_body_copy(c, s->body, &states[j], &cur[j]);
     for (int64_t t = 0; t < len && st == NN_OK; t++) {
         for (int j = 0; j < M && st == NN_OK; j++) {
             nn_tensor_release(&slices[j]);
@@ -553,8 +580,95 @@ static nn_status run_scan(nn_call *c) {
             res[k].data = NULL;
         }
         release_all(res, n_res);
+        st = keep_outputs(c);
     }
     free(res);
+    return st;
+}
+
+/* ---- SequenceMap (opset 17): the body runs once per item of input 0;
+ * other sequence inputs give their item at the same position, tensor
+ * inputs go in whole; each body output is gathered into a sequence. */
+
+typedef struct seqmap_params {
+    nn_subgraph_set sub;
+} seqmap_params;
+
+static nn_status parse_seqmap(nn_parse_ctx *ctx) {
+    seqmap_params *p = nn_params_alloc(ctx, sizeof *p);
+    if (!p) return NN_ERR_NOMEM;
+    ctx->params = p;
+    p->sub.n = 1;
+    nn_status st = get_body(ctx, "body", &p->sub.g[0]);
+    if (st != NN_OK) return st;
+    int outs = nn_body_outputs(p->sub.g[0].body);
+    if (p->sub.g[0].n_formal != ctx->n_inputs || outs != ctx->n_outputs)
+        return nn_parse_error(ctx, NN_ERR_INVALID, "its body takes %d inputs and returns %d, the node has %d and %d",
+                              p->sub.g[0].n_formal, outs, ctx->n_inputs, ctx->n_outputs);
+    return NN_OK;
+}
+
+static nn_status check_seqmap(const void *params, char *err, size_t err_size) {
+    return check_set(&((const seqmap_params *)params)->sub, 1, err, err_size);
+}
+
+static nn_status run_seqmap(nn_call *c) {
+    const seqmap_params *p = c->params;
+    const nn_subgraph *s = &p->sub.g[0];
+    int F = s->n_formal, n_out = nn_body_outputs(s->body);
+    if (F < 1 || c->n_in < F + s->n_captured || n_out != c->n_out)
+        return nn_call_error(c, NN_ERR_INVALID, "its body does not fit the node");
+    const nn_seq *first = c->in[0].data;
+    if (c->in[0].dtype != NN_DTYPE_SEQUENCE || !first)
+        return nn_call_error(c, NN_ERR_INVALID, "input 0 must be a sequence, is %s", nn_dtype_name(c->in[0].dtype));
+    int64_t n = first->n;
+    for (int j = 0; j < F; j++) {
+        if (!nn_present(c, j)) return nn_call_error(c, NN_ERR_INVALID, "input %d is absent", j);
+        if (c->in[j].dtype == NN_DTYPE_NONE) return nn_call_error(c, NN_ERR_INVALID, "input %d is an empty optional", j);
+        const nn_seq *q = c->in[j].data;
+        if (c->in[j].dtype == NN_DTYPE_SEQUENCE && (!q || q->n != n))
+            return nn_call_error(c, NN_ERR_SHAPE, "input %d holds %lld tensors, input 0 %lld", j,
+                                 q ? (long long)q->n : -1LL, (long long)n);
+    }
+    nn_seq **res = calloc((size_t)n_out + 1, sizeof *res);
+    nn_tensor *in = body_inputs(c, s), *out = calloc((size_t)n_out + 1, sizeof *out);
+    nn_status st = res && in && out ? NN_OK : nn_call_error(c, NN_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < n_out && st == NN_OK; k++) {
+        nn_tensor declared = nn_body_declared_output(s->body, k);
+        nn_dtype elem = nn_dtype_size(declared.dtype) ? declared.dtype : NN_DTYPE_FLOAT;
+        if (!(res[k] = nn_seq_new(c->pool, elem, n))) st = nn_call_error(c, NN_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < n && st == NN_OK; i++) {
+        for (int j = 0; j < F; j++)
+            in[j] = c->in[j].dtype == NN_DTYPE_SEQUENCE ? ((const nn_seq *)c->in[j].data)->items[i] : c->in[j];
+        if ((st = nn_body_run(c, s->body, in, F + s->n_captured, out, n_out)) != NN_OK) break;
+        for (int k = 0; k < n_out && st == NN_OK; k++) {
+            if (nn_dtype_is_container(out[k].dtype)) {
+                st = nn_call_error(c, NN_ERR_UNSUPPORTED, "body output %d is a sequence or optional: sequences of "
+                                   "sequences are not supported", k);
+                break;
+            }
+            if (i == 0) res[k]->elem = out[k].dtype;
+            if (out[k].dtype != res[k]->elem) {
+                st = nn_call_error(c, NN_ERR_INVALID, "body output %d is %s at item %lld, %s before", k,
+                                   nn_dtype_name(out[k].dtype), (long long)i, nn_dtype_name(res[k]->elem));
+                break;
+            }
+            nn_tensor *items = (nn_tensor *)res[k]->items;
+            if ((st = nn_body_to_pool(c, &out[k])) == NN_OK) {
+                items[i] = out[k];
+                res[k]->n = *res[k]->used = i + 1;
+            }
+            memset(&out[k], 0, sizeof out[k]); /* in the pool now, or released */
+        }
+        release_all(out, n_out);
+    }
+    if (st == NN_OK)
+        for (int k = 0; k < n_out; k++)
+            nn_output_seq(c, k, res[k]);
+    free(res);
+    free(in);
+    free(out);
     return st;
 }
 
@@ -567,3 +681,7 @@ const nn_op_desc nn_op_Loop = {.name = "Loop", .min_inputs = 0, .max_inputs = -1
 const nn_op_desc nn_op_Scan = {.name = "Scan", .min_inputs = 0, .max_inputs = -1, .min_outputs = 1,
                                .max_outputs = -1, .flags = NN_OPF_SUBGRAPH | NN_OPF_ANY_DTYPE, .parse = parse_scan,
                                .check = check_scan, .infer = infer_dynamic, .run = run_scan};
+const nn_op_desc nn_op_SequenceMap = {.name = "SequenceMap", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,
+                                      .max_outputs = -1, .flags = NN_OPF_SUBGRAPH | NN_OPF_ANY_DTYPE | NN_OPF_CONTAINER,
+                                      .parse = parse_seqmap, .check = check_seqmap, .infer = infer_dynamic,
+                                      .run = run_seqmap};

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Exact: every half is a float. */
 static inline float nn_half_to_float(uint16_t h) {
@@ -33,5 +34,37 @@ static inline uint16_t nn_half_from_double(double x) {
 }
 
 static inline uint16_t nn_half_from_float(float x) { return nn_half_from_double((double)x); }
+
+/* bfloat16 (ONNX BFLOAT16): a float's upper 16 bits, so widening is exact. */
+static inline float nn_bf16_to_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Rounded to nearest, ties to even (as ONNX's Cast specifies); beyond the
+ * largest bfloat16 values round to infinity; NaN stays a quiet NaN. */
+static inline uint16_t nn_bf16_from_float(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if (x != x) return (uint16_t)(u >> 16 | 0x40);
+    u += 0x7fff + (u >> 16 & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* From double, rounding once: to float by truncation with a sticky low bit
+ * ("round to odd", exact for the 8 bits bfloat16 keeps), then to nearest even. */
+static inline uint16_t nn_bf16_from_double(double x) {
+    float f = (float)x;
+    if (x == x && isfinite(f) && (double)f != x) {
+        if (fabs((double)f) > fabs(x)) f = nextafterf(f, 0.0f);
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        u |= 1;
+        memcpy(&f, &u, sizeof f);
+    }
+    return nn_bf16_from_float(f);
+}
 
 #endif

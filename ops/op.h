@@ -353,12 +353,32 @@ nn_status nn_input_ints(nn_call *c, int i, const char *what, int64_t *out, int c
  * data (release with nn_tensor_release).  Each output is checked against
  * the body's declared type; errors describe the body and go to call->err. */
 nn_status nn_body_run(const nn_call *call, nn_model *body, const nn_tensor *in, int n_in, nn_tensor *out, int n_out);
+/* The same for loop-carried values: a sequence output k whose items are
+ * prev[k]'s (by data) shares them, and packs only the new ones, into
+ * `keep` (which must outlive every output); its header stays malloc'ed. */
+nn_status nn_body_run_carried(const nn_call *call, nn_model *body, const nn_tensor *in, int n_in, nn_tensor *out,
+                              int n_out, const nn_tensor *prev, nn_arena *keep);
+/* A carried copy of an input t that outlives the loop: a sequence gets a
+ * malloc'ed header sharing t's items; anything else as nn_body_copy. */
+nn_status nn_body_copy_carried(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_arena *keep,
+                               nn_tensor *out);
 /* Body input/output counts and the declared type of output k (dtype
  * NN_DTYPE_UNDEFINED / ndim -1 where the file leaves them open). */
 int nn_body_inputs(const nn_model *body);
 int nn_body_outputs(const nn_model *body);
 nn_tensor nn_body_declared_output(const nn_model *body, int k);
 const char *nn_body_name(const nn_model *body);
+/* The declared kind of body output k (an nn_value_kind), -1 when its type is open. */
+int nn_body_output_kind(const nn_model *body, int k);
+/* Move a sequence or optional a kernel got from nn_body_run (malloc'ed)
+ * into call->pool, where the executor expects a node's sequences; other
+ * values are left as they are. */
+nn_status nn_body_keep(nn_call *call, nn_tensor *t);
+/* Move any value from nn_body_run into call->pool (released on failure). */
+nn_status nn_body_to_pool(nn_call *call, nn_tensor *t);
+/* A malloc'ed deep copy of t (a sequence's items and strings included),
+ * released with nn_tensor_release; errors name `body`. */
+nn_status nn_body_copy(const nn_call *call, const nn_model *body, const nn_tensor *t, nn_tensor *out);
 /* The most iterations a Loop may run: $NN_LOOP_MAX, else NN_LOOP_MAX_DEFAULT. */
 #define NN_LOOP_MAX_DEFAULT 1000000
 int64_t nn_loop_max(void);

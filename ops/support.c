@@ -160,6 +160,7 @@ void nn_store_double(void *dst, nn_dtype dt, double v) {
     case NN_DTYPE_FLOAT: *(float *)dst = (float)v; break;
     case NN_DTYPE_DOUBLE: *(double *)dst = v; break;
     case NN_DTYPE_FLOAT16: *(uint16_t *)dst = nn_half_from_double(v); break;
+    case NN_DTYPE_BFLOAT16: *(uint16_t *)dst = nn_bf16_from_double(v); break;
     case NN_DTYPE_INT64: *(int64_t *)dst = (int64_t)v; break;
     case NN_DTYPE_UINT64: *(uint64_t *)dst = (uint64_t)v; break;
     case NN_DTYPE_INT32: *(int32_t *)dst = (int32_t)v; break;

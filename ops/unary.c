@@ -458,7 +458,7 @@ static nn_status cast_check(const void *params, char *err, size_t err_size) {
 /* Cast and CastLike convert between every dtype nn holds. */
 #define CAST_MASK                                                                              \
     (DT(FLOAT) | DT(INT32) | DT(INT64) | DT(BOOL) | DT(UINT8) | DT(INT8) | DT(FLOAT16) | DT(DOUBLE) | \
-     DT(INT16) | DT(UINT16) | DT(UINT32) | DT(UINT64))
+     DT(INT16) | DT(UINT16) | DT(UINT32) | DT(UINT64) | DT(BFLOAT16))
 
 static nn_status infer_cast_to(nn_call *c, int64_t to) {
     nn_dtype from = c->in[0].dtype;
@@ -494,6 +494,7 @@ static nn_status infer_Cast(nn_call *c) { return infer_cast_to(c, ((const cast_p
     X(FLOAT, float, 0, 0, __VA_ARGS__)                                                         \
     X(DOUBLE, double, 0, 0, __VA_ARGS__)                                                       \
     X(FLOAT16, uint16_t, 0, 0, __VA_ARGS__)                                                    \
+    X(BFLOAT16, uint16_t, 0, 0, __VA_ARGS__)                                                   \
     X(INT32, int32_t, INT32_MIN, INT32_MAX, __VA_ARGS__)                                       \
     X(INT64, int64_t, INT64_MIN, INT64_MAX, __VA_ARGS__)                                       \
     X(BOOL, uint8_t, 0, 1, __VA_ARGS__)                                                        \
@@ -505,10 +506,12 @@ static nn_status infer_Cast(nn_call *c) { return infer_cast_to(c, ((const cast_p
     X(UINT64, uint64_t, 0, UINT64_MAX, __VA_ARGS__)
 #define LOAD_PLAIN(v) (v)
 #define LOAD_HALF(v) nn_half_to_float(v)
+#define LOAD_BF16(v) nn_bf16_to_float(v)
 #define CAST_SOURCES(X, ...)                                                                   \
     X(FLOAT, float, float, LOAD_PLAIN, __VA_ARGS__)                                            \
     X(DOUBLE, double, double, LOAD_PLAIN, __VA_ARGS__)                                         \
     X(FLOAT16, uint16_t, float, LOAD_HALF, __VA_ARGS__)                                        \
+    X(BFLOAT16, uint16_t, float, LOAD_BF16, __VA_ARGS__)                                       \
     X(INT32, int32_t, int32_t, LOAD_PLAIN, __VA_ARGS__)                                        \
     X(INT64, int64_t, int64_t, LOAD_PLAIN, __VA_ARGS__)                                        \
     X(BOOL, uint8_t, uint8_t, LOAD_PLAIN, __VA_ARGS__)                                         \
@@ -524,6 +527,7 @@ static nn_status infer_Cast(nn_call *c) { return infer_cast_to(c, ((const cast_p
 #define CONVERT(DCODE, TD, lo, hi, x)                                                          \
     (NN_DTYPE_##DCODE == NN_DTYPE_BOOL      ? (TD)((x) != 0)                                   \
      : NN_DTYPE_##DCODE == NN_DTYPE_FLOAT16 ? (TD)nn_half_from_double((double)(x))             \
+     : NN_DTYPE_##DCODE == NN_DTYPE_BFLOAT16 ? (TD)nn_bf16_from_double((double)(x))            \
      : NN_DTYPE_##DCODE == NN_DTYPE_FLOAT || NN_DTYPE_##DCODE == NN_DTYPE_DOUBLE ? (TD)(x)     \
      : _Generic((x), float: SATURATE(TD, (double)(x), lo, hi), double: SATURATE(TD, (double)(x), lo, hi), \
                 default: (TD)(x)))

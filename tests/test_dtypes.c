@@ -159,10 +159,56 @@ static void test_cast(void) {
     release(&r);
 }
 
+/* BFLOAT16 (a float's upper 16 bits): Cast and CastLike round to nearest,
+ * ties to even; the expected bit patterns are worked out by hand from the
+ * format (1.0 is 0x3f80, one step there is 2^-7). */
+static void test_bf16(void) {
+    op_run r;
+    const uint32_t fbits[] = {0x3f808000, 0x3f818000, 0x3f808001, 0x3f80ffff, 0x7f7fffff, 0x7fc00000, 0x80000000,
+                              0x00000001};
+    const uint16_t fwant[] = {0x3f80, 0x3f82, 0x3f81, 0x3f81, 0x7f80, 0x7fc0, 0x8000, 0x0000};
+    if (cast(values(NN_DTYPE_FLOAT, 8, fbits), NN_DTYPE_BFLOAT16, &r))
+        for (int i = 0; i < 8; i++)
+            CHECK(((uint16_t *)r.out[0].data)[i] == fwant[i], "Cast FLOAT 0x%08x to BFLOAT16: got 0x%04x, expected 0x%04x",
+                  fbits[i], ((uint16_t *)r.out[0].data)[i], fwant[i]);
+    release(&r);
+    /* 1 + 2^-8 + 2^-30 is just above a tie: through float it would become the tie and round down */
+    const double d[] = {1.0 + 0x1p-8 + 0x1p-30, -1.0 - 0x1p-8};
+    if (cast(values(NN_DTYPE_DOUBLE, 2, d), NN_DTYPE_BFLOAT16, &r)) {
+        const uint16_t want[] = {0x3f81, 0xbf80};
+        for (int i = 0; i < 2; i++)
+            CHECK(((uint16_t *)r.out[0].data)[i] == want[i], "Cast DOUBLE %.17g to BFLOAT16: got 0x%04x, expected 0x%04x",
+                  d[i], ((uint16_t *)r.out[0].data)[i], want[i]);
+    }
+    release(&r);
+    const int64_t i64[] = {257, 259};
+    if (cast(values(NN_DTYPE_INT64, 2, i64), NN_DTYPE_BFLOAT16, &r)) {
+        const uint16_t want[] = {0x4380, 0x4382}; /* 256 and 260: ties to even */
+        for (int i = 0; i < 2; i++)
+            CHECK(((uint16_t *)r.out[0].data)[i] == want[i], "Cast INT64 %lld to BFLOAT16: got 0x%04x, expected 0x%04x",
+                  (long long)i64[i], ((uint16_t *)r.out[0].data)[i], want[i]);
+    }
+    release(&r);
+    const uint16_t b[] = {0x3f81, 0xc2f7, 0x7f80};
+    if (cast(values(NN_DTYPE_BFLOAT16, 3, b), NN_DTYPE_FLOAT, &r)) {
+        const float want[] = {1.0078125f, -123.5f, INFINITY};
+        for (int i = 0; i < 3; i++)
+            CHECK(((float *)r.out[0].data)[i] == want[i], "Cast BFLOAT16 0x%04x to FLOAT: got %g, expected %g", b[i],
+                  (double)((float *)r.out[0].data)[i], (double)want[i]);
+    }
+    release(&r);
+    nn_tensor in[2] = {values(NN_DTYPE_FLOAT, 1, (const float[]){3.0f}), tensor(NN_DTYPE_BFLOAT16, 1, 1)};
+    if (cpu_run(&r, "CastLike", 15, NULL, 0, NULL, in, 2, 1, NULL))
+        CHECK(r.out[0].dtype == NN_DTYPE_BFLOAT16 && ((uint16_t *)r.out[0].data)[0] == 0x4040,
+              "CastLike FLOAT 3 like BFLOAT16: got dtype %s, bits 0x%04x", nn_dtype_name(r.out[0].dtype),
+              ((uint16_t *)r.out[0].data)[0]);
+    release(&r);
+}
+
 /* An op that never declared the new dtypes is refused them before its infer. */
 static void test_guard(void) {
-    static const nn_dtype fresh[] = {NN_DTYPE_FLOAT16, NN_DTYPE_DOUBLE, NN_DTYPE_INT16,
-                                     NN_DTYPE_UINT16,  NN_DTYPE_UINT32, NN_DTYPE_UINT64};
+    static const nn_dtype fresh[] = {NN_DTYPE_FLOAT16, NN_DTYPE_DOUBLE, NN_DTYPE_INT16,   NN_DTYPE_UINT16,
+                                     NN_DTYPE_UINT32,  NN_DTYPE_UINT64, NN_DTYPE_BFLOAT16};
     const char *ops[] = {"Relu", "Conv", "Mean", "Reshape"};
     for (size_t o = 0; o < sizeof ops / sizeof *ops; o++)
         for (size_t i = 0; i < sizeof fresh / sizeof *fresh; i++) {
@@ -183,7 +229,8 @@ static void test_guard(void) {
         size_t size;
         const char *name;
     } sizes[] = {{NN_DTYPE_FLOAT16, 2, "FLOAT16"}, {NN_DTYPE_DOUBLE, 8, "DOUBLE"}, {NN_DTYPE_INT16, 2, "INT16"},
-                 {NN_DTYPE_UINT16, 2, "UINT16"},   {NN_DTYPE_UINT32, 4, "UINT32"}, {NN_DTYPE_UINT64, 8, "UINT64"}};
+                 {NN_DTYPE_UINT16, 2, "UINT16"},   {NN_DTYPE_UINT32, 4, "UINT32"}, {NN_DTYPE_UINT64, 8, "UINT64"},
+                 {NN_DTYPE_BFLOAT16, 2, "BFLOAT16"}};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         CHECK(nn_dtype_size(sizes[i].t) == sizes[i].size && !strcmp(nn_dtype_name(sizes[i].t), sizes[i].name),
               "dtype %d: size %zu, name %s; expected %zu, %s", (int)sizes[i].t, nn_dtype_size(sizes[i].t),
@@ -195,6 +242,7 @@ int main(void) {
     test_half_round_trip();
     test_half_rounding();
     test_cast();
+    test_bf16();
     test_guard();
     return check_summary();
 }

@@ -326,6 +326,199 @@ static void test_normalizer_ascii(void) {
     builder_free(&b);
 }
 
+/* ---- sequences crossing control flow (docs/control-flow.md) */
+
+static void attr_graph(builder *b, Onnx__NodeProto *n, const char *name, builder *body) {
+    Onnx__AttributeProto *a = attr_new(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+    a->g = &body->graph;
+}
+
+static Onnx__ValueInfoProto *typed(const char *name, int elem, int ndim, const int64_t *dims) {
+    Onnx__ValueInfoProto *vi = value_info(name, ndim, dims);
+    vi->type->tensor_type->elem_type = elem;
+    return vi;
+}
+
+enum { T_FLOAT = 1, T_INT64 = 7, T_BOOL = 9 };
+
+/* Y = ConcatFromSequence(Loop(M = 3, SequenceEmpty)), the body appending
+ * X * i to its loop-carried sequence: Y = [0*X, 1*X, 2*X]. */
+static void test_loop_carried_sequence(void) {
+    check_set_case("Loop carrying a sequence");
+    builder top, body;
+    builder_init(&top);
+    builder_init(&body);
+    int64_t two[1] = {2}, m = 3;
+    graph_input(&top, "X", 1, two);
+    int64_init(&top, "M", 0, NULL, 1, &m);
+    node_io(&top, "SequenceEmpty", "empty", 0, NULL, 1, (const char *[]){"s0"});
+    Onnx__NodeProto *ln = node_io(&top, "Loop", "seq_loop", 3, (const char *[]){"M", "", "s0"}, 1,
+                                  (const char *[]){"s"});
+    attr_graph(&top, ln, "body", &body);
+    Onnx__NodeProto *cat = node(&top, "ConcatFromSequence", "cat", "s", NULL, "Y");
+    attr_int(&top, cat, "axis", 0);
+    int64_t six[1] = {6};
+    graph_output(&top, "Y", 1, six);
+    body.inputs[body.graph.n_input++] = typed("i", T_INT64, 0, NULL);
+    body.inputs[body.graph.n_input++] = typed("c", T_BOOL, 0, NULL);
+    body.inputs[body.graph.n_input++] = typed("s_in", T_FLOAT, 1, two);
+    Onnx__TypeProto *in_inner = wrap(body.inputs[2], NN_KIND_SEQUENCE);
+    Onnx__NodeProto *cast = node(&body, "Cast", "cast", "i", NULL, "fi");
+    attr_int(&body, cast, "to", T_FLOAT);
+    node(&body, "Mul", "mul", "X", "fi", "xi");
+    node(&body, "SequenceInsert", "insert", "s_in", "xi", "s_out");
+    node(&body, "Identity", "keep", "c", NULL, "c_out");
+    body.outputs[body.graph.n_output++] = typed("c_out", T_BOOL, 0, NULL);
+    body.outputs[body.graph.n_output++] = typed("s_out", T_FLOAT, 1, two);
+    Onnx__TypeProto *out_inner = wrap(body.outputs[1], NN_KIND_SEQUENCE);
+    nn_model *mdl = load(&top, "seqloop.onnx");
+    unwrap(body.inputs[2], in_inner);
+    unwrap(body.outputs[1], out_inner);
+    builder_free(&body);
+    builder_free(&top);
+    if (!mdl) return;
+    float x[2] = {1.5f, -2};
+    nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 1, .dims = {2}, .data = x}, out;
+    for (int run = 0; run < 2; run++) { /* twice: nothing of the first run may linger */
+        nn_status st = nn_predict(mdl, &in, 1, &out, 1);
+        if (!CHECK(st == NN_OK, "run %d: %s", run, nn_last_error())) break;
+        float want[6];
+        for (int k = 0; k < 6; k++)
+            want[k] = x[k % 2] * (float)(k / 2);
+        CHECK(out.ndim == 1 && out.dims[0] == 6, "Y has rank %d", out.ndim);
+        if (out.ndim == 1 && out.dims[0] == 6) CHECK_CLOSE("Y", (float *)out.data, want, 6, 0, 0);
+        nn_tensor_release(&out);
+    }
+    nn_free(mdl);
+}
+
+/* An If whose then_branch returns a sequence and else_branch a tensor:
+ * refused at load, naming the node and both kinds. */
+static void test_if_mixed_kinds(void) {
+    check_set_case("If branches of different kinds");
+    builder top, then_b, else_b;
+    builder_init(&top);
+    builder_init(&then_b);
+    builder_init(&else_b);
+    int64_t two[1] = {2};
+    graph_input(&top, "X", 1, two);
+    top.inputs[top.graph.n_input++] = typed("C", T_BOOL, 0, NULL);
+    Onnx__NodeProto *n = node_io(&top, "If", "mixed_if", 1, (const char *[]){"C"}, 1, (const char *[]){"Y"});
+    attr_graph(&top, n, "then_branch", &then_b);
+    attr_graph(&top, n, "else_branch", &else_b);
+    graph_output(&top, "Y", 1, two);
+    node(&then_b, "SequenceConstruct", "make", "X", NULL, "t");
+    then_b.outputs[then_b.graph.n_output++] = typed("t", T_FLOAT, 1, two);
+    Onnx__TypeProto *inner = wrap(then_b.outputs[0], NN_KIND_SEQUENCE);
+    node(&else_b, "Identity", "same", "X", NULL, "e");
+    else_b.outputs[else_b.graph.n_output++] = typed("e", T_FLOAT, 1, two);
+    nn_options opt = nn_options_default();
+    opt.cache = 0;
+    nn_model *m = NULL;
+    nn_status st = nn_load(save(&top, "mixed.onnx"), &opt, &m);
+    unwrap(then_b.outputs[0], inner);
+    builder_free(&else_b);
+    builder_free(&then_b);
+    builder_free(&top);
+    const char *e = nn_last_error();
+    CHECK(st == NN_ERR_INVALID && strstr(e, "mixed_if") && strstr(e, "a sequence in then_branch") &&
+              strstr(e, "a tensor in else_branch"),
+          "mixed branches: status %d, '%s'", (int)st, e);
+    nn_free(m);
+}
+
+/* A Loop body that splits the captured X into a sequence and returns its
+ * length: past NN_SEQ_MAX_LENGTH the error names the Loop and the bound;
+ * below it the length is X's element count. */
+static void test_loop_long_sequence(void) {
+    check_set_case("Loop body making a sequence past NN_SEQ_MAX_LENGTH");
+    builder top, body;
+    builder_init(&top);
+    builder_init(&body);
+    int64_t symbolic[1] = {-1}, m = 1, zero = 0;
+    graph_input(&top, "X", 1, symbolic);
+    int64_init(&top, "M", 0, NULL, 1, &m);
+    int64_init(&top, "n0", 0, NULL, 1, &zero);
+    Onnx__NodeProto *ln = node_io(&top, "Loop", "long_loop", 3, (const char *[]){"M", "", "n0"}, 1,
+                                  (const char *[]){"N"});
+    attr_graph(&top, ln, "body", &body);
+    graph_output(&top, "N", 0, NULL);
+    top.outputs[0]->type->tensor_type->elem_type = T_INT64;
+    body.inputs[body.graph.n_input++] = typed("i", T_INT64, 0, NULL);
+    body.inputs[body.graph.n_input++] = typed("c", T_BOOL, 0, NULL);
+    body.inputs[body.graph.n_input++] = typed("n_in", T_INT64, 0, NULL);
+    node(&body, "SplitToSequence", "split", "X", NULL, "sq");
+    node(&body, "SequenceLength", "len", "sq", NULL, "n_out");
+    node(&body, "Identity", "keep", "c", NULL, "c_out");
+    body.outputs[body.graph.n_output++] = typed("c_out", T_BOOL, 0, NULL);
+    body.outputs[body.graph.n_output++] = typed("n_out", T_INT64, 0, NULL);
+    nn_model *mdl = load(&top, "longloop.onnx");
+    builder_free(&body);
+    builder_free(&top);
+    if (!mdl) return;
+    int64_t len = NN_SEQ_MAX_LENGTH + 1;
+    float *x = calloc((size_t)len, sizeof *x);
+    nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 1, .dims = {len}, .data = x}, out;
+    nn_status st = nn_predict(mdl, &in, 1, &out, 1);
+    const char *e = nn_last_error();
+    CHECK(st == NN_ERR_UNSUPPORTED && strstr(e, "long_loop") && strstr(e, "longer than NN_SEQ_MAX_LENGTH"),
+          "a body's sequence past the bound: status %d, '%s'", (int)st, e);
+    in.dims[0] = 777;
+    st = nn_predict(mdl, &in, 1, &out, 1);
+    if (CHECK(st == NN_OK, "777 items: %s", nn_last_error())) {
+        CHECK(out.dtype == NN_DTYPE_INT64 && *(int64_t *)out.data == 777, "length %lld, expected 777",
+              (long long)*(int64_t *)out.data);
+        nn_tensor_release(&out);
+    }
+    free(x);
+    nn_free(mdl);
+}
+
+/* SequenceMap over two sequences of different lengths: refused, naming
+ * the node and both lengths; of equal lengths, item i is X[i] + Z[i]. */
+static void test_sequence_map_lengths(void) {
+    check_set_case("SequenceMap");
+    builder top, body;
+    builder_init(&top);
+    builder_init(&body);
+    top.opset.version = 17;
+    int64_t symbolic[1] = {-1}, one[1] = {1};
+    graph_input(&top, "X", 1, symbolic);
+    graph_input(&top, "Z", 1, symbolic);
+    node(&top, "SplitToSequence", "sx", "X", NULL, "qx");
+    node(&top, "SplitToSequence", "sz", "Z", NULL, "qz");
+    Onnx__NodeProto *n = node(&top, "SequenceMap", "map", "qx", "qz", "qy");
+    attr_graph(&top, n, "body", &body);
+    Onnx__NodeProto *cat = node(&top, "ConcatFromSequence", "cat", "qy", NULL, "Y");
+    attr_int(&top, cat, "axis", 0);
+    graph_output(&top, "Y", 1, symbolic);
+    body.inputs[body.graph.n_input++] = typed("a", T_FLOAT, 1, one);
+    body.inputs[body.graph.n_input++] = typed("b", T_FLOAT, 1, one);
+    node(&body, "Add", "add", "a", "b", "y");
+    body.outputs[body.graph.n_output++] = typed("y", T_FLOAT, 1, one);
+    nn_model *m = load(&top, "seqmap.onnx");
+    builder_free(&body);
+    builder_free(&top);
+    if (!m) return;
+    float x[3] = {1, 2, 3}, z[3] = {10, 20, 30};
+    nn_tensor in[2] = {{.dtype = NN_DTYPE_FLOAT, .ndim = 1, .dims = {3}, .data = x},
+                       {.dtype = NN_DTYPE_FLOAT, .ndim = 1, .dims = {2}, .data = z}},
+              out;
+    nn_status st = nn_predict(m, in, 2, &out, 1);
+    const char *e = nn_last_error();
+    CHECK(st == NN_ERR_SHAPE && strstr(e, "'map'") && strstr(e, "input 1 holds 2 tensors, input 0 3"),
+          "different lengths: status %d, '%s'", (int)st, e);
+    in[1].dims[0] = 3;
+    st = nn_predict(m, in, 2, &out, 1);
+    if (CHECK(st == NN_OK, "equal lengths: %s", nn_last_error())) {
+        float want[3] = {11, 22, 33};
+        if (CHECK(out.ndim == 1 && out.dims[0] == 3, "Y has rank %d", out.ndim))
+            CHECK_CLOSE("Y", (float *)out.data, want, 3, 0, 0);
+        nn_tensor_release(&out);
+    }
+    nn_free(m);
+}
+
 int main(void) {
     if (!mkdtemp(nn_test_dir)) {
         perror("mkdtemp");
@@ -337,7 +530,12 @@ int main(void) {
     test_value_files();
     test_cast_strings();
     test_normalizer_ascii();
-    const char *files[] = {"seq.onnx", "opt.onnx", "long.onnx", "cast.onnx", "norm.onnx"};
+    test_loop_carried_sequence();
+    test_if_mixed_kinds();
+    test_loop_long_sequence();
+    test_sequence_map_lengths();
+    const char *files[] = {"seq.onnx", "opt.onnx", "long.onnx", "cast.onnx", "norm.onnx",
+                           "seqloop.onnx", "mixed.onnx", "longloop.onnx", "seqmap.onnx"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s/%s", nn_test_dir, files[i]);

@@ -243,7 +243,7 @@ def tensor_cases(c):
     c.add("raw_and_typed_data_raw_first", bias_raw_and_typed(), "error", "both raw_data and typed data")
 
     for dtype, label in ((0, "UNDEFINED"), (99, "UNKNOWN"), (-3, "UNKNOWN"), (TensorProto.STRING, "STRING"),
-                         (TensorProto.BFLOAT16, "BFLOAT16")):
+                         (TensorProto.COMPLEX64, "COMPLEX64")):  # BFLOAT16 is a dtype nn holds
         def set_dtype(t, dtype=dtype):
             t.data_type = dtype
         with_w(f"dtype_initializer_{label.lower()}_{dtype & 0xff}", set_dtype, f"dtype {label}")

@@ -102,8 +102,14 @@ $(BUILD)/cuda/%.o: cuda/%.cu | $(BUILD)/.deps-build
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
-# where an installed libnn looks for its plugins when none lies beside it
+# where an installed libnn looks for its plugins when none lies beside it; the stamp holds the PREFIX it
+# was built for, so that `make install PREFIX=...` with another one rebuilds it
 $(BUILD)/engine/device.o: CFLAGS += -DNN_PLUGIN_DIR='"$(PREFIX)/lib"'
+$(BUILD)/engine/device.o: $(BUILD)/.prefix
+$(BUILD)/.prefix: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(PREFIX)' | cmp -s - $@ || echo '$(PREFIX)' > $@
+.PHONY: FORCE
 
 # The plugin defines the engine functions it calls as forwarders to the table libnn hands it, so it links
 # no part of libnn: --no-undefined proves that nothing else is left for the loader to find.

@@ -625,6 +625,8 @@ static nn_status parse_Mod(nn_parse_ctx *ctx) {
 
 static nn_status check_Mod(const void *params, char *err, size_t err_size) {
     const mod_params *p = params;
+    nn_status st = binary_check(&p->bin, err, err_size); /* binary_infer reads it */
+    if (st != NN_OK) return st;
     if (p->fmod == 0 || p->fmod == 1) return NN_OK;
     snprintf(err, err_size, "fmod must be 0 or 1, got %lld", (long long)p->fmod);
     return NN_ERR_INVALID;
@@ -682,6 +684,8 @@ static nn_status parse_BitShift(nn_parse_ctx *ctx) {
 
 static nn_status check_BitShift(const void *params, char *err, size_t err_size) {
     const bitshift_params *p = params;
+    nn_status st = binary_check(&p->bin, err, err_size); /* binary_infer reads it */
+    if (st != NN_OK) return st;
     if (p->right == 0 || p->right == 1) return NN_OK;
     snprintf(err, err_size, "direction flag must be 0 or 1, got %lld", (long long)p->right);
     return NN_ERR_INVALID;

@@ -39,6 +39,28 @@ static void test_every_parse_has_check(void) {
     }
 }
 
+/* Mod and BitShift keep the two-input ops' broadcast flags first in their
+ * params (binary_infer reads them): a flag byte other than 0 or 1, undefined
+ * behaviour to load as a bool, must fail every such op's check (the cache
+ * fuzzer found Mod's missing). */
+static void test_broadcast_flags_checked(void) {
+    static const char *const ops[] = {"Add", "Pow", "PRelu", "Mod", "BitShift"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        int op = nn_op_lookup(ops[i]);
+        CHECK(op >= 0, "op %s is not registered", ops[i]);
+        if (op < 0) continue;
+        const nn_op_desc *d = nn_op_get(op);
+        unsigned char p[NN_PARAMS_MAX] = {0};
+        char err[160] = "";
+        CHECK(d->check(p, err, sizeof err) == NN_OK, "%s: zeroed params refused: %s", ops[i], err);
+        for (int k = 0; k < 2; k++) {
+            memset(p, 0, sizeof p);
+            p[k] = 38;
+            CHECK(d->check(p, err, sizeof err) != NN_OK, "%s: broadcast flag %d of 38 passed its check", ops[i], k);
+        }
+    }
+}
+
 /* ---- the model and its plan */
 
 enum { C = 6, HW = 5 };
@@ -309,6 +331,7 @@ int main(void) {
     if (!mkdtemp(nn_test_dir)) return perror("mkdtemp"), 2;
     snprintf(cache_dir, sizeof cache_dir, "%s/cache", nn_test_dir);
     test_every_parse_has_check();
+    test_broadcast_flags_checked();
     test_crafted_plans(build_model());
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);

@@ -214,9 +214,10 @@ static nn_status run_SequenceInsert(nn_call *c) {
         nn_seq *grown = nn_seq_new(c->pool, s->elem, s->n < 2 ? 4 : 2 * s->n);
         if (!grown) return out_of_memory(c);
         nn_tensor *items = (nn_tensor *)grown->items;
-        memcpy(items, s->items, sizeof *items * (size_t)pos);
+        /* an empty sequence may hold no item array at all: nothing to copy, and memcpy takes no NULL */
+        if (pos) memcpy(items, s->items, sizeof *items * (size_t)pos);
         items[pos] = item;
-        memcpy(items + pos + 1, s->items + pos, sizeof *items * (size_t)(s->n - pos));
+        if (s->n > pos) memcpy(items + pos + 1, s->items + pos, sizeof *items * (size_t)(s->n - pos));
         grown->n = *grown->used = s->n + 1;
         *out = *grown;
     }
@@ -287,8 +288,8 @@ static nn_status run_SequenceErase(nn_call *c) {
     } else {
         if (!(out = nn_seq_new(c->pool, s->elem, s->n))) return out_of_memory(c);
         nn_tensor *items = (nn_tensor *)out->items;
-        memcpy(items, s->items, sizeof *items * (size_t)pos);
-        memcpy(items + pos, s->items + pos + 1, sizeof *items * (size_t)(s->n - pos - 1));
+        if (pos) memcpy(items, s->items, sizeof *items * (size_t)pos);
+        if (s->n > pos + 1) memcpy(items + pos, s->items + pos + 1, sizeof *items * (size_t)(s->n - pos - 1));
         out->n = *out->used = s->n - 1;
     }
     nn_output_seq(c, 0, out);

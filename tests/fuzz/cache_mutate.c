@@ -165,6 +165,7 @@ int main(int argc, char **argv) {
     run ref, got;
     if (nn_load(model, &fresh, &m) != NN_OK || !predict(m, &ref)) {
         fprintf(stderr, "cache_mutate: %s does not load or run: %s\n", model, nn_last_error());
+        nn_free(m);
         return 2;
     }
     nn_free(m);

@@ -206,6 +206,29 @@ int main(void) {
         STEM(1, 4, 4, 17, 25, 3, 2, {0, 1, 1, 0}, true, res_only),
         STEM(1, 2, 8, 23, 31, 11, 2, {5, 5, 5, 5}, false, relu6),
         STEM(1, 2, 2, 9, 9, 2, 2, {0, 0, 0, 0}, true, none),
+        /* ConvNeXt's 7x7 (flat planes up to 32x32, padded copies past
+         * them), dilated 3x3 and 5x5 (DeepLab's) at dilations 2, 4 and 6,
+         * flat and padded, asymmetric pads, and strides the fast paths
+         * leave to the generic one */
+        DW(1, 10, 14, 14, 7, 1, 1, {3, 3, 3, 3}, true, res_clip),
+        DW(2, 3, 7, 7, 7, 1, 1, {3, 3, 3, 3}, false, none),
+        DW(1, 3, 13, 11, 7, 1, 1, {3, 2, 3, 4}, true, relu6),
+        DW(1, 5, 56, 56, 7, 1, 1, {3, 3, 3, 3}, true, relu6),
+        DW(1, 3, 37, 33, 7, 1, 1, {2, 4, 4, 2}, true, res_only),
+        DW(1, 4, 16, 15, 7, 2, 1, {3, 3, 3, 3}, true, relu6),
+        DW(1, 6, 14, 14, 5, 1, 2, {4, 4, 4, 4}, true, silu),
+        DW(1, 5, 40, 36, 5, 1, 2, {4, 4, 4, 4}, true, relu6),
+        DW(1, 3, 33, 33, 3, 1, 4, {4, 4, 4, 4}, true, res_clip),
+        DW(1, 4, 20, 21, 3, 1, 6, {6, 6, 6, 6}, false, none),
+        DW(1, 3, 19, 17, 3, 1, 2, {1, 3, 3, 1}, true, relu6),
+        DW(1, 3, 21, 22, 3, 2, 2, {2, 2, 2, 2}, true, relu6),
+        DW(1, 2, 9, 9, 5, 1, 4, {8, 8, 8, 8}, true, res_only),
+        /* grouped convs, 2 to 32 channels per group (ResNeXt's, RegNet's),
+         * strides 1 and 2, a dilated one */
+        {1, 32, 32, 8, 14, 14, 3, 1, 1, {1, 1, 1, 1}, true, relu},
+        {1, 48, 48, 6, 15, 15, 3, 2, 1, {1, 1, 1, 1}, true, relu},
+        {2, 64, 64, 2, 7, 7, 3, 1, 1, {1, 1, 1, 1}, false, res_only},
+        {1, 24, 36, 12, 10, 9, 3, 1, 2, {2, 2, 2, 2}, true, relu6},
         /* two groups of 2 input channels: neither path, the GEMM's */
         {1, 4, 6, 2, 9, 11, 3, 1, 1, {1, 1, 1, 1}, true, relu6},
     };

@@ -78,8 +78,8 @@ static void check_case(const conv_case *c, const char *kernel) {
     int n_in = residual ? 4 : c->bias ? 3 : 2;
     char label[200];
     snprintf(label, sizeof label,
-             "%s, %d thread(s): N=%d C=%d M=%d group %d %dx%d k%d s%d d%d pads %lld,%lld,%lld,%lld%s act %d%s", kernel,
-             cpu_threads, c->batch, c->in_ch, c->out_ch, c->group, c->h, c->w, c->k, c->stride, c->dilation,
+             "%s%s, %d thread(s): N=%d C=%d M=%d group %d %dx%d k%d s%d d%d pads %lld,%lld,%lld,%lld%s act %d%s",
+             kernel, cpu_prepare ? " prepared" : "", cpu_threads, c->batch, c->in_ch, c->out_ch, c->group, c->h, c->w, c->k, c->stride, c->dilation,
              (long long)c->pads[0], (long long)c->pads[1], (long long)c->pads[2], (long long)c->pads[3],
              c->bias ? " bias" : "", (int)c->ep.act, residual ? " residual" : "");
     op_run r;
@@ -242,6 +242,27 @@ int main(void) {
                 check_case(&cases[i], kernels[k]);
     }
     CHECK(families >= 2, "only %d kernel families ran (the scalar one is always there)", families);
+    /* Dense and grouped convs dilated past their planes, weights prepared
+     * as the engine prepares constants: the GEMM runs a kernel cut to the
+     * taps that reach the input (DeepLab's ASPP: only the centre tap at
+     * rates 24 and 36 on 14x14); beside them cuts on one side, in one dim,
+     * a stride, and convs whose every tap counts. */
+    const conv_case dilated[] = {
+        {1, 16, 8, 1, 6, 6, 3, 1, 8, {8, 8, 8, 8}, true, relu},
+        {1, 12, 6, 1, 7, 5, 3, 1, 4, {4, 4, 4, 4}, true, res_clip},
+        {1, 8, 8, 2, 8, 12, 3, 1, 6, {6, 1, 0, 1}, false, relu6},
+        {2, 6, 10, 1, 5, 12, 3, 2, 5, {5, 0, 5, 0}, true, none},
+        {1, 9, 4, 1, 8, 8, 5, 1, 3, {0, 6, 12, 6}, true, res_only},
+        {1, 8, 8, 1, 14, 14, 3, 1, 2, {2, 2, 2, 2}, true, relu},
+    };
+    cpu_prepare = true;
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        if (!nn_gemm_use_kernel(kernels[k])) continue;
+        for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+            for (size_t i = 0; i < sizeof dilated / sizeof dilated[0]; i++)
+                check_case(&dilated[i], kernels[k]);
+    }
+    cpu_prepare = false;
     const pool_case pools[] = {
         {5, 112, 112, 3, 2, 0, {1, 1, 1, 1}}, /* ResNet's */
         {3, 56, 56, 3, 2, 1, {0, 0, 0, 0}},   /* GoogLeNet's, ceil mode */

@@ -375,6 +375,7 @@ static bool winograd_shape(const conv_geom *g, nn_winograd_shape *s) {
 typedef enum conv_path {
     PATH_DEPTHWISE, /* conv_depthwise.c, weights as they are */
     PATH_DIRECT,    /* conv_direct.c, weights as they are */
+    PATH_GROUPED,   /* conv_grouped.c, weights as they are */
     PATH_WINOGRAD,  /* winograd.c, weights transformed in prepare */
     PATH_GEMM,      /* the GEMM, weights packed in prepare when they are constants */
 } conv_path;
@@ -388,6 +389,7 @@ typedef enum conv_path {
 static conv_path conv_choose_path(const nn_call *c, const conv_geom *g, const conv_prepared *prepared,
                                   nn_winograd_shape *ws, int64_t *ph, int64_t *pw) {
     if (!c->prologue && is_depthwise_2d(g)) return PATH_DEPTHWISE;
+    if (!c->prologue && nn_conv_grouped_fits(g)) return PATH_GROUPED;
     if (prepared) return prepared->kind == PREP_WINOGRAD && winograd_shape(g, ws) ? PATH_WINOGRAD : PATH_GEMM;
     if (!c->prologue && nn_conv_direct_fits(g, ph, pw)) return PATH_DIRECT;
     return c->winograd && c->in[1].data && winograd_shape(g, ws) ? PATH_WINOGRAD : PATH_GEMM;
@@ -404,6 +406,7 @@ static size_t workspace_conv(const nn_call *c) {
     switch (conv_choose_path(c, &g, p, &ws, &ph, &pw)) {
     case PATH_DEPTHWISE: return nn_conv_depthwise_workspace(&g, c->threads);
     case PATH_DIRECT: return nn_conv_direct_workspace(&g);
+    case PATH_GROUPED: return nn_conv_grouped_workspace(&g, c->threads);
     case PATH_WINOGRAD:
         if (p) return nn_winograd_workspace(&ws, c->threads);
         break; /* not prepared: the GEMM reads the weights as they are */
@@ -522,6 +525,14 @@ static nn_status run_conv(nn_call *c) {
         return NN_OK;
 #endif
         break;
+    case PATH_GROUPED:
+#if NN_HAVE_X86 /* elsewhere conv_choose_path never takes it */
+        if (c->workspace_size < nn_conv_grouped_workspace(&g, c->threads)) break; /* the GEMM needs none here */
+        nn_conv_grouped_run(&g, c->in[0].data, c->in[1].data, bias, c->out[0].data, c->epilogue, res, c->workspace,
+                            c->threads);
+        return NN_OK;
+#endif
+        break;
     case PATH_WINOGRAD:
         if (!p) break; /* not prepared: the GEMM reads the weights as they are */
         st = nn_winograd_run(&ws, c->in[0].data, prepared_data(p), bias, c->epilogue, res, c->out[0].data, c->workspace,
@@ -572,7 +583,7 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
         len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : " stride ", (long long)g.stride[d]);
     if (g.group > 1 && len < (int)size)
         len += snprintf(buf + len, size - (size_t)len, " group %lld", (long long)g.group);
-    static const char *const names[] = {"depthwise", "direct", "winograd F(4x4,3x3)", "gemm"};
+    static const char *const names[] = {"depthwise", "direct", "grouped", "winograd F(4x4,3x3)", "gemm"};
     const conv_prepared *p = c->prepared;
     conv_path path = conv_choose_path(c, &g, p, &ws, &ph, &pw);
     /* a Winograd conv not yet prepared runs the GEMM on its weights as they are */

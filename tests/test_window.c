@@ -229,7 +229,10 @@ int main(void) {
         {1, 48, 48, 6, 15, 15, 3, 2, 1, {1, 1, 1, 1}, true, relu},
         {2, 64, 64, 2, 7, 7, 3, 1, 1, {1, 1, 1, 1}, false, res_only},
         {1, 24, 36, 12, 10, 9, 3, 1, 2, {2, 2, 2, 2}, true, relu6},
-        /* two groups of 2 input channels: neither path, the GEMM's */
+        {1, 40, 10, 2, 11, 13, 5, 2, 1, {2, 1, 2, 3}, true, res_clip},
+        {1, 128, 128, 2, 5, 6, 3, 1, 1, {1, 1, 1, 1}, true, relu},
+        {1, 130, 4, 2, 5, 5, 3, 1, 1, {1, 1, 1, 1}, true, none}, /* 65 channels per group: the GEMM */
+        /* two groups of 2 input channels: the grouped path (the GEMM without AVX-512) */
         {1, 4, 6, 2, 9, 11, 3, 1, 1, {1, 1, 1, 1}, true, relu6},
     };
     const char *kernels[] = {"avx512", "avx2", "scalar"};

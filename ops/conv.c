@@ -426,7 +426,12 @@ static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape 
     if (conv_resolve(c, false, g) != NN_OK || !c->in[1].data) return PREP_NONE;
     switch (conv_choose_path(c, g, NULL, ws, &ph, &pw)) {
     case PATH_WINOGRAD: return PREP_WINOGRAD;
-    case PATH_GEMM: return is_pointwise(g) && g->out_size == 1 ? PREP_NONE : PREP_GEMM;
+    case PATH_GEMM: {
+        /* a matrix-vector product, cut or not, reads its weights as they are */
+        conv_geom cut = *g;
+        gemm_taps(&cut, true);
+        return is_pointwise(&cut) && cut.out_size == 1 ? PREP_NONE : PREP_GEMM;
+    }
     default: return PREP_NONE;
     }
 }

@@ -257,6 +257,7 @@ int main(void) {
         {2, 6, 10, 1, 5, 12, 3, 2, 5, {5, 0, 5, 0}, true, none},
         {1, 9, 4, 1, 8, 8, 5, 1, 3, {0, 6, 12, 6}, true, res_only},
         {1, 8, 8, 1, 14, 14, 3, 1, 2, {2, 2, 2, 2}, true, relu},
+        {1, 4, 4, 1, 1, 1, 5, 1, 1, {2, 2, 2, 2}, true, none}, /* one position: cut to a matrix-vector product */
     };
     cpu_prepare = true;
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {

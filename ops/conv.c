@@ -9,7 +9,9 @@
  * Depthwise 2-D convolutions (conv_depthwise.c) skip the GEMM: per-group
  * products would be tiny; so do convs with a few input channels (the RGB
  * stems, conv_direct.c), whose short K makes the im2col packing cost as
- * much as the product.  ConvTranspose (conv_transpose.c) is the adjoint. */
+ * much as the product; and grouped convs with few channels per group
+ * (conv_grouped.c), whose per-group products would fill under half a tile.
+ * ConvTranspose (conv_transpose.c) is the adjoint. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

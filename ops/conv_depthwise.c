@@ -149,7 +149,14 @@ static inline __attribute__((always_inline)) T512 void dw_vec512(const int K, co
 T512 static void dw_plane_avx512(const conv_geom *g, const dw_plane *p) {
     int64_t k = g->kernel[0], d = g->dilation[0];
     bool unit = d == g->dilation[1] && g->stride[0] == 1 && g->stride[1] == 1 && k == g->kernel[1];
-    if (unit && k == 3)
+    /* dilation 1 as a constant: the taps' offsets fold into the loads */
+    if (unit && k == 3 && d == 1)
+        dw_vec512(3, 1, g, p);
+    else if (unit && k == 5 && d == 1)
+        dw_vec512(5, 1, g, p);
+    else if (unit && k == 7 && d == 1)
+        dw_vec512(7, 1, g, p);
+    else if (unit && k == 3)
         dw_vec512(3, d, g, p);
     else if (unit && k == 5)
         dw_vec512(5, d, g, p);

@@ -9,9 +9,12 @@
  * Depthwise 2-D convolutions (conv_depthwise.c) skip the GEMM: per-group
  * products would be tiny; so do convs with a few input channels (the RGB
  * stems, conv_direct.c), whose short K makes the im2col packing cost as
- * much as the product.  ConvTranspose (conv_transpose.c) is the adjoint. */
+ * much as the product; and grouped convs with few channels per group
+ * (conv_grouped.c), whose per-group products would fill under half a tile.
+ * ConvTranspose (conv_transpose.c) is the adjoint. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conv_kernels.h"
@@ -199,6 +202,61 @@ static nn_status infer_conv_transpose(nn_call *c) { return infer_common(c, true)
 
 static bool is_depthwise_2d(const conv_geom *g) { return g->nsp == 2 && g->in_ch == g->group; }
 
+/* Kernel taps that read only padding, for every output, multiply zeros: a
+ * conv dilated past its plane (DeepLab's ASPP, rates 12 to 36 on a 14x14
+ * map) is then a smaller conv, often 1x1, on the same input.  Along each
+ * dim the taps that reach the input form one run [lo, hi); the GEMM path
+ * runs the kernel cut to it, with the pad moved on by lo * dilation, on
+ * weights cut in prepare (docs/perf-notes.md, "Dilated convs: taps that
+ * read only padding").  False when every tap counts, when none does (the
+ * output is the bias) or when the cut would start inside the input. */
+static bool trim_taps(const conv_geom *g, int64_t lo[NSP_MAX], int64_t hi[NSP_MAX]) {
+    bool cut = false;
+    for (int d = 0; d < g->nsp; d++) {
+        int64_t k = g->kernel[d], dil = g->dilation[d], pad = g->pad[d], last = (g->out[d] - 1) * g->stride[d];
+        /* tap t reaches the input when t * dil - pad < in and last + t * dil - pad >= 0 */
+        int64_t a = pad - last <= 0 ? 0 : (pad - last + dil - 1) / dil;
+        int64_t b = (g->in[d] + pad - 1) / dil + 1;
+        if (b > k) b = k;
+        if (a >= b || a * dil > pad) return false;
+        lo[d] = a;
+        hi[d] = b;
+        cut |= a > 0 || b < k;
+    }
+    return cut;
+}
+
+/* g with its kernel cut by trim_taps, for the GEMM on weights prepared
+ * (cut) in prepare: `prepared` says that they were. */
+static void gemm_taps(conv_geom *g, bool prepared) {
+    int64_t lo[NSP_MAX], hi[NSP_MAX];
+    if (!prepared || !trim_taps(g, lo, hi)) return;
+    g->kernel_size = 1;
+    for (int d = 0; d < g->nsp; d++) {
+        g->kernel[d] = hi[d] - lo[d];
+        g->pad[d] -= lo[d] * g->dilation[d];
+        g->kernel_size *= g->kernel[d];
+    }
+}
+
+/* The weights w of the uncut g, cut as trim_taps says into `to`
+ * (out_ch x in_ch / group x the cut kernel). */
+static void cut_weights(const conv_geom *g, const float *w, float *to) {
+    int64_t lo[NSP_MAX], hi[NSP_MAX], dims[NSP_MAX], pos[NSP_MAX] = {0}, cut = 1;
+    trim_taps(g, lo, hi);
+    for (int d = 0; d < g->nsp; d++)
+        cut *= dims[d] = hi[d] - lo[d];
+    int64_t rows = g->out_ch * (g->in_ch / g->group);
+    for (int64_t t = 0; t < cut; t++) {
+        int64_t at = 0;
+        for (int d = 0; d < g->nsp; d++)
+            at = at * g->kernel[d] + lo[d] + pos[d];
+        for (int64_t r = 0; r < rows; r++)
+            to[r * cut + t] = w[r * g->kernel_size + at];
+        nn_odometer_next(pos, dims, g->nsp);
+    }
+}
+
 /* A pointwise conv on at most this many positions (a 7x7 plane) computes
  * positions x channels, its output stored transposed into NCHW: its rows
  * (positions) pad to the kernel's 14-row tiles instead of its columns to
@@ -319,6 +377,7 @@ static bool winograd_shape(const conv_geom *g, nn_winograd_shape *s) {
 typedef enum conv_path {
     PATH_DEPTHWISE, /* conv_depthwise.c, weights as they are */
     PATH_DIRECT,    /* conv_direct.c, weights as they are */
+    PATH_GROUPED,   /* conv_grouped.c, weights as they are */
     PATH_WINOGRAD,  /* winograd.c, weights transformed in prepare */
     PATH_GEMM,      /* the GEMM, weights packed in prepare when they are constants */
 } conv_path;
@@ -332,6 +391,7 @@ typedef enum conv_path {
 static conv_path conv_choose_path(const nn_call *c, const conv_geom *g, const conv_prepared *prepared,
                                   nn_winograd_shape *ws, int64_t *ph, int64_t *pw) {
     if (!c->prologue && is_depthwise_2d(g)) return PATH_DEPTHWISE;
+    if (!c->prologue && nn_conv_grouped_fits(g)) return PATH_GROUPED;
     if (prepared) return prepared->kind == PREP_WINOGRAD && winograd_shape(g, ws) ? PATH_WINOGRAD : PATH_GEMM;
     if (!c->prologue && nn_conv_direct_fits(g, ph, pw)) return PATH_DIRECT;
     return c->winograd && c->in[1].data && winograd_shape(g, ws) ? PATH_WINOGRAD : PATH_GEMM;
@@ -348,11 +408,13 @@ static size_t workspace_conv(const nn_call *c) {
     switch (conv_choose_path(c, &g, p, &ws, &ph, &pw)) {
     case PATH_DEPTHWISE: return nn_conv_depthwise_workspace(&g, c->threads);
     case PATH_DIRECT: return nn_conv_direct_workspace(&g);
+    case PATH_GROUPED: return nn_conv_grouped_workspace(&g, c->threads);
     case PATH_WINOGRAD:
         if (p) return nn_winograd_workspace(&ws, c->threads);
         break; /* not prepared: the GEMM reads the weights as they are */
     case PATH_GEMM: break;
     }
+    gemm_taps(&g, p && p->kind == PREP_GEMM);
     nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
     nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
     return nn_gemm_workspace(&gm, c->threads);
@@ -366,7 +428,12 @@ static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape 
     if (conv_resolve(c, false, g) != NN_OK || !c->in[1].data) return PREP_NONE;
     switch (conv_choose_path(c, g, NULL, ws, &ph, &pw)) {
     case PATH_WINOGRAD: return PREP_WINOGRAD;
-    case PATH_GEMM: return is_pointwise(g) && g->out_size == 1 ? PREP_NONE : PREP_GEMM;
+    case PATH_GEMM: {
+        /* a matrix-vector product, cut or not, reads its weights as they are */
+        conv_geom cut = *g;
+        gemm_taps(&cut, true);
+        return is_pointwise(&cut) && cut.out_size == 1 ? PREP_NONE : PREP_GEMM;
+    }
     default: return PREP_NONE;
     }
 }
@@ -378,6 +445,7 @@ static size_t prepared_size_conv(const nn_call *c) {
     switch (prepare_kind(c, &g, &ws)) {
     case PREP_WINOGRAD: return CONV_PREPARED_DATA + nn_winograd_prepared_size(&ws);
     case PREP_GEMM: {
+        gemm_taps(&g, true);
         nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
         return CONV_PREPARED_DATA +
                (positions_as_rows(c, &g) ? nn_gemm_pack_b_block_bytes(&gm) : nn_gemm_pack_a_block_bytes(&gm));
@@ -395,12 +463,27 @@ static nn_status prepare_conv(const nn_call *c, void *prepared) {
     switch (prepare_kind(c, &g, &ws)) {
     case PREP_WINOGRAD: p->kind = PREP_WINOGRAD; return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
     case PREP_GEMM: {
-        nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
+        conv_geom cut = g;
+        gemm_taps(&cut, true);
+        float *w = NULL;
+        if (cut.kernel_size != g.kernel_size) {
+            w = malloc(sizeof(float) * (size_t)(cut.out_ch * (cut.in_ch / cut.group) * cut.kernel_size));
+            if (!w) return nn_call_error(c, NN_ERR_NOMEM, "no memory for the conv's cut weights");
+            cut_weights(&g, c->in[1].data, w);
+        }
+        nn_gemm gm = conv_gemm(c, &cut, &cv, NULL);
+        if (w) {
+            if (positions_as_rows(c, &cut))
+                gm.b = w;
+            else
+                gm.a = w;
+        }
         p->kind = PREP_GEMM;
-        if (positions_as_rows(c, &g))
+        if (positions_as_rows(c, &cut))
             nn_gemm_pack_b_block(&gm, data);
         else
             nn_gemm_pack_a_block(&gm, data);
+        free(w);
         return NN_OK;
     }
     default: return nn_call_error(c, NN_ERR_INTERNAL, "nothing to prepare");
@@ -419,6 +502,7 @@ static bool prepared_fits_conv(const nn_call *c, const void *prepared, size_t si
     case PATH_WINOGRAD: return size == nn_winograd_prepared_size(&ws);
     case PATH_GEMM: {
         if (p->kind != PREP_GEMM) return false;
+        gemm_taps(&g, true);
         nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
         return positions_as_rows(c, &g) ? nn_gemm_block_fits_b(&gm, prepared_data(p), size)
                                         : nn_gemm_block_fits_a(&gm, prepared_data(p), size);
@@ -448,6 +532,14 @@ static nn_status run_conv(nn_call *c) {
         return NN_OK;
 #endif
         break;
+    case PATH_GROUPED:
+#if NN_HAVE_X86 /* elsewhere conv_choose_path never takes it */
+        if (c->workspace_size < nn_conv_grouped_workspace(&g, c->threads)) break; /* the GEMM needs none here */
+        nn_conv_grouped_run(&g, c->in[0].data, c->in[1].data, bias, c->out[0].data, c->epilogue, res, c->workspace,
+                            c->threads);
+        return NN_OK;
+#endif
+        break;
     case PATH_WINOGRAD:
         if (!p) break; /* not prepared: the GEMM reads the weights as they are */
         st = nn_winograd_run(&ws, c->in[0].data, prepared_data(p), bias, c->epilogue, res, c->out[0].data, c->workspace,
@@ -460,6 +552,7 @@ static nn_status run_conv(nn_call *c) {
         break;
     }
     nn_gemm_conv cv;
+    gemm_taps(&g, p && p->kind == PREP_GEMM);
     nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
     nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
     if (!nn_gemm_run(&gm, c->workspace, c->workspace_size, c->threads))
@@ -497,12 +590,16 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
         len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : " stride ", (long long)g.stride[d]);
     if (g.group > 1 && len < (int)size)
         len += snprintf(buf + len, size - (size_t)len, " group %lld", (long long)g.group);
-    static const char *const names[] = {"depthwise", "direct", "winograd F(4x4,3x3)", "gemm"};
+    static const char *const names[] = {"depthwise", "direct", "grouped", "winograd F(4x4,3x3)", "gemm"};
     const conv_prepared *p = c->prepared;
     conv_path path = conv_choose_path(c, &g, p, &ws, &ph, &pw);
     /* a Winograd conv not yet prepared runs the GEMM on its weights as they are */
     if (path == PATH_WINOGRAD && !p && !c->in[1].data) path = PATH_GEMM;
-    if (len < (int)size) snprintf(buf + len, size - (size_t)len, ", %s", names[path]);
+    if (len < (int)size) len += snprintf(buf + len, size - (size_t)len, ", %s", names[path]);
+    conv_geom cut = g;
+    gemm_taps(&cut, path == PATH_GEMM && p && p->kind == PREP_GEMM);
+    for (int d = 0; d < g.nsp && cut.kernel_size != g.kernel_size && len < (int)size; d++)
+        len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : " on taps cut to ", (long long)cut.kernel[d]);
 }
 
 const nn_op_desc nn_op_Conv = {.name = "Conv",

@@ -103,6 +103,11 @@ static inline __attribute__((always_inline)) void dw_plane_body(const conv_geom 
         dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, 5, 5, 1, 1, 1, 1, p->bias);
     else if (unit && kh == 5 && kw == 5 && sh == 2 && sw == 2)
         dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, 5, 5, 2, 2, 1, 1, p->bias);
+    else if (unit && kh == 7 && kw == 7 && sh == 1 && sw == 1) /* ConvNeXt's */
+        dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, 7, 7, 1, 1, 1, 1, p->bias);
+    else if (kh == kw && (kh == 3 || kh == 5) && sh == 1 && sw == 1) /* dilated (DeepLab's) */
+        dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, kh == 3 ? 3 : 5, kh == 3 ? 3 : 5, 1, 1, dh,
+                  g->dilation[1], p->bias);
     else
         dw_window(false, p->xp, p->pw_n, 0, p->w, p->y, oh_n, ow_n, kh, kw, sh, sw, dh, g->dilation[1], p->bias);
 }
@@ -116,12 +121,14 @@ DW_PLANE_FOR(avx2, __attribute__((target("avx2,fma"))))
 DW_PLANE_FOR(scalar, )
 
 #if NN_HAVE_X86 /* the vector kernels and their predicates; other targets run dw_plane_scalar */
-/* AVX-512, square K x K kernels, stride 1, dilation 1: 16 outputs per
- * vector, the weights held in registers.  Loads may run up to 16 floats past
- * a row (into the next row or the buffer's slack); those lanes are never
- * stored.  (Stride 2 has dw_s2_512, which needs no padded copy.) */
-static inline __attribute__((always_inline)) T512 void dw_vec512(const int K, const conv_geom *g, const dw_plane *p) {
-    __m512 wv[25];
+/* AVX-512, square K x K kernels (K <= 7), stride 1, any dilation D: 16
+ * outputs per vector, the weights held in registers (spilled past 32).
+ * Loads may run up to 16 floats past a row (into the next row or the
+ * buffer's slack); those lanes are never stored.  (Stride 2 has dw_s2_512,
+ * which needs no padded copy.) */
+static inline __attribute__((always_inline)) T512 void dw_vec512(const int K, const int64_t D, const conv_geom *g,
+                                                                 const dw_plane *p) {
+    __m512 wv[49];
     for (int i = 0; i < K * K; i++)
         wv[i] = _mm512_set1_ps(p->w[i]);
     int64_t oh_n = g->out[0], ow_n = g->out[1];
@@ -132,7 +139,7 @@ static inline __attribute__((always_inline)) T512 void dw_vec512(const int K, co
             __m512 acc = _mm512_set1_ps(p->bias);
             for (int kh = 0; kh < K; kh++)
                 for (int kw = 0; kw < K; kw++)
-                    acc = _mm512_fmadd_ps(wv[kh * K + kw], _mm512_loadu_ps(xr + kh * p->pw_n + ow + kw), acc);
+                    acc = _mm512_fmadd_ps(wv[kh * K + kw], _mm512_loadu_ps(xr + kh * D * p->pw_n + ow + kw * D), acc);
             int64_t left = ow_n - ow;
             _mm512_mask_storeu_ps(yr + ow, left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1), acc);
         }
@@ -140,12 +147,21 @@ static inline __attribute__((always_inline)) T512 void dw_vec512(const int K, co
 }
 
 T512 static void dw_plane_avx512(const conv_geom *g, const dw_plane *p) {
-    bool unit = g->dilation[0] == 1 && g->dilation[1] == 1 && g->stride[0] == 1 && g->stride[1] == 1;
-    int64_t k = g->kernel[0];
-    if (unit && k == g->kernel[1] && k == 3)
-        dw_vec512(3, g, p);
-    else if (unit && k == g->kernel[1] && k == 5)
-        dw_vec512(5, g, p);
+    int64_t k = g->kernel[0], d = g->dilation[0];
+    bool unit = d == g->dilation[1] && g->stride[0] == 1 && g->stride[1] == 1 && k == g->kernel[1];
+    /* dilation 1 as a constant: the taps' offsets fold into the loads */
+    if (unit && k == 3 && d == 1)
+        dw_vec512(3, 1, g, p);
+    else if (unit && k == 5 && d == 1)
+        dw_vec512(5, 1, g, p);
+    else if (unit && k == 7 && d == 1)
+        dw_vec512(7, 1, g, p);
+    else if (unit && k == 3)
+        dw_vec512(3, d, g, p);
+    else if (unit && k == 5)
+        dw_vec512(5, d, g, p);
+    else if (unit && k == 7)
+        dw_vec512(7, d, g, p);
     else
         dw_plane_body(g, p);
 }
@@ -219,25 +235,30 @@ static bool dw_s2_direct(const conv_geom *g) {
            g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;
 }
 
-/* AVX-512, stride-1 K x K kernels (K <= 5) that keep a small plane's size
- * (MobileNet's and EfficientNet's 14x14 and 7x7 layers): 16 positions of
- * the flat plane per vector, each tap a load masked to the lanes whose
- * neighbour is inside (window.h), so no padded copy and no half-empty
- * vectors at the ends of short rows. */
+/* AVX-512, stride-1 K x K kernels (K <= 7, any dilation) that keep a small
+ * plane's size (MobileNet's and EfficientNet's 14x14 and 7x7 layers,
+ * ConvNeXt's 7x7 kernels up to 28x28, DeepLab's dilated 5x5 ones): 16
+ * positions of the flat plane per vector, each tap a load masked to the
+ * lanes whose neighbour is inside (window.h), so no padded copy and no
+ * half-empty vectors at the ends of short rows. */
 static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, const int NP, const nn_flat_taps *t,
                                                                   const float *const *x, const float *const *w,
                                                                   const float *bias, float *const *y) {
-    __m512 wv[2][25];
+    __m512 wv[2][49];
+    int64_t off[49];
     for (int q = 0; q < NP; q++)
         for (int i = 0; i < K * K; i++)
             wv[q][i] = _mm512_set1_ps(w[q][i]);
+    for (int kh = 0; kh < K; kh++)
+        for (int kw = 0; kw < K; kw++)
+            off[kh * K + kw] = (kh * t->dh - t->pt) * t->w + (kw * t->dw - t->pl);
     for (int64_t v = 0; v < t->vecs; v++) {
         __m512 acc[2];
         for (int q = 0; q < NP; q++)
             acc[q] = _mm512_set1_ps(bias[q]);
         for (int kh = 0; kh < K; kh++)
             for (int kw = 0; kw < K; kw++) {
-                int64_t at = v * 16 + (kh - t->pt) * t->w + (kw - t->pl);
+                int64_t at = v * 16 + off[kh * K + kw];
                 __mmask16 m = t->row_tap[v][kw] & t->col_tap[v][kh];
                 for (int q = 0; q < NP; q++)
                     acc[q] = _mm512_fmadd_ps(wv[q][kh * K + kw], _mm512_maskz_loadu_ps(m, x[q] + at), acc[q]);
@@ -317,17 +338,20 @@ T512 static void dw_flat_avx512(const nn_flat_taps *t, int np, const float *cons
         dw_flat512(3, 2, t, x, w, bias, y);
     else if (t->kh == 3)
         dw_flat512(3, 1, t, x, w, bias, y);
-    else
+    else if (t->kh == 5)
         dw_flat512(5, 1, t, x, w, bias, y);
+    else
+        dw_flat512(7, 1, t, x, w, bias, y);
 }
 
-/* Whether depthwise_2d runs g on the flat plane. */
+/* Whether depthwise_2d runs g on the flat plane: 3x3, 5x5 and 7x7 kernels,
+ * dilated or not. */
 static bool dw_flat(const conv_geom *g, nn_flat_taps *t) {
     int64_t k = g->kernel[0];
-    if (nn_isa_active() != NN_ISA_AVX512 || (k != 3 && k != 5) || g->kernel[1] != k) return false;
+    if (nn_isa_active() != NN_ISA_AVX512 || (k != 3 && k != 5 && k != 7) || g->kernel[1] != k) return false;
     for (int d = 0; d < 2; d++)
-        if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d]) return false;
-    return nn_flat_taps_init(t, g->in[0], g->in[1], k, k, g->pad[0], g->pad[1]);
+        if (g->stride[d] != 1 || g->out[d] != g->in[d]) return false;
+    return nn_flat_taps_init(t, g->in[0], g->in[1], k, k, g->pad[0], g->pad[1], g->dilation[0], g->dilation[1]);
 }
 
 #endif

@@ -2,6 +2,7 @@
  * what ops/conv.c resolved and chose (conv_choose_path):
  *   conv_depthwise.c   depthwise 2-D convs (one input channel per group)
  *   conv_direct.c      convs with a few input channels (the RGB stems)
+ *   conv_grouped.c     grouped convs with few channels per group
  *   conv_transpose.c   ConvTranspose: the GEMM, then col2im
  * They read plain pointers and the resolved geometry, never the graph. */
 #ifndef NN_CONV_KERNELS_H
@@ -37,6 +38,15 @@ size_t nn_conv_direct_workspace(const conv_geom *g);
 #if NN_HAVE_X86
 void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w, const float *bias,
                         float *y, const nn_epilogue *e, const float *res, float *planes, int threads);
+#endif
+
+/* Grouped, up to 64 channels per group (AVX-512): whether g fits, the
+ * workspace it needs, and the run (x86 code only). */
+bool nn_conv_grouped_fits(const conv_geom *g);
+size_t nn_conv_grouped_workspace(const conv_geom *g, int threads);
+#if NN_HAVE_X86
+void nn_conv_grouped_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                         const nn_epilogue *e, const float *res, void *workspace, int threads);
 #endif
 
 /* ConvTranspose: workspace bytes, and the run (false: workspace too small). */

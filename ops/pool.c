@@ -500,7 +500,7 @@ static bool max_pool_flat(const pool_geom *g, nn_dtype dtype, nn_flat_taps *t) {
     if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || nn_isa_active() != NN_ISA_AVX512) return false;
     for (int d = 0; d < 2; d++)
         if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d]) return false;
-    return nn_flat_taps_init(t, g->in[0], g->in[1], g->kernel[0], g->kernel[1], g->pad[0], g->pad[1]);
+    return nn_flat_taps_init(t, g->in[0], g->in[1], g->kernel[0], g->kernel[1], g->pad[0], g->pad[1], 1, 1);
 }
 
 /* One pass over a flat plane: taps `step` apart (1: along a row, w: along

@@ -104,18 +104,21 @@ void nn_pad_plane_split(float *dst, int64_t ph, int64_t pw, int64_t slack, const
     fill_run(dst + (pt + h) * pw, (ph - pt - h) * pw + slack, fill);
 }
 
-bool nn_flat_taps_init(nn_flat_taps *t, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl) {
-    if (kh > NN_FLAT_TAPS || kw > NN_FLAT_TAPS || pt < 0 || pl < 0 || pt >= kh || pl >= kw || h < 1 || w < 1 ||
-        h * w > NN_FLAT_VECS * 16)
+bool nn_flat_taps_init(nn_flat_taps *t, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
+                       int64_t dh, int64_t dw) {
+    if (kh > NN_FLAT_TAPS || kw > NN_FLAT_TAPS || dh < 1 || dw < 1 || dh > NN_FLAT_VECS * 16 ||
+        dw > NN_FLAT_VECS * 16 || pt < 0 || pl < 0 || pt >= (kh - 1) * dh + 1 || pl >= (kw - 1) * dw + 1 || h < 1 ||
+        w < 1 || h * w > NN_FLAT_VECS * 16)
         return false;
-    *t = (nn_flat_taps){.n = h * w, .w = w, .vecs = (h * w + 15) / 16, .kh = kh, .kw = kw, .pt = pt, .pl = pl};
+    *t = (nn_flat_taps){
+        .n = h * w, .w = w, .vecs = (h * w + 15) / 16, .kh = kh, .kw = kw, .pt = pt, .pl = pl, .dh = dh, .dw = dw};
     for (int64_t i = 0; i < t->n; i++) {
         int64_t v = i / 16, row = i / w, col = i % w;
         uint16_t bit = (uint16_t)(1u << (i % 16));
         for (int64_t tap = 0; tap < kw; tap++)
-            if (col + tap - pl >= 0 && col + tap - pl < w) t->row_tap[v][tap] |= bit;
+            if (col + tap * dw - pl >= 0 && col + tap * dw - pl < w) t->row_tap[v][tap] |= bit;
         for (int64_t tap = 0; tap < kh; tap++)
-            if (row + tap - pt >= 0 && row + tap - pt < h) t->col_tap[v][tap] |= bit;
+            if (row + tap * dh - pt >= 0 && row + tap * dh - pt < h) t->col_tap[v][tap] |= bit;
     }
     return true;
 }

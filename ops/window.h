@@ -51,17 +51,18 @@ void nn_pad_plane_split(float *dst, int64_t ph, int64_t pw, int64_t slack, const
  * the flat plane, 16 positions to a vector whatever the row width: a tap is
  * one load masked to the lanes whose neighbour lies inside the plane.  The
  * masks depend on the geometry only; for vector v, a tap kw columns along
- * (kw - pad_w away) keeps the lanes of row_tap[v][kw], a tap kh rows along
- * those of col_tap[v][kh], a 2-D tap both. */
+ * (kw * dil_w - pad_w away) keeps the lanes of row_tap[v][kw], a tap kh
+ * rows along those of col_tap[v][kh], a 2-D tap both. */
 enum { NN_FLAT_VECS = 64, NN_FLAT_TAPS = 7 };
 typedef struct nn_flat_taps {
     int64_t n, w, vecs; /* plane floats, row length, 16-float vectors */
-    int64_t kh, kw, pt, pl;
+    int64_t kh, kw, pt, pl, dh, dw; /* tap k of a row lies k * dw - pl columns along */
     uint16_t row_tap[NN_FLAT_VECS][NN_FLAT_TAPS], col_tap[NN_FLAT_VECS][NN_FLAT_TAPS];
 } nn_flat_taps;
 /* false when the plane or the kernel is too large, or a pad reaches past
- * the kernel (the caller checks stride 1, dilation 1, output size = input). */
-bool nn_flat_taps_init(nn_flat_taps *t, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl);
+ * the kernel's extent (the caller checks stride 1, output size = input). */
+bool nn_flat_taps_init(nn_flat_taps *t, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
+                       int64_t dh, int64_t dw);
 /* Lanes of vector v that a plane of n floats holds. */
 static inline uint16_t nn_flat_lanes(int64_t n, int64_t v) {
     return (uint16_t)(n - v * 16 >= 16 ? 0xffff : (1u << (n - v * 16)) - 1);

@@ -16,6 +16,9 @@
 
 /* threads each cpu_run gives the op */
 static int cpu_threads = 1;
+/* whether cpu_run prepares the op (as the engine does for constant
+ * weights) before it runs it, and checks prepared_fits on the result */
+static bool cpu_prepare = false;
 
 static uint32_t seed = 2024;
 static inline float uniform(float lo, float hi) {
@@ -130,11 +133,26 @@ static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr
     if (!CHECK(st == NN_OK, "%s: infer: expected OK, got %s: %s", name, nn_strerror(st), r->err)) return false;
     for (int k = 0; k < n_out; k++)
         r->out[k].data = calloc((size_t)nn_tensor_elements(&r->out[k]) + 1, nn_dtype_size(r->out[k].dtype));
+    size_t prep_size = cpu_prepare && d->prepare && d->prepared_size ? d->prepared_size(&r->call) : 0;
+    void *prep = prep_size ? aligned_alloc(64, (prep_size + 63) / 64 * 64) : NULL;
+    if (prep) {
+        memset(prep, 0, prep_size);
+        st = d->prepare(&r->call, prep);
+        if (!CHECK(st == NN_OK, "%s: prepare: expected OK, got %s: %s", name, nn_strerror(st), r->err)) {
+            free(prep);
+            return false;
+        }
+        CHECK(!d->prepared_fits || d->prepared_fits(&r->call, prep, prep_size), "%s: prepared block does not fit",
+              name);
+        r->call.prepared = prep;
+    }
     size_t ws = d->workspace ? d->workspace(&r->call) : 0;
     r->call.workspace = ws ? malloc(ws) : NULL;
     r->call.workspace_size = ws;
     st = d->run(&r->call);
     free(r->call.workspace);
+    free(prep);
+    r->call.prepared = NULL;
     r->call.workspace = NULL;
     if (!CHECK(st == NN_OK, "%s: run: expected OK, got %s: %s", name, nn_strerror(st), r->err)) return false;
     return true;

@@ -78,8 +78,8 @@ static void check_case(const conv_case *c, const char *kernel) {
     int n_in = residual ? 4 : c->bias ? 3 : 2;
     char label[200];
     snprintf(label, sizeof label,
-             "%s, %d thread(s): N=%d C=%d M=%d group %d %dx%d k%d s%d d%d pads %lld,%lld,%lld,%lld%s act %d%s", kernel,
-             cpu_threads, c->batch, c->in_ch, c->out_ch, c->group, c->h, c->w, c->k, c->stride, c->dilation,
+             "%s%s, %d thread(s): N=%d C=%d M=%d group %d %dx%d k%d s%d d%d pads %lld,%lld,%lld,%lld%s act %d%s",
+             kernel, cpu_prepare ? " prepared" : "", cpu_threads, c->batch, c->in_ch, c->out_ch, c->group, c->h, c->w, c->k, c->stride, c->dilation,
              (long long)c->pads[0], (long long)c->pads[1], (long long)c->pads[2], (long long)c->pads[3],
              c->bias ? " bias" : "", (int)c->ep.act, residual ? " residual" : "");
     op_run r;
@@ -206,7 +206,33 @@ int main(void) {
         STEM(1, 4, 4, 17, 25, 3, 2, {0, 1, 1, 0}, true, res_only),
         STEM(1, 2, 8, 23, 31, 11, 2, {5, 5, 5, 5}, false, relu6),
         STEM(1, 2, 2, 9, 9, 2, 2, {0, 0, 0, 0}, true, none),
-        /* two groups of 2 input channels: neither path, the GEMM's */
+        /* ConvNeXt's 7x7 (flat planes up to 32x32, padded copies past
+         * them), dilated 3x3 and 5x5 (DeepLab's) at dilations 2, 4 and 6,
+         * flat and padded, asymmetric pads, and strides the fast paths
+         * leave to the generic one */
+        DW(1, 10, 14, 14, 7, 1, 1, {3, 3, 3, 3}, true, res_clip),
+        DW(2, 3, 7, 7, 7, 1, 1, {3, 3, 3, 3}, false, none),
+        DW(1, 3, 13, 11, 7, 1, 1, {3, 2, 3, 4}, true, relu6),
+        DW(1, 5, 56, 56, 7, 1, 1, {3, 3, 3, 3}, true, relu6),
+        DW(1, 3, 37, 33, 7, 1, 1, {2, 4, 4, 2}, true, res_only),
+        DW(1, 4, 16, 15, 7, 2, 1, {3, 3, 3, 3}, true, relu6),
+        DW(1, 6, 14, 14, 5, 1, 2, {4, 4, 4, 4}, true, silu),
+        DW(1, 5, 40, 36, 5, 1, 2, {4, 4, 4, 4}, true, relu6),
+        DW(1, 3, 33, 33, 3, 1, 4, {4, 4, 4, 4}, true, res_clip),
+        DW(1, 4, 20, 21, 3, 1, 6, {6, 6, 6, 6}, false, none),
+        DW(1, 3, 19, 17, 3, 1, 2, {1, 3, 3, 1}, true, relu6),
+        DW(1, 3, 21, 22, 3, 2, 2, {2, 2, 2, 2}, true, relu6),
+        DW(1, 2, 9, 9, 5, 1, 4, {8, 8, 8, 8}, true, res_only),
+        /* grouped convs, 2 to 32 channels per group (ResNeXt's, RegNet's),
+         * strides 1 and 2, a dilated one */
+        {1, 32, 32, 8, 14, 14, 3, 1, 1, {1, 1, 1, 1}, true, relu},
+        {1, 48, 48, 6, 15, 15, 3, 2, 1, {1, 1, 1, 1}, true, relu},
+        {2, 64, 64, 2, 7, 7, 3, 1, 1, {1, 1, 1, 1}, false, res_only},
+        {1, 24, 36, 12, 10, 9, 3, 1, 2, {2, 2, 2, 2}, true, relu6},
+        {1, 40, 10, 2, 11, 13, 5, 2, 1, {2, 1, 2, 3}, true, res_clip},
+        {1, 128, 128, 2, 5, 6, 3, 1, 1, {1, 1, 1, 1}, true, relu},
+        {1, 130, 4, 2, 5, 5, 3, 1, 1, {1, 1, 1, 1}, true, none}, /* 65 channels per group: the GEMM */
+        /* two groups of 2 input channels: the grouped path (the GEMM without AVX-512) */
         {1, 4, 6, 2, 9, 11, 3, 1, 1, {1, 1, 1, 1}, true, relu6},
     };
     const char *kernels[] = {"avx512", "avx2", "scalar"};
@@ -219,6 +245,28 @@ int main(void) {
                 check_case(&cases[i], kernels[k]);
     }
     CHECK(families >= 2, "only %d kernel families ran (the scalar one is always there)", families);
+    /* Dense and grouped convs dilated past their planes, weights prepared
+     * as the engine prepares constants: the GEMM runs a kernel cut to the
+     * taps that reach the input (DeepLab's ASPP: only the centre tap at
+     * rates 24 and 36 on 14x14); beside them cuts on one side, in one dim,
+     * a stride, and convs whose every tap counts. */
+    const conv_case dilated[] = {
+        {1, 16, 8, 1, 6, 6, 3, 1, 8, {8, 8, 8, 8}, true, relu},
+        {1, 12, 6, 1, 7, 5, 3, 1, 4, {4, 4, 4, 4}, true, res_clip},
+        {1, 8, 8, 2, 8, 12, 3, 1, 6, {6, 1, 0, 1}, false, relu6},
+        {2, 6, 10, 1, 5, 12, 3, 2, 5, {5, 0, 5, 0}, true, none},
+        {1, 9, 4, 1, 8, 8, 5, 1, 3, {0, 6, 12, 6}, true, res_only},
+        {1, 8, 8, 1, 14, 14, 3, 1, 2, {2, 2, 2, 2}, true, relu},
+        {1, 4, 4, 1, 1, 1, 5, 1, 1, {2, 2, 2, 2}, true, none}, /* one position: cut to a matrix-vector product */
+    };
+    cpu_prepare = true;
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        if (!nn_gemm_use_kernel(kernels[k])) continue;
+        for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+            for (size_t i = 0; i < sizeof dilated / sizeof dilated[0]; i++)
+                check_case(&dilated[i], kernels[k]);
+    }
+    cpu_prepare = false;
     const pool_case pools[] = {
         {5, 112, 112, 3, 2, 0, {1, 1, 1, 1}}, /* ResNet's */
         {3, 56, 56, 3, 2, 1, {0, 0, 0, 0}},   /* GoogLeNet's, ceil mode */

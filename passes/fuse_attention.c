@@ -59,59 +59,131 @@ static void dense_strides(const nn_tensor *t, int64_t *s) {
     }
 }
 
-/* The operand value v as a strided view of the tensor its Transposes and
- * constant-index Gathers read: sets *view (its axes are v's axes) and
- * returns the value read. */
-static int view_through(const nn_graph *g, int v, nn_attn_view *view) {
-    int ax[NN_MAX_DIMS]; /* v's axis i is axis ax[i] of t */
-    int64_t at[NN_MAX_DIMS] = {0};
-    int rank = g->values[v].t.ndim, t = v;
+/* Where a view's axes lie in tensor t: logical axis i moves coef[i] steps
+ * along t's axis axis[i] (-1: extent 1, it never moves), starting at t's
+ * multi-index at[].  False when a logical axis would carry from one axis
+ * of t into the next, which strides per axis of t cannot express. */
+typedef struct axis_map {
+    int axis[NN_MAX_DIMS];
+    int64_t coef[NN_MAX_DIMS], at[NN_MAX_DIMS];
+} axis_map;
+
+static bool split_view(const nn_tensor *t, const int64_t *dims, int rank, int64_t off, const int64_t *stride,
+                       axis_map *map) {
+    int64_t dense[NN_MAX_DIMS], reach[NN_MAX_DIMS];
+    dense_strides(t, dense);
+    for (int j = t->ndim - 1; j >= 0; j--) {
+        map->at[j] = off / dense[j] % t->dims[j];
+        reach[j] = map->at[j];
+    }
+    if (off >= nn_tensor_elements(t)) return false;
+    for (int i = 0; i < rank; i++) {
+        map->axis[i] = -1;
+        map->coef[i] = 0;
+        if (dims[i] == 1) continue;
+        for (int j = 0; j < t->ndim && map->axis[i] < 0; j++)
+            if (t->dims[j] > 1 && stride[i] >= dense[j] && stride[i] % dense[j] == 0 &&
+                stride[i] / dense[j] < t->dims[j])
+                map->axis[i] = j, map->coef[i] = stride[i] / dense[j];
+        if (map->axis[i] < 0) return false;
+        reach[map->axis[i]] += (dims[i] - 1) * map->coef[i];
+    }
+    for (int j = 0; j < t->ndim; j++)
+        if (reach[j] >= t->dims[j]) return false;
+    return true;
+}
+
+/* The view again, as offset and strides in x's dense layout; to_x[j] is the
+ * axis of x that t's axis j is. */
+static void join_view(const nn_tensor *x, const axis_map *map, const int64_t *at_x, const int *to_x, int rank,
+                      int64_t *off, int64_t *stride) {
+    int64_t dense[NN_MAX_DIMS];
+    dense_strides(x, dense);
+    *off = 0;
+    for (int j = 0; j < x->ndim; j++)
+        *off += at_x[j] * dense[j];
     for (int i = 0; i < rank; i++)
-        ax[i] = i;
+        stride[i] = map->axis[i] < 0 ? 0 : map->coef[i] * dense[to_x[map->axis[i]]];
+}
+
+/* Constant int input k of node n, element e, or false. */
+static bool const_int(const nn_graph *g, const nn_node *n, int k, int64_t e, int64_t *out) {
+    const nn_value *c = k < n->n_in && n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
+    if (!c || !c->is_const || !c->t.data || (c->t.dtype != NN_DTYPE_INT64 && c->t.dtype != NN_DTYPE_INT32) ||
+        e >= nn_tensor_elements(&c->t))
+        return false;
+    *out = nn_tensor_get_int(&c->t, e);
+    return true;
+}
+
+/* One step back from t = node n (x its input): the view of t as one of x.
+ * Reshapes keep the dense order; Transposes, constant-index Gathers and
+ * unit-step Slices move along x's axes. */
+static bool step_back(const nn_graph *g, const nn_node *n, const nn_tensor *t, const int64_t *dims, int rank,
+                      int64_t *off, int64_t *stride) {
+    const nn_tensor *x = shape_of(g, n->in[0]);
+    if (!x || n->has_epilogue) return false;
+    if (n->op == NN_OP_Reshape || n->op == NN_OP_Flatten || n->op == NN_OP_Squeeze || n->op == NN_OP_Unsqueeze)
+        return nn_tensor_elements(x) == nn_tensor_elements(t);
+    axis_map map;
+    int to_x[NN_MAX_DIMS];
+    int64_t at_x[NN_MAX_DIMS] = {0};
+    if (n->op != NN_OP_Transpose && n->op != NN_OP_Gather && n->op != NN_OP_Slice) return false;
+    if (!split_view(t, dims, rank, *off, stride, &map)) return false;
+    if (n->op == NN_OP_Transpose) {
+        int64_t perm[NN_MAX_DIMS];
+        char err[8];
+        nn_call call = {.params = n->params, .n_in = 1, .in = x, .err = err, .err_size = sizeof err};
+        if (n->n_in != 1 || nn_transpose_perm(&call, perm) != NN_OK) return false;
+        for (int j = 0; j < t->ndim; j++)
+            to_x[j] = (int)perm[j], at_x[perm[j]] = map.at[j];
+    } else if (n->op == NN_OP_Gather) {
+        int64_t axis, k;
+        const nn_value *idx = n->n_in == 2 ? &g->values[n->in[1]] : NULL;
+        if (!idx || idx->t.ndim != 0 || !const_int(g, n, 1, 0, &k) ||
+            !nn_axis_normalize(((const nn_axis_params *)n->params)->axis, x->ndim, &axis))
+            return false;
+        if (k < 0) k += x->dims[axis];
+        if (k < 0 || k >= x->dims[axis]) return false;
+        for (int j = 0; j < t->ndim; j++)
+            to_x[j] = j < axis ? j : j + 1, at_x[to_x[j]] = map.at[j];
+        at_x[axis] = k;
+    } else { /* Slice (opset >= 10: starts, ends, axes, steps as inputs) */
+        if (n->n_in < 3 || x->ndim != t->ndim) return false;
+        for (int j = 0; j < t->ndim; j++)
+            to_x[j] = j, at_x[j] = map.at[j];
+        int64_t count = nn_tensor_elements(&g->values[n->in[1]].t);
+        for (int64_t e = 0; e < count; e++) {
+            int64_t start, axis = e, step = 1;
+            if (!const_int(g, n, 1, e, &start) || (n->n_in > 3 && n->in[3] >= 0 && !const_int(g, n, 3, e, &axis)) ||
+                (n->n_in > 4 && n->in[4] >= 0 && !const_int(g, n, 4, e, &step)) || step != 1 ||
+                !nn_axis_normalize(axis, x->ndim, &axis))
+                return false;
+            if (start < 0) start += x->dims[axis];
+            start = start < 0 ? 0 : start > x->dims[axis] ? x->dims[axis] : start;
+            at_x[axis] += start;
+        }
+    }
+    join_view(x, &map, at_x, to_x, rank, off, stride);
+    return true;
+}
+
+/* The operand value v as a strided view of the tensor its Reshapes,
+ * Transposes, constant-index Gathers and Slices read: sets *view (its axes
+ * are v's axes) and returns the value read. */
+static int view_through(const nn_graph *g, int v, nn_attn_view *view) {
+    const nn_tensor *vt = &g->values[v].t;
+    int rank = vt->ndim, t = v;
+    dense_strides(vt, view->stride);
+    view->offset = 0;
     for (int steps = 0; steps < MAX_CHAIN; steps++) {
         int p = g->values[t].producer;
-        const nn_node *n = p >= 0 ? &g->nodes[p] : NULL;
-        if (!n || n->has_epilogue || n->n_in < 1 || !shape_of(g, n->in[0])) break;
-        const nn_tensor *x = shape_of(g, n->in[0]);
-        if (n->op == NN_OP_Transpose) {
-            int64_t perm[NN_MAX_DIMS];
-            char err[8];
-            nn_call call = {.params = n->params, .n_in = 1, .in = x, .err = err, .err_size = sizeof err};
-            if (nn_transpose_perm(&call, perm) != NN_OK) break;
-            int64_t was[NN_MAX_DIMS];
-            memcpy(was, at, sizeof was);
-            for (int j = 0; j < x->ndim; j++)
-                at[perm[j]] = was[j];
-            for (int i = 0; i < rank; i++)
-                ax[i] = (int)perm[ax[i]];
-        } else if (n->op == NN_OP_Gather && n->n_in == 2) {
-            const nn_value *idx = &g->values[n->in[1]];
-            int64_t axis, k;
-            if (!idx->is_const || !idx->t.data || idx->t.ndim != 0 ||
-                (idx->t.dtype != NN_DTYPE_INT64 && idx->t.dtype != NN_DTYPE_INT32) ||
-                !nn_axis_normalize(((const nn_axis_params *)n->params)->axis, x->ndim, &axis))
-                break;
-            k = nn_tensor_get_int(&idx->t, 0);
-            if (k < 0) k += x->dims[axis];
-            if (k < 0 || k >= x->dims[axis]) break;
-            for (int j = x->ndim - 1; j > axis; j--)
-                at[j] = at[j - 1];
-            at[axis] = k;
-            for (int i = 0; i < rank; i++)
-                ax[i] += ax[i] >= axis;
-        } else {
-            break;
-        }
-        t = n->in[0];
+        if (p < 0 || g->nodes[p].n_in < 1) break;
+        nn_attn_view back = *view;
+        if (!step_back(g, &g->nodes[p], &g->values[t].t, vt->dims, rank, &back.offset, back.stride)) break;
+        *view = back;
+        t = g->nodes[p].in[0];
     }
-    const nn_tensor *tt = &g->values[t].t;
-    int64_t s[NN_MAX_DIMS];
-    dense_strides(tt, s);
-    view->offset = 0;
-    for (int j = 0; j < tt->ndim; j++)
-        view->offset += at[j] * s[j];
-    for (int i = 0; i < rank; i++)
-        view->stride[i] = s[ax[i]];
     return t;
 }
 

@@ -186,6 +186,52 @@ static void test_gather_unbind(void) {
     builder_free(&b);
 }
 
+/* torch's MultiheadAttention: one projection [B, T, 3*H*D] cut by Slices,
+ * Reshaped to heads and Transposed; with unit steps the op reads the
+ * projection itself, with step 2 on Q it reads the Slice's output. */
+static void slice_case(int64_t q_step) {
+    check_set_case("fuse_attention: q, k, v Sliced from one projection, Q step %lld", (long long)q_step);
+    enum { T = 9, HS = 2, DS = 5, C = HS * DS };
+    builder b;
+    builder_init(&b);
+    graph_input(&b, "x", 3, (int64_t[]){-1, T, 3 * C * 2});
+    graph_output(&b, "y", 4, (int64_t[]){-1, HS, T, DS});
+    int64_init(&b, "ax", 1, D1, 1, (int64_t[]){2});
+    int64_init(&b, "heads", 1, (int64_t[]){4}, 4, (int64_t[]){0, T, HS, DS});
+    const char *names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        int64_t step = i == 0 ? q_step : 1, lo = i == 0 && step == 2 ? 0 : C * (i + 1), hi = lo + C * step;
+        const char *st = builder_str(&b, "st%d", i), *en = builder_str(&b, "en%d", i), *sp = builder_str(&b, "sp%d", i);
+        int64_init(&b, st, 1, D1, 1, &lo);
+        int64_init(&b, en, 1, D1, 1, &hi);
+        int64_init(&b, sp, 1, D1, 1, &step);
+        const char *ins[5] = {"x", st, en, "ax", sp};
+        const char *sl = builder_str(&b, "%s_sl", names[i]), *rs = builder_str(&b, "%s_rs", names[i]);
+        node_io(&b, "Slice", builder_str(&b, "slice%d", i), 5, ins, 1, &sl);
+        node(&b, "Reshape", builder_str(&b, "reshape%d", i), sl, "heads", rs);
+        transpose(&b, builder_str(&b, "t%d", i), rs, builder_str(&b, "%s_h", names[i]), 4,
+                  i == 1 ? (int64_t[]){0, 2, 3, 1} : (int64_t[]){0, 2, 1, 3});
+    }
+    node(&b, "MatMul", "qk", "q_h", "k_h", "s");
+    attr_int(&b, node(&b, "Softmax", "softmax", "s", NULL, "p"), "axis", -1);
+    node(&b, "MatMul", "pv", "p", "v_h", "y");
+    const char *path = save(&b, "attention_slice.onnx");
+    nn_model *m = load(path, NULL);
+    if (m) {
+        nn_node *f = find_op(m, NN_OP_FusedAttention);
+        if (CHECK(f != NULL, "FusedAttention: expected one, got [%s]", ops_string(m))) {
+            const char *want_q = q_step == 1 ? "x" : "q_sl";
+            CHECK(!strcmp(input_name(m, f, 0), want_q) && !strcmp(input_name(m, f, 1), "x") &&
+                      !strcmp(input_name(m, f, 2), "x"),
+                  "inputs: expected %s, x, x, got %s, %s, %s", want_q, input_name(m, f, 0), input_name(m, f, 1),
+                  input_name(m, f, 2));
+        }
+        CHECK_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
 /* check refuses params a corrupt plan cache could hold. */
 static void test_check(void) {
     check_set_case("FusedAttention check");
@@ -221,6 +267,8 @@ int main(void) {
     test_rewrites();
     test_near_misses();
     test_gather_unbind();
+    slice_case(1);
+    slice_case(2);
     test_check();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);

@@ -76,11 +76,13 @@ static void view_dims(const nn_attention_params *p, int which, int64_t *dims) {
 static nn_status view_fits(const nn_call *c, const nn_attention_params *p, int which, const nn_attn_view *v,
                            int64_t elements) {
     static const char *names[4] = {"Q", "K", "V", "output"};
-    int64_t dims[NN_MAX_DIMS], last = v->offset;
+    int64_t dims[NN_MAX_DIMS], last = v->offset, step;
     view_dims(p, which, dims);
+    bool overflow = false; /* params from a plan cache are untrusted */
     for (int i = 0; i < p->rank; i++)
-        last += (dims[i] - 1) * v->stride[i];
-    if (last >= elements)
+        overflow |=
+            __builtin_mul_overflow(dims[i] - 1, v->stride[i], &step) || __builtin_add_overflow(last, step, &last);
+    if (overflow || last >= elements)
         return nn_call_error(c, NN_ERR_SHAPE, "%s view reaches element %lld of %lld", names[which], (long long)last,
                              (long long)elements);
     int r = p->rank;
@@ -239,7 +241,7 @@ static nn_status run_FusedAttention(nn_call *c) {
     float *out = c->out[0].data;
     int r = p->rank, failed = 0;
     double work = (double)tasks * (double)rb * (double)p->n * (double)(p->d + p->dv);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (work > NN_PAR_MIN) reduction(| : failed)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (work > NN_PAR_MIN)
     for (int64_t t = 0; t < tasks; t++) {
         int me = omp_get_thread_num();
         float *scores = ws + per * (size_t)me;
@@ -251,13 +253,17 @@ static nn_status run_FusedAttention(nn_call *c) {
         s.a = q + batch_offset(p, &p->q, b) + i0 * p->q.stride[r - 2];
         s.b = k + batch_offset(p, &p->k, b);
         s.c = scores;
-        if (!nn_gemm_run(&s, scratch, scratch_bytes, 1)) failed |= 1;
+        bool ok = nn_gemm_run(&s, scratch, scratch_bytes, 1);
         for (int64_t i = 0; i < rows; i++)
             score_row(scores + i * p->n, p->n, masks, p->n_masks, b * p->m + i0 + i);
         o.a = scores;
         o.b = v + batch_offset(p, &p->v, b);
         o.c = out + batch_offset(p, &p->o, b) + i0 * p->o.stride[r - 2];
-        if (!nn_gemm_run(&o, scratch, scratch_bytes, 1)) failed |= 1;
+        ok &= nn_gemm_run(&o, scratch, scratch_bytes, 1);
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
     }
     if (failed) return nn_call_error(c, NN_ERR_INTERNAL, "attention GEMM workspace too small");
     return NN_OK;

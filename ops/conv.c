@@ -503,7 +503,8 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
     conv_path path = conv_choose_path(c, &g, p, &ws, &ph, &pw);
     /* a Winograd conv not yet prepared runs the GEMM on its weights as they are */
     if (path == PATH_WINOGRAD && !p && !c->in[1].data) path = PATH_GEMM;
-    if (len < (int)size) snprintf(buf + len, size - (size_t)len, ", %s", names[path]);
+    if (len < (int)size)
+        snprintf(buf + len, size - (size_t)len, ", %s%s", names[path], path == PATH_GEMM && c->bf16 ? " bf16" : "");
 }
 
 const nn_op_desc nn_op_Conv = {.name = "Conv",

@@ -2,7 +2,7 @@
 """bf16 against fp32 (docs/precision.md): accuracy over random inputs, and speed.
 
     /usr/bin/python3 tools/bench_precision.py [--models A,B] [--samples 100] [--batch 8]
-    /usr/bin/python3 tools/bench_precision.py --speed resnet50 --batch 64 --rounds 3 --iters 3
+    /usr/bin/python3 tools/bench_precision.py --speed resnet50 --batch 64 --rounds 3 --iters 1
 
 Accuracy: each model (default: the six seed CNNs in build/models) is loaded
 twice through the Python binding (build/python: make python-build), fp32
@@ -13,7 +13,7 @@ top-1 agreement (argmax of the last axis, per sample), and how many distinct
 classes fp32's top-1 takes over the inputs (the seed models' weights are
 random: few distinct classes make agreement easy).
 
-Speed: `nnrun MODEL --batch B --iters N --json --no-cache` alternating fp32
+Speed: `nnrun MODEL --batch B --warmup W --iters N --json --no-cache` alternating fp32
 and bf16 for R rounds; printed: the median samples/s of each and the median
 of the per-round ratios.  On a shared machine, mark the figures "shared".
 Needs AVX512-BF16 (bf16 is refused elsewhere).
@@ -64,8 +64,8 @@ def speed(args):
     for r in range(args.rounds):
         got = {}
         for p in ("fp32", "bf16"):
-            cmd = [nnrun, path, "--no-cache", "--batch", str(args.batch), "--iters", str(args.iters), "--json",
-                   "--precision", p]
+            cmd = [nnrun, path, "--no-cache", "--batch", str(args.batch), "--warmup", str(args.warmup), "--iters",
+                   str(args.iters), "--json", "--precision", p]
             if args.threads:
                 cmd += ["--threads", str(args.threads)]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -90,6 +90,7 @@ def main():
     ap.add_argument("--speed", metavar="MODEL", help="time MODEL instead of measuring accuracy")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
     args = ap.parse_args()
     if args.batch is None:
         args.batch = 1 if args.speed else 8

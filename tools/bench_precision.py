@@ -11,7 +11,12 @@ and precision="bf16", and both run on the same N standard-normal inputs
 fp32's over all samples (||bf16 - fp32|| / ||fp32||), its median per sample,
 top-1 agreement (argmax of the last axis, per sample), and how many distinct
 classes fp32's top-1 takes over the inputs (the seed models' weights are
-random: few distinct classes make agreement easy).
+random: few distinct classes make agreement easy), and top-1 agreement of
+the outputs less fp32's mean output over the inputs (the input-dependent
+part, whose top-1 varies from input to input), with that part's share of
+the output (||fp32 - mean|| / ||fp32||) and bf16's error relative to it: a
+random-weight network's output barely depends on its input, and where the
+share is below bf16's error the centered top-1 is noise.
 
 Speed: `nnrun MODEL --batch B --warmup W --iters N --json --no-cache` alternating fp32
 and bf16 for R rounds; printed: the median samples/s of each and the median
@@ -35,7 +40,8 @@ def accuracy(args):
     sys.path.insert(0, os.path.join(ROOT, args.build, "python"))
     import nn
     rng = np.random.default_rng(args.seed)
-    print("model            samples  rel.L2 all  rel.L2 median  top-1 agree  fp32 classes")
+    print("model            samples  rel.L2 all  rel.L2 median  top-1 agree  fp32 classes  input share  "
+          "rel.L2 of the input part  centered top-1 agree")
     for name in args.models.split(","):
         path = os.path.join(ROOT, args.build, "models", name + ".onnx")
         m32 = nn.load(path, batch_size=args.batch, threads=args.threads, cache=False)
@@ -50,8 +56,14 @@ def accuracy(args):
         per = np.linalg.norm(y16 - y32, axis=1) / np.linalg.norm(y32, axis=1)
         agree = float(np.mean(y16.argmax(1) == y32.argmax(1)))
         classes = len(set(y32.argmax(1).tolist()))
-        print("%-16s %7d  %10.2e  %13.2e  %10.1f%%  %12d" % (name, args.samples, total, np.median(per), 100 * agree,
-                                                            classes), flush=True)
+        # the input-dependent part: fp32's mean output over the inputs taken from both
+        mean = y32.mean(0)
+        centered = float(np.mean((y16 - mean).argmax(1) == (y32 - mean).argmax(1)))
+        share = np.linalg.norm(y32 - mean) / np.linalg.norm(y32)
+        part = np.linalg.norm(y16 - y32) / np.linalg.norm(y32 - mean)
+        print("%-16s %7d  %10.2e  %13.2e  %10.1f%%  %12d  %11.2e  %24.2e  %19.1f%%" %
+              (name, args.samples, total, np.median(per), 100 * agree, classes, share, part, 100 * centered),
+              flush=True)
         m32.close()
         m16.close()
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/gemm.h"
 #include "../passes/pass.h"
 #include "backend.h"
 #include "cache.h"
@@ -62,6 +63,16 @@ nn_status nn_load_hooked(const char *path, const nn_options *options, nn_pass_ho
     if (opt.threads < 0) return nn_set_error(NN_ERR_ARG, "thread count must not be negative (got %d)", opt.threads);
     if ((opt.tf32 || opt.fp16) && (!opt.device || !strcmp(opt.device, "cpu")))
         return nn_set_error(NN_ERR_ARG, "tf32 and fp16 apply to GPU devices only (device is cpu)");
+    if (opt.precision != NN_PRECISION_FP32 && opt.precision != NN_PRECISION_BF16)
+        return nn_set_error(NN_ERR_ARG, "precision must be fp32 or bf16 (got %d)", (int)opt.precision);
+    if (opt.precision == NN_PRECISION_BF16 && opt.device && strcmp(opt.device, "cpu"))
+        return nn_set_error(NN_ERR_ARG, "bf16 precision applies to the CPU only (device is %s; GPUs take fp16)",
+                            opt.device);
+    /* no silent fp32 fallback: asking for bf16 where it cannot run is an error */
+    if (opt.precision == NN_PRECISION_BF16 && !nn_gemm_bf16_available())
+        return nn_set_error(NN_ERR_UNSUPPORTED,
+                            "bf16 precision needs AVX512-BF16 or AMX-BF16; this processor (or NN_ISA=%s) has neither",
+                            nn_gemm_kernel_name());
     if (opt.micro_batch < 0)
         return nn_set_error(NN_ERR_ARG, "micro-batch size must not be negative (got %d)", opt.micro_batch);
     if (opt.cache_max < -1)

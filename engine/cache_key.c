@@ -101,11 +101,11 @@ void cache_plan_options(const nn_model *m, char *buf, size_t size) {
     cpu_features(cpu, sizeof cpu);
     snprintf(buf, size,
              "format=%d;engine=%s;batch=%d;micro_batch=%d;device=%s;optimize=%d;passes=%s;disable=%s;winograd=%d;tf32=%"
-             "d;fp16=%d;"
+             "d;fp16=%d;precision=%s;"
              "cpu=%s",
              CACHE_FORMAT, NN_VERSION_STRING, m->batch, o->micro_batch, m->device, o->optimize != 0,
              o->passes ? o->passes : "-", o->disable_passes ? o->disable_passes : "-", o->winograd != 0, o->tf32 != 0,
-             o->fp16 != 0, cpu);
+             o->fp16 != 0, o->precision == NN_PRECISION_BF16 ? "bf16" : "fp32", cpu);
 }
 
 /* Which file a model is, as the file system tells without reading it:

@@ -78,6 +78,14 @@ typedef struct nn_tensor {
     void *data;
 } nn_tensor;
 
+/* CPU arithmetic for the GEMM-shaped work (docs/precision.md). */
+typedef enum nn_precision {
+    NN_PRECISION_FP32 = 0, /* default: fp32 throughout */
+    NN_PRECISION_BF16 = 1, /* convs through the GEMM, Gemm, MatMul with constant B: bf16 weights and
+                            * activations, fp32 accumulation and epilogue; everything else fp32.
+                            * Needs AVX512-BF16: refused by nn_load where the processor lacks it */
+} nn_precision;
+
 typedef struct nn_options {
     const char *device;         /* "cpu" (default) or "gpuN" */
     int batch;                  /* batch size bound to the symbolic batch dimension (default 1) */
@@ -105,6 +113,7 @@ typedef struct nn_options {
     int64_t cache_max;          /* bytes the plan cache folder may hold; writing a plan removes the least
                                  * recently used ones (a hit counts as a use) beyond it.  0 (default):
                                  * $NN_CACHE_MAX (e.g. 512M, 2G, none), else 1 GiB; -1: no cap */
+    nn_precision precision;     /* CPU: NN_PRECISION_FP32 (default) or NN_PRECISION_BF16 */
 } nn_options;
 
 typedef struct nn_model nn_model;

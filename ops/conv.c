@@ -314,6 +314,7 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
         .stride_b = {g->in_ch * g->in_size, cg * g->in_size},
         .stride_c = {g->out_ch * g->out_size, mg * g->out_size},
         .stride_bias = {0, mg},
+        .bf16 = c->bf16,
     };
     if (!positions_as_rows(c, g)) return gm;
     /* positions x in_ch times in_ch x out_ch: X and W read transposed, C stored transposed (group 1, no prologue) */
@@ -595,7 +596,8 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
     conv_path path = conv_choose_path(c, &g, p, &ws, &ph, &pw);
     /* a Winograd conv not yet prepared runs the GEMM on its weights as they are */
     if (path == PATH_WINOGRAD && !p && !c->in[1].data) path = PATH_GEMM;
-    if (len < (int)size) len += snprintf(buf + len, size - (size_t)len, ", %s", names[path]);
+    if (len < (int)size)
+        len += snprintf(buf + len, size - (size_t)len, ", %s%s", names[path], path == PATH_GEMM && c->bf16 ? " bf16" : "");
     conv_geom cut = g;
     gemm_taps(&cut, path == PATH_GEMM && p && p->kind == PREP_GEMM);
     for (int d = 0; d < g.nsp && cut.kernel_size != g.kernel_size && len < (int)size; d++)

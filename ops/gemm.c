@@ -19,14 +19,19 @@
 #include "gemm_kernel.h"
 
 const gemm_kernel *nn_gemm_kernel_at(int ki) {
-    static const gemm_kernel *const kernels[NN_ISA_COUNT] = {
+    static const gemm_kernel *const kernels[GEMM_KERNEL_BF16 + 1] = {
         [NN_ISA_SCALAR] = &nn_gemm_kernel_blas, /* OpenBLAS per block; nn_gemm_kernel_scalar is the reference */
 #if NN_HAVE_X86
         [NN_ISA_AVX2] = &nn_gemm_kernel_avx2,
         [NN_ISA_AVX512] = &nn_gemm_kernel_avx512,
+        [GEMM_KERNEL_BF16] = &nn_gemm_kernel_bf16,
 #endif
     };
-    return ki >= 0 && ki < NN_ISA_COUNT && kernels[ki] ? kernels[ki] : &nn_gemm_kernel_blas;
+    return ki >= 0 && ki <= GEMM_KERNEL_BF16 && kernels[ki] ? kernels[ki] : &nn_gemm_kernel_blas;
+}
+
+bool nn_gemm_bf16_available(void) {
+    return NN_HAVE_X86 && nn_isa_active() >= NN_ISA_AVX512 && nn_isa_has(NN_ISA_EXT_AVX512_BF16);
 }
 
 const char *nn_gemm_kernel_name(void) { return nn_isa_name(nn_isa_active()); }
@@ -94,7 +99,7 @@ static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) 
  * several threads, for one that starts or finishes late (the OS took its
  * core for a while), which favours more, smaller tasks while they are cheap. */
 static plan make_plan(const nn_gemm *g, int threads) {
-    int ki = kernel_index();
+    int ki = gemm_kernel_index(g);
     plan pl = {.kd = nn_gemm_kernel_at(ki)};
     pl.a_packed = packed_ok(g->a_packed, ki, g->m, g->k) && g->a_packed->count >= batch_count(g, 1);
     pl.b_packed = packed_ok(g->b_packed, ki, g->n, g->k);

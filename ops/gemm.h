@@ -95,6 +95,10 @@ typedef struct nn_gemm {
      * for a plain B (neither transposed, pre-packed nor a conv's im2col). */
     const float *b_scale, *b_shift;
     nn_act b_act;
+    /* bf16: A and B rounded to bfloat16 (nearest even) as they are packed,
+     * products accumulated in fp32, the epilogue in fp32 (docs/precision.md);
+     * needs nn_gemm_bf16_available().  Matrix-vector products stay fp32. */
+    bool bf16;
     /* batch: (outer, inner) counts, 0 taken as 1; strides in floats per step */
     int64_t batch[2];
     int64_t stride_a[2], stride_b[2], stride_c[2], stride_bias[2];
@@ -122,6 +126,10 @@ nn_gemm_packed nn_gemm_block_view(const void *block);
  * what packing g's A / B gives with the current kernel. */
 bool nn_gemm_block_fits_a(const nn_gemm *g, const void *block, size_t size);
 bool nn_gemm_block_fits_b(const nn_gemm *g, const void *block, size_t size);
+
+/* Whether this build and processor run the bf16 kernel (AVX512-BF16) and
+ * the ISA in use allows it (NN_ISA below avx512 does not). */
+bool nn_gemm_bf16_available(void);
 
 /* Scratch bytes nn_gemm_run needs for this problem with `threads` threads. */
 size_t nn_gemm_workspace(const nn_gemm *g, int threads);

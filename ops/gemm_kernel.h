@@ -44,6 +44,11 @@ typedef struct gemm_kernel {
     int mr, nr;
     int mc, nc;      /* cache blocks (multiples of mr, nr) */
     bool b_in_place; /* tile reads a plain B where it lies (masked at its right edge) */
+    /* Panels of bf16 pairs (nn_gemm.bf16): K step 2q and 2q+1 of a row (A) or
+     * column (B) share one 32-bit word, low half first, an odd K's last pair
+     * zero-padded.  A panel keeps the fp32 panel's place and size (offsets
+     * stay the driver's) and fills its first half. */
+    bool pairs;
     void (*tile)(const tile_args *t);
     /* Set: the whole block of a task's rows at once instead of tiles, with t->mr
      * rows of a row-major A (row stride kc: MR is 1, so A's panels are its rows)
@@ -224,8 +229,23 @@ extern const gemm_kernel nn_gemm_kernel_scalar, nn_gemm_kernel_blas;
 #if NN_HAVE_X86
 extern const gemm_kernel nn_gemm_kernel_avx2, nn_gemm_kernel_avx512;
 #endif
+#if NN_HAVE_X86
+extern const gemm_kernel nn_gemm_kernel_bf16;
+#endif
 const gemm_kernel *nn_gemm_kernel_at(int ki);
 static inline int kernel_index(void) { return (int)nn_isa_active(); }
+/* The kernel a product runs with: the ISA's, or the bf16 family past them. */
+#define GEMM_KERNEL_BF16 ((int)NN_ISA_COUNT)
+static inline int gemm_kernel_index(const nn_gemm *g) { return g->bf16 ? GEMM_KERNEL_BF16 : kernel_index(); }
+
+/* fp32 to bf16, rounded to nearest even; a NaN stays a (quiet) NaN. */
+static inline uint16_t bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40u);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+static inline uint32_t bf16_pair(float lo, float hi) { return bf16_round(lo) | (uint32_t)bf16_round(hi) << 16; }
 
 /* Packing (gemm_pack.c).  The im2col table for columns [n0, n0 + nc),
  * padded with zero columns to ncp (a multiple of VEC), in `mem` of

@@ -106,6 +106,17 @@ void nn_gemm_table_build(const nn_gemm_conv *cv, int64_t n0, int64_t nc, int64_t
 
 /* ---- packing */
 
+/* One row of A or column of B, kc values `step` floats apart (NULL: a
+ * padding one, zeros), scaled, as bf16 pairs (gemm_kernel.h) every `stride`
+ * words of d: the portable packer, for weights at load and transposed operands. */
+static void pack_pairs(const float *src, int64_t step, int64_t kc, float scale, int stride, uint32_t *d) {
+    for (int64_t p = 0; p < kc; p += 2, d += stride) {
+        float lo = src ? scale * src[p * step] : 0.0f;
+        float hi = src && p + 1 < kc ? scale * src[(p + 1) * step] : 0.0f;
+        *d = bf16_pair(lo, hi);
+    }
+}
+
 /* B rows [p0, p0 + kc) x columns [n0, n0 + nc) into NR panels at dst (the
  * last panel zero-padded).  A conv B needs the block's table. */
 void nn_gemm_pack_b_panels(const gemm_kernel *kd, const nn_gemm *g, const float *b, const conv_table *table, int64_t p0,
@@ -114,6 +125,10 @@ void nn_gemm_pack_b_panels(const gemm_kernel *kd, const nn_gemm *g, const float 
     int64_t panel = kc * nr, ncp = nn_round_up(nc, nr);
     if (table) {
         kd->pack_conv(table, b, p0, kc, nr, dst);
+    } else if (g->trans_b && kd->pairs) {
+        for (int64_t j = 0; j < ncp; j++)
+            pack_pairs(j < nc ? b + (n0 + j) * g->ldb + p0 : NULL, 1, kc, 1.0f, nr,
+                       (uint32_t *)(dst + j / nr * panel) + j % nr);
     } else if (g->trans_b) {
         for (int64_t j = 0; j < ncp; j++) {
             float *d = dst + j / nr * panel + j % nr;
@@ -141,7 +156,12 @@ void nn_gemm_pack_a_panels(const gemm_kernel *kd, const nn_gemm *g, const float 
         kd->pack_plain(a + p0 * g->lda + m0, g->lda, kc, mc, mr, dst, NULL);
         return;
     }
-    for (int64_t i = 0; i < mcp; i++) {
+    for (int64_t i = 0; i < mcp && kd->pairs; i++) {
+        const float *src = g->trans_a ? a + p0 * g->lda + m0 + i : a + (m0 + i) * g->lda + p0;
+        pack_pairs(i < mc ? src : NULL, g->trans_a ? g->lda : 1, kc, g->alpha, mr,
+                   (uint32_t *)(dst + i / mr * mr * kc) + i % mr);
+    }
+    for (int64_t i = 0; i < mcp && !kd->pairs; i++) {
         float *d = dst + i / mr * mr * kc + i % mr;
         if (i >= mc) {
             for (int64_t p = 0; p < kc; p++)
@@ -159,12 +179,12 @@ void nn_gemm_pack_a_panels(const gemm_kernel *kd, const nn_gemm *g, const float 
 }
 
 size_t nn_gemm_pack_a_floats(const nn_gemm *g) {
-    const gemm_kernel *kd = nn_gemm_kernel_at(kernel_index());
+    const gemm_kernel *kd = nn_gemm_kernel_at(gemm_kernel_index(g));
     return (size_t)(batch_count(g, 1) * nn_round_up(g->m, kd->mr) * g->k);
 }
 
 size_t nn_gemm_pack_b_floats(const nn_gemm *g) {
-    const gemm_kernel *kd = nn_gemm_kernel_at(kernel_index());
+    const gemm_kernel *kd = nn_gemm_kernel_at(gemm_kernel_index(g));
     return (size_t)(nn_round_up(g->n, kd->nr) * g->k);
 }
 
@@ -173,20 +193,20 @@ size_t nn_gemm_pack_b_floats(const nn_gemm *g) {
  * panels starting at row r0 is contiguous: r0 * kc floats into the K block. */
 /* The header packing `g`'s A (or B) gives with the current kernel. */
 static nn_gemm_packed packed_a_layout(const nn_gemm *g) {
-    int ki = kernel_index();
+    int ki = gemm_kernel_index(g);
     int64_t mp = nn_round_up(g->m, nn_gemm_kernel_at(ki)->mr);
     return (nn_gemm_packed){
         .kernel = ki, .rows = g->m, .k = g->k, .count = batch_count(g, 1), .stride = (size_t)(mp * g->k)};
 }
 
 static nn_gemm_packed packed_b_layout(const nn_gemm *g) {
-    int ki = kernel_index();
+    int ki = gemm_kernel_index(g);
     int64_t np = nn_round_up(g->n, nn_gemm_kernel_at(ki)->nr);
     return (nn_gemm_packed){.kernel = ki, .rows = g->n, .k = g->k, .count = 1, .stride = (size_t)(np * g->k)};
 }
 
 void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
-    const gemm_kernel *kd = nn_gemm_kernel_at(kernel_index());
+    const gemm_kernel *kd = nn_gemm_kernel_at(gemm_kernel_index(g));
     int64_t mp = nn_round_up(g->m, kd->mr);
     kblocks kb = k_blocks(g->k);
     *out = packed_a_layout(g);
@@ -198,7 +218,7 @@ void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
 }
 
 void nn_gemm_pack_b(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
-    const gemm_kernel *kd = nn_gemm_kernel_at(kernel_index());
+    const gemm_kernel *kd = nn_gemm_kernel_at(gemm_kernel_index(g));
     int64_t np = nn_round_up(g->n, kd->nr);
     kblocks kb = k_blocks(g->k);
     *out = packed_b_layout(g);

@@ -2,6 +2,9 @@
 #include "isa.h"
 
 #include <stdlib.h>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
 #include <string.h>
 
 static const char *const names[NN_ISA_COUNT] = {
@@ -28,6 +31,13 @@ bool nn_isa_has(nn_isa_ext ext) {
     case NN_ISA_EXT_AVX512_VNNI:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vnni");
+    case NN_ISA_EXT_AVX512_BF16: {
+        /* CPUID leaf 7 subleaf 1, EAX bit 5 (not every compiler's
+         * __builtin_cpu_supports knows it); the OS's AVX-512 state comes with avx512f */
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax >> 5 & 1u);
+    }
 #endif
     default: return false;
     }

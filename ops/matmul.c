@@ -145,7 +145,8 @@ static nn_gemm matmul_gemm(const nn_call *c, const matmul_geom *g, const nn_gemm
                   .b_packed = tall ? packed : NULL,
                   .c = c->out[0].data,
                   .ldc = g->n,
-                  .alpha = 1.0f};
+                  .alpha = 1.0f,
+                  .bf16 = c->bf16 && tall && packed};
     const nn_tensor *bias = matmul_bias(c);
     if (bias) {
         gm.bias_kind = NN_GEMM_BIAS_COL;
@@ -167,6 +168,7 @@ static size_t prepared_size_matmul(const nn_call *c) {
     matmul_geom g;
     if (matmul_resolve(c, &g) != NN_OK || !matmul_tall(&g)) return 0;
     nn_gemm gm = matmul_gemm(c, &g, NULL);
+    gm.bf16 = c->bf16; /* packed B: the constant weights, in bf16 when asked */
     return packed_b_bytes(c, &gm);
 }
 
@@ -175,6 +177,7 @@ static nn_status prepare_matmul(const nn_call *c, void *prepared) {
     nn_status st = matmul_resolve(c, &g);
     if (st != NN_OK) return st;
     nn_gemm gm = matmul_gemm(c, &g, NULL);
+    gm.bf16 = c->bf16; /* packed B: the constant weights, in bf16 when asked */
     nn_gemm_pack_b_block(&gm, prepared);
     return NN_OK;
 }
@@ -183,6 +186,7 @@ static bool prepared_fits_matmul(const nn_call *c, const void *prepared, size_t 
     matmul_geom g;
     if (matmul_resolve(c, &g) != NN_OK || !matmul_tall(&g)) return false;
     nn_gemm gm = matmul_gemm(c, &g, NULL);
+    gm.bf16 = c->bf16; /* packed B: the constant weights, in bf16 when asked */
     return nn_gemm_block_fits_b(&gm, prepared, size);
 }
 
@@ -295,7 +299,8 @@ static nn_gemm gemm_gemm(const nn_call *c, const gemm_geom *g, const nn_gemm_pac
                   .b_packed = packed,
                   .c = c->out[0].data,
                   .ldc = g->n,
-                  .alpha = p->alpha};
+                  .alpha = p->alpha,
+                  .bf16 = c->bf16 && packed};
     *prefill = false;
     if (nn_present(c, 2) && p->beta != 0.0f) {
         if (p->beta == 1.0f && g->c_row == 0 && g->c_col == 1)
@@ -324,6 +329,7 @@ static size_t prepared_size_gemm(const nn_call *c) {
     bool prefill;
     if (gemm_resolve(c, &g) != NN_OK) return 0;
     nn_gemm gm = gemm_gemm(c, &g, NULL, &prefill);
+    gm.bf16 = c->bf16; /* packed B: the constant weights, in bf16 when asked */
     return packed_b_bytes(c, &gm);
 }
 
@@ -333,6 +339,7 @@ static nn_status prepare_gemm(const nn_call *c, void *prepared) {
     nn_status st = gemm_resolve(c, &g);
     if (st != NN_OK) return st;
     nn_gemm gm = gemm_gemm(c, &g, NULL, &prefill);
+    gm.bf16 = c->bf16; /* packed B: the constant weights, in bf16 when asked */
     nn_gemm_pack_b_block(&gm, prepared);
     return NN_OK;
 }
@@ -342,6 +349,7 @@ static bool prepared_fits_gemm(const nn_call *c, const void *prepared, size_t si
     bool prefill;
     if (gemm_resolve(c, &g) != NN_OK) return false;
     nn_gemm gm = gemm_gemm(c, &g, NULL, &prefill);
+    gm.bf16 = c->bf16; /* packed B: the constant weights, in bf16 when asked */
     return nn_gemm_block_fits_b(&gm, prepared, size);
 }
 

@@ -152,6 +152,7 @@ typedef struct nn_call {
     const void *prepared;        /* what the op's prepare made at load; NULL if it has none */
     nn_arena *pool;              /* where run puts strings and sequence items (see nn_seq) */
     bool winograd;               /* convs may use Winograd (nn_options.winograd) */
+    bool bf16;                   /* GEMMs with constant weights run in bf16 (nn_options.precision) */
     char *err;
     size_t err_size;
 } nn_call;

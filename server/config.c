@@ -28,10 +28,21 @@ static void usage(FILE *f) {
                "  --queue-limit N        default requests queued per model before 503 (default 256)\n"
                "  --timeout-ms N         default time a request may wait in its queue (default 30000)\n"
                "  --threads N            engine threads per model, 0 = all cores (default 0)\n"
+               "  --precision P          default CPU precision of a model: fp32 or bf16 (AVX512-BF16 only)\n"
                "  --cache-dir DIR        plan cache folder (default: the engine's)\n"
                "  --no-cache             neither read nor write the plan cache\n"
                "  --drain-ms N           on SIGTERM, wait this long for requests in flight (default 30000)\n"
                "  --no-access-log        no line per request on stderr\n");
+}
+
+/* "fp32" or "bf16" into *bf16; -1 with a message otherwise. */
+static int parse_precision(const char *where, const char *v, int *bf16) {
+    if (!v || (strcmp(v, "fp32") && strcmp(v, "bf16"))) {
+        fprintf(stderr, "nnserve: %s: precision must be fp32 or bf16\n", where);
+        return -1;
+    }
+    *bf16 = !strcmp(v, "bf16");
+    return 0;
 }
 
 int srv_valid_model_name(const char *s) {
@@ -138,6 +149,8 @@ static int read_model_config(srv_model *sm, const char *file, char *onnx, size_t
         } else if (!strcmp(k, "threads")) {
             rc = parse_int(where, v, 0, 1024, &x);
             sm->cfg.threads = (int)x;
+        } else if (!strcmp(k, "precision")) {
+            rc = parse_precision(where, v, &sm->cfg.bf16);
         } else if (!strcmp(k, "image_input")) {
             if (!*v || strlen(v) >= sizeof sm->image.input) {
                 fprintf(stderr, "nnserve: %s: an input name\n", where);
@@ -347,6 +360,8 @@ int srv_config_parse(srv_config *c, int argc, char **argv) {
                 rc = parse_int(s, v, 1, 86400000, &x), c->defaults.timeout_ms = x;
             } else if (!strcmp(s, "--threads")) {
                 rc = parse_int(s, v, 0, 1024, &x), c->defaults.threads = (int)x;
+            } else if (!strcmp(s, "--precision")) {
+                rc = parse_precision(s, v, &c->defaults.bf16);
             } else if (!strcmp(s, "--drain-ms")) {
                 rc = parse_int(s, v, 0, 3600000, &x), c->drain_ms = x;
             } else if (!strcmp(s, "--cache-dir")) {

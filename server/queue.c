@@ -220,6 +220,7 @@ int srv_model_start(srv_model *sm, const char *cache_dir, int cache, char *err, 
     nn_options opt = nn_options_default();
     opt.batch = sm->cfg.max_batch > 1 ? sm->cfg.max_batch : 1;
     opt.threads = sm->cfg.threads;
+    opt.precision = sm->cfg.bf16 ? NN_PRECISION_BF16 : NN_PRECISION_FP32;
     opt.cache = cache;
     opt.cache_dir = cache_dir;
     if (nn_load(sm->path, &opt, &sm->m) != NN_OK) {

@@ -101,6 +101,7 @@ typedef struct srv_model_config {
     int queue_limit;    /* requests waiting; more get 503 */
     int64_t timeout_ms; /* a request still queued after this gets 503 */
     int threads;        /* engine threads, 0 = all cores */
+    int bf16;           /* nn_options.precision bf16 (docs/precision.md) */
     int batchable;      /* set at load: merging is possible */
 } srv_model_config;
 

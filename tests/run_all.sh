@@ -44,6 +44,14 @@ for isa in scalar avx2 avx512; do
 done
 # valgrind hides AVX-512 from the program: the int8 GEMM's VNNI kernel is checked natively
 suite "test_qgemm native" "$BUILD/tests/test_qgemm"
+# likewise the bf16 kernel (AVX512-BF16); skipped, not passed, where the processor lacks it
+if "$BUILD/tests/test_gemm_bf16" --available; then
+    suite "test_gemm_bf16 native" "$BUILD/tests/test_gemm_bf16"
+    suite "bf16 nnrun" tests/check_bf16.sh
+else
+    skip "test_gemm_bf16 native" "no AVX512-BF16 on this processor"
+    skip "bf16 nnrun" "no AVX512-BF16 on this processor"
+fi
 # threads on one real model: valgrind would only serialize them (races: make tsan)
 suite concurrency "$BUILD/tests/concurrency"
 # the portable ISA's GEMM calls the serial OpenBLAS from several threads at once (ops/gemm_scalar.c's lock)

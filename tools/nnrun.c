@@ -74,6 +74,8 @@ static void usage(FILE *f) {
                "  --no-winograd        3x3 convs use the GEMM only (slower, about twice as exact)\n"
                "  --tf32 on|off        GPU: fp32 convs and GEMMs may use TF32 tensor cores (default off)\n"
                "  --fp16               GPU: weights and activations in half precision, fp32 accumulation\n"
+               "  --precision P        CPU: fp32 (default) or bf16 (bf16 GEMM weights and activations, fp32\n"
+               "                       accumulation; needs AVX512-BF16, refused elsewhere; docs/precision.md)\n"
                "  --cache-dir DIR      keep optimized plans in DIR (default: $NN_CACHE_DIR, else\n"
                "                       $XDG_CACHE_HOME/nn, else ~/.cache/nn)\n"
                "  --no-cache           neither read nor write the plan cache\n"
@@ -220,6 +222,11 @@ static int parse_args(int argc, char **argv, args *a) {
             i++;
         } else if (!strcmp(s, "--fp16")) {
             a->opt.fp16 = 1;
+        } else if (!strcmp(s, "--precision")) {
+            if (!v || (strcmp(v, "fp32") && strcmp(v, "bf16")))
+                return fprintf(stderr, "nnrun: --precision needs fp32 or bf16\n"), -1;
+            a->opt.precision = !strcmp(v, "bf16") ? NN_PRECISION_BF16 : NN_PRECISION_FP32;
+            i++;
         } else if (!strcmp(s, "--no-cache")) {
             a->opt.cache = 0;
         } else if (!strcmp(s, "--max-memory")) {

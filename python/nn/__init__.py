@@ -113,11 +113,12 @@ class Model:
 
     def __init__(self, path, batch_size=1, device="cpu", threads=0, optimize=True, cache=True, cache_dir=None,
                  precision="fp32", micro_batch=0, max_memory=None, profile=False, winograd=True):
-        if precision not in ("fp32", "tf32", "fp16"):
-            raise ArgumentError("precision must be 'fp32', 'tf32' or 'fp16', got %r" % (precision,))
+        if precision not in ("fp32", "bf16", "tf32", "fp16"):
+            raise ArgumentError("precision must be 'fp32', 'bf16', 'tf32' or 'fp16', got %r" % (precision,))
         kw = dict(batch=int(batch_size), device=str(device), threads=int(threads), optimize=bool(optimize),
                   cache=bool(cache), micro_batch=int(micro_batch), max_memory=int(max_memory or 0),
-                  fp16=precision == "fp16", tf32=precision == "tf32", profile=bool(profile), winograd=bool(winograd))
+                  fp16=precision == "fp16", tf32=precision == "tf32", bf16=precision == "bf16", profile=bool(profile),
+                  winograd=bool(winograd))
         if cache_dir is not None:
             kw["cache_dir"] = os.fspath(cache_dir)
         self._m = _nn.Model(os.fspath(path), **kw)
@@ -283,7 +284,7 @@ def load(path, batch_size=1, device="cpu", threads=0, optimize=True, cache=True,
     batch_size: samples per run of the plan (bound to the symbolic batch dimension); predict takes any count.
     device: "cpu" or "gpuN".  threads: 0 = all cores.  optimize: run the graph optimizer.
     cache / cache_dir: keep the optimized plan in a cache file (default $NN_CACHE_DIR, else ~/.cache/nn).
-    precision: "fp32", or on a GPU "tf32" / "fp16".  micro_batch: CPU micro-batch size (0 = chosen).
+    precision: "fp32"; on the CPU "bf16" (AVX512-BF16 only, docs/precision.md); on a GPU "tf32" / "fp16".  micro_batch: CPU micro-batch size (0 = chosen).
     max_memory: refuse a model needing more bytes than this.  profile: time every node (Model.profile()).
     """
     return Model(path, batch_size, device, threads, optimize, cache, cache_dir, precision, micro_batch, max_memory,

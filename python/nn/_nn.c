@@ -74,16 +74,19 @@ typedef struct {
 
 static int model_init(Model *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"path",        "batch",      "device", "threads", "optimize", "cache",    "cache_dir",
-                            "micro_batch", "max_memory", "fp16",   "tf32",    "profile",  "winograd", NULL};
+                            "micro_batch", "max_memory", "fp16",   "tf32",    "profile",  "winograd", "bf16",
+                            NULL};
     PyObject *path = NULL, *cache_dir = NULL;
     const char *device = "cpu";
     nn_options opt = nn_options_default();
     long long max_memory = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|isippO&iLpppp", names, PyUnicode_FSConverter, &path, &opt.batch,
+    int bf16 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|isippO&iLppppp", names, PyUnicode_FSConverter, &path, &opt.batch,
                                      &device, &opt.threads, &opt.optimize, &opt.cache, PyUnicode_FSConverter,
                                      &cache_dir, &opt.micro_batch, &max_memory, &opt.fp16, &opt.tf32, &opt.profile,
-                                     &opt.winograd))
+                                     &opt.winograd, &bf16))
         return -1;
+    opt.precision = bf16 ? NN_PRECISION_BF16 : NN_PRECISION_FP32;
     if (self->m) {
         Py_DECREF(path);
         Py_XDECREF(cache_dir);

@@ -88,6 +88,19 @@ def test_torch_models(name, batch, counts):
         assert err <= 1e-4, "%s, %d samples at batch %d: relative error %g" % (name, n, batch, err)
 
 
+def test_precision_bf16():
+    """precision="bf16" runs the bf16 GEMM where the CPU has AVX512-BF16 (near fp32, not equal), else is refused."""
+    path, x, _ = torch_data("mobilenet_v2")
+    want = nn.load(path, cache=False).predict(x[:1])
+    try:
+        m = nn.load(path, precision="bf16", cache=False)
+    except nn.Unsupported as e:
+        assert "bf16 precision needs AVX512-BF16" in str(e)
+        pytest.skip("no AVX512-BF16 here: refused as it should be")
+    got = m.predict(x[:1])
+    assert 1e-4 < rel_err(got, want) < 1e-1
+
+
 def test_forms_and_dtypes(two_io):
     m = nn.load(two_io, batch_size=4)
     a, b, y, z = two_io_data(6)

@@ -239,6 +239,11 @@ nn_gemm_blocking nn_gemm_blocking_derive(const nn_cpu_caches *c, int mr, int nr)
     return b;
 }
 
+int64_t nn_cpu_l2_share(int64_t fixed, int64_t num, int64_t den) {
+    const nn_cpu_caches *c = nn_cpu_caches_get();
+    return c->fixed ? fixed : clamp64(c->l2, NN_CACHE_L2_MIN, NN_CACHE_L2_MAX) * num / den;
+}
+
 void nn_cpu_caches_describe(const nn_cpu_caches *c, char *buf, size_t size) {
     snprintf(buf, size, "L1d %lld KiB, L2 %lld KiB, L3 %lld KiB (%s)%s", (long long)(c->l1d >> 10),
              (long long)(c->l2 >> 10), (long long)(c->l3 >> 10), c->source ? c->source : "?",

@@ -53,6 +53,11 @@ typedef struct nn_gemm_blocking {
 #define NN_GEMM_KC_MAX 1024
 nn_gemm_blocking nn_gemm_blocking_derive(const nn_cpu_caches *c, int mr, int nr);
 
+/* A share of L2 (num / den of it) for a size limit that a kernel fitted
+ * to a cache; `fixed`, the limit it was measured with, under
+ * NN_CPU_CACHES=fixed. */
+int64_t nn_cpu_l2_share(int64_t fixed, int64_t num, int64_t den);
+
 /* "L1d 32 KiB, L2 1024 KiB, L3 32768 KiB (sysfs)" */
 void nn_cpu_caches_describe(const nn_cpu_caches *c, char *buf, size_t size);
 

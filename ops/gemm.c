@@ -81,10 +81,10 @@ typedef struct plan {
  * than two tiles.  The limits are measured (docs/perf-notes.md, "GEMM: B
  * read in place"). */
 #define B_IN_PLACE_MAX_ROWS        192
-#define B_IN_PLACE_MAX_BYTES       (1 << 20)
+#define B_IN_PLACE_MAX_BYTES       nn_cpu_l2_share(1 << 20, 1, 1) /* L2, 1 MiB where measured */
 #define B_IN_PLACE_SHORT_MAX_ROWS  960
 #define B_IN_PLACE_SHORT_MAX_COLS  256
-#define B_IN_PLACE_SHORT_MAX_BYTES (256 << 10)
+#define B_IN_PLACE_SHORT_MAX_BYTES nn_cpu_l2_share(256 << 10, 1, 4)
 static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
     double b_bytes =
         (double)sizeof(float) * (double)g->k * (double)g->n * (double)batch_count(g, 0) * (double)batch_count(g, 1);

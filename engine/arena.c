@@ -3,28 +3,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
 
 enum { ARENA_ALIGN = 64, ARENA_DEFAULT_CHUNK = 1 << 16 };
-
-/* Blocks of a few MiB and more (packed weights, activation arenas) go on
- * 2 MiB-aligned memory marked for transparent huge pages where the kernel
- * leaves that to the program ("madvise" mode): first touching them then
- * takes one page fault per 2 MiB instead of 512, which was half of a
- * model's load time (docs/perf-notes.md, "Load: huge pages"). */
-#define HUGE_PAGE ((size_t)2 << 20)
-void *nn_alloc_large(size_t size) {
-    size_t bytes = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
-    if (bytes < size) return NULL;
-    if (bytes < 2 * HUGE_PAGE) return aligned_alloc(ARENA_ALIGN, bytes ? bytes : ARENA_ALIGN);
-    void *p = aligned_alloc(HUGE_PAGE, bytes);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (p) madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* advice only: failure changes nothing */
-#endif
-    return p;
-}
 
 struct nn_arena_chunk {
     nn_arena_chunk *next;
@@ -39,8 +19,7 @@ void *nn_arena_alloc(nn_arena *a, size_t size) {
     if (!c || c->size - c->used < need) {
         size_t cs = a->chunk_size ? a->chunk_size : ARENA_DEFAULT_CHUNK;
         if (cs < need) cs = need;
-        if (sizeof *c + cs < cs) return NULL;
-        c = nn_alloc_large(sizeof *c + cs);
+        c = aligned_alloc(ARENA_ALIGN, (sizeof *c + cs + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1));
         if (!c) return NULL;
         c->size = cs;
         c->used = 0;

@@ -22,8 +22,5 @@ void *nn_arena_memdup(nn_arena *a, const void *p, size_t size);
  * than chunk_size do); returns false, keeping it, otherwise. */
 bool nn_arena_release(nn_arena *a, void *p);
 void nn_arena_free(nn_arena *a);
-/* Memory for one large block (free() gives it back): 64-byte aligned, and
- * from a few MiB on backed by huge pages where the system allows. */
-void *nn_alloc_large(size_t size);
 
 #endif

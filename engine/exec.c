@@ -37,7 +37,7 @@ static nn_status lane_init(const nn_model *m, nn_lane *lane, int max_io) {
 /* The lane's planned arena, and the values in it pointed there. */
 static nn_status lane_alloc_arena(const nn_model *m, nn_lane *lane) {
     const nn_graph *g = &m->g;
-    lane->arena = nn_alloc_large(m->plan.arena_bytes);
+    lane->arena = aligned_alloc(64, m->plan.arena_bytes ? (m->plan.arena_bytes + 63) / 64 * 64 : 64);
     if (!lane->arena)
         return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of activations", m->plan.arena_bytes);
     for (int v = 0; v < g->n_values; v++)
@@ -75,7 +75,7 @@ nn_status nn_runtime_alloc(nn_model *m) {
     for (int l = 0; l < m->n_lanes; l++)
         if ((st = lane_alloc_arena(m, &m->lanes[l])) != NN_OK) return st;
     for (int l = 0; l < m->n_lanes && ws; l++)
-        if (!(m->lanes[l].workspace = nn_alloc_large(ws)))
+        if (!(m->lanes[l].workspace = aligned_alloc(64, (ws + 63) / 64 * 64)))
             return nn_set_error(NN_ERR_NOMEM, "out of memory for %zu bytes of workspace", ws);
     return NN_OK;
 }

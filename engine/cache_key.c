@@ -84,12 +84,14 @@ void cache_warn(nn_model *m, const char *fmt, ...) {
 
 /* Into the caller's buffer: models load in parallel threads. */
 static void cpu_features(char *buf, size_t size) {
+    char blocking[128];
+    nn_ops_cpu_blocking(blocking, sizeof blocking, true);
 #if defined(__x86_64__)
-    snprintf(buf, size, "gemm=%s,avx512f=%d,avx2=%d,fma=%d", nn_ops_cpu_kernels(),
+    snprintf(buf, size, "gemm=%s,avx512f=%d,avx2=%d,fma=%d,blocking=%s", nn_ops_cpu_kernels(),
              __builtin_cpu_supports("avx512f") != 0, __builtin_cpu_supports("avx2") != 0,
-             __builtin_cpu_supports("fma") != 0);
+             __builtin_cpu_supports("fma") != 0, blocking);
 #else
-    snprintf(buf, size, "gemm=%s", nn_ops_cpu_kernels());
+    snprintf(buf, size, "gemm=%s,blocking=%s", nn_ops_cpu_kernels(), blocking);
 #endif
 }
 
@@ -97,7 +99,7 @@ static void cpu_features(char *buf, size_t size) {
  * scratch is sized at load. */
 void cache_plan_options(const nn_model *m, char *buf, size_t size) {
     const nn_options *o = &m->opt;
-    char cpu[96];
+    char cpu[256];
     cpu_features(cpu, sizeof cpu);
     snprintf(buf, size,
              "format=%d;engine=%s;batch=%d;micro_batch=%d;device=%s;optimize=%d;passes=%s;disable=%s;winograd=%d;tf32=%"

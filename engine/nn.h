@@ -224,6 +224,10 @@ typedef struct nn_build_info {
     const char *cuda_plugin;    /* the CUDA backend plugin libnn would load for gpuN (a path), or NULL */
 } nn_build_info;
 NN_API void nn_get_build_info(nn_build_info *info);
+/* The processor's cache sizes the CPU kernels block for, where they were
+ * read (NN_CPU_CACHES, sysfs, CPUID, defaults), and the GEMM blocking
+ * derived from them, as one line of text into buf. */
+NN_API void nn_get_cpu_caches(char *buf, size_t size);
 
 /* Bytes per element of a dtype (0 for an unknown one) and element count of a
  * tensor (-1 when its rank or a dimension is unknown or negative, or the

@@ -70,6 +70,10 @@ NN_API nn_status nn_profile_node(const nn_model *m, int index, nn_node_profile *
     return NN_OK;
 }
 
+NN_API void nn_get_cpu_caches(char *buf, size_t size) {
+    if (buf && size) nn_ops_cpu_blocking(buf, size, false);
+}
+
 NN_API void nn_get_build_info(nn_build_info *info) {
     if (!info) return;
     memset(info, 0, sizeof *info);

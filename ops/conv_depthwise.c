@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "act_x86.h"
+#include "cpu_caches.h"
 #include "conv_kernels.h"
 #include "isa.h"
 #include "window.h"
@@ -547,7 +548,7 @@ static const float *dw_input_plane(const conv_geom *g, const float *x, int64_t p
  * 3x3 windows whose input is small enough to be in cache, their chains of
  * multiply-adds overlapping; out of cache pairs lose (docs/perf-notes.md,
  * "Depthwise flat planes in pairs"). */
-#define DW_FLAT_PAIR_MAX_BYTES (1 << 20)
+#define DW_FLAT_PAIR_MAX_BYTES nn_cpu_l2_share(1 << 20, 1, 1) /* the input planes within L2 */
 
 static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const float *x, const float *w, const float *bias,
                            float *y, const nn_epilogue *e, const float *res, int threads) {

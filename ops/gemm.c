@@ -14,6 +14,7 @@
  *   scalar   OpenBLAS (single-threaded) on each task's whole block, MR 1 x NR 256
  *            (the plain-C 4 x 16 tile, the reference, stays in gemm_scalar.c) */
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gemm_kernel.h"
@@ -39,6 +40,21 @@ const char *nn_gemm_kernel_name(void) { return nn_isa_name(nn_isa_active()); }
 bool nn_gemm_use_kernel(const char *name) {
     nn_isa isa;
     return nn_isa_parse(name, &isa) && nn_isa_select(isa);
+}
+
+void nn_gemm_describe_blocking(char *buf, size_t size, bool compact) {
+    const gemm_kernel *kd = nn_gemm_kernel_at(kernel_index());
+    nn_gemm_blocking b = gemm_blocks(kd);
+    const nn_cpu_caches *cc = nn_cpu_caches_get();
+    if (compact) {
+        snprintf(buf, size, "l1d%lld,l2%lld,l3%lld,kc%lld,mc%lld,nc%lld", (long long)cc->l1d, (long long)cc->l2,
+                 (long long)cc->l3, (long long)b.kc, (long long)b.mc, (long long)b.nc);
+        return;
+    }
+    char caches[160];
+    nn_cpu_caches_describe(cc, caches, sizeof caches);
+    snprintf(buf, size, "%s; GEMM %s %dx%d: KC %lld, MC %lld, NC %lld", caches, nn_isa_name(nn_isa_active()), kd->mr,
+             kd->nr, (long long)b.kc, (long long)b.mc, (long long)b.nc);
 }
 
 void nn_gemm_act(float *y, int64_t n, nn_act act, float alpha, float beta) {
@@ -70,10 +86,10 @@ typedef struct plan {
  * than two tiles.  The limits are measured (docs/perf-notes.md, "GEMM: B
  * read in place"). */
 #define B_IN_PLACE_MAX_ROWS        192
-#define B_IN_PLACE_MAX_BYTES       (1 << 20)
+#define B_IN_PLACE_MAX_BYTES       nn_cpu_l2_share(1 << 20, 1, 1) /* L2, 1 MiB where measured */
 #define B_IN_PLACE_SHORT_MAX_ROWS  960
 #define B_IN_PLACE_SHORT_MAX_COLS  256
-#define B_IN_PLACE_SHORT_MAX_BYTES (256 << 10)
+#define B_IN_PLACE_SHORT_MAX_BYTES nn_cpu_l2_share(256 << 10, 1, 4)
 static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
     double b_bytes =
         (double)sizeof(float) * (double)g->k * (double)g->n * (double)batch_count(g, 0) * (double)batch_count(g, 1);
@@ -83,11 +99,11 @@ static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
     bool two_tiles = g->m <= 2 * kd->mr;
     /* OpenBLAS packs B itself: a plain B is passed as it lies, whatever its size */
     return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && !g->b_scale &&
-           (kd->block || (g->k <= KC_MAX && (few_rows || short_rows || two_tiles)));
+           (kd->block || (g->k <= gemm_blocks(kd).kc && (few_rows || short_rows || two_tiles)));
 }
 
 static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) {
-    return p && p->kernel == ki && p->rows == rows && p->k == k;
+    return p && p->kernel == ki && p->kc == k_blocks(nn_gemm_kernel_at(ki), k).size && p->rows == rows && p->k == k;
 }
 
 /* Choose the split that minimizes the estimated makespan, in multiply-adds:
@@ -133,15 +149,19 @@ static plan make_plan(const nn_gemm *g, int threads) {
 /* Per-thread packing buffers: a KC x NC slab of B and a KC x MC block of A,
  * where these are not pre-packed, and a conv B's table.  Independent of the
  * split, so that a workspace sized before A was packed still fits. */
-static int64_t block_cols(const nn_gemm *g, const gemm_kernel *kd) { return min64(nn_round_up(g->n, kd->nr), kd->nc); }
-static int64_t block_rows(const nn_gemm *g, const gemm_kernel *kd) { return min64(nn_round_up(g->m, kd->mr), kd->mc); }
+static int64_t block_cols(const nn_gemm *g, const gemm_kernel *kd) {
+    return min64(nn_round_up(g->n, kd->nr), gemm_blocks(kd).nc);
+}
+static int64_t block_rows(const nn_gemm *g, const gemm_kernel *kd) {
+    return min64(nn_round_up(g->m, kd->mr), gemm_blocks(kd).mc);
+}
 
 /* Whether each thread packs B into its own buffer. */
 static bool b_buffered(const plan *pl) { return !pl->b_packed && !pl->b_in_place; }
 
 static size_t thread_scratch_floats(const nn_gemm *g, const plan *pl) {
-    kblocks kb = k_blocks(g->k);
     const gemm_kernel *kd = pl->kd;
+    kblocks kb = k_blocks(kd, g->k);
     size_t f = b_buffered(pl) ? (size_t)(kb.size * block_cols(g, kd)) : 0;
     if (!pl->a_packed) f += (size_t)(kb.size * block_rows(g, kd));
     f = (f + 15) / 16 * 16;
@@ -157,7 +177,7 @@ size_t nn_gemm_workspace(const nn_gemm *g, int threads) {
 
 /* Where a thread's scratch keeps a conv table (after its B and A buffers). */
 static float *table_scratch(const nn_gemm *g, const plan *pl, float *scratch) {
-    kblocks kb = k_blocks(g->k);
+    kblocks kb = k_blocks(pl->kd, g->k);
     float *t = scratch + (b_buffered(pl) ? kb.size * block_cols(g, pl->kd) : 0) +
                (pl->a_packed ? 0 : kb.size * block_rows(g, pl->kd));
     return (float *)(((uintptr_t)t + 63) & ~(uintptr_t)63);
@@ -167,9 +187,9 @@ static float *table_scratch(const nn_gemm *g, const plan *pl, float *scratch) {
 
 /* Pre-packed A of inner batch entry bi: K block p0 from row `row` (a panel
  * boundary) on; the block's panels are its kc floats deep. */
-static const float *packed_a_at(const nn_gemm *g, int mr, int64_t bi, int64_t p0, int64_t row) {
-    int64_t kc = min64(k_blocks(g->k).size, g->k - p0);
-    return g->a_packed->data + (size_t)bi * g->a_packed->stride + p0 * nn_round_up(g->m, mr) + row * kc;
+static const float *packed_a_at(const nn_gemm *g, const gemm_kernel *kd, int64_t bi, int64_t p0, int64_t row) {
+    int64_t kc = min64(k_blocks(kd, g->k).size, g->k - p0);
+    return g->a_packed->data + (size_t)bi * g->a_packed->stride + p0 * nn_round_up(g->m, kd->mr) + row * kc;
 }
 
 /* The kernel's block hook over C rows [mb, mb + mc) x columns [nb, nb + nc)
@@ -200,7 +220,8 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                      int64_t n1, float *scratch) {
     const gemm_kernel *kd = pl->kd;
     int mr = kd->mr, nr = kd->nr;
-    kblocks kb = k_blocks(g->k);
+    kblocks kb = k_blocks(kd, g->k);
+    nn_gemm_blocking blk = gemm_blocks(kd);
     /* a or b is NULL when the operand comes pre-packed (no offset on a null pointer) */
     const float *a = g->a ? g->a + bo * g->stride_a[0] + bi * g->stride_a[1] : NULL;
     const float *b = g->b ? g->b + bo * g->stride_b[0] + bi * g->stride_b[1] : NULL;
@@ -220,8 +241,8 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                    .act = post_act ? NN_ACT_NONE : g->act,
                    .alpha = g->act_alpha,
                    .beta = g->act_beta};
-    for (int64_t nb = n0; nb < n1; nb += kd->nc) {
-        int64_t nc = min64(kd->nc, n1 - nb);
+    for (int64_t nb = n0; nb < n1; nb += blk.nc) {
+        int64_t nc = min64(blk.nc, n1 - nb);
         if (g->b_conv) nn_gemm_table_build(g->b_conv, nb, nc, nn_round_up(nc, nr), tbuf, &table);
         int64_t p0 = 0;
         do {
@@ -236,11 +257,11 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
             t.kc = kc;
             t.load_c = g->accumulate || p0 > 0;
             t.last = p0 + kc >= g->k;
-            for (int64_t mb = m0; mb < m1; mb += kd->mc) {
-                int64_t mc = min64(kd->mc, m1 - mb);
+            for (int64_t mb = m0; mb < m1; mb += blk.mc) {
+                int64_t mc = min64(blk.mc, m1 - mb);
                 const float *ablk = abuf;
                 if (pl->a_packed)
-                    ablk = packed_a_at(g, mr, bi, p0, mb);
+                    ablk = packed_a_at(g, kd, bi, p0, mb);
                 else
                     nn_gemm_pack_a_panels(kd, g, a, p0, kc, mb, mc, abuf);
                 if (kd->block) { /* the whole block at once, a panel of B at a time (gemm_scalar.c) */
@@ -257,7 +278,7 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                     if (pl->a_packed && mb + ir + mr < m1)
                         next_a = ablk + (ir + mr) * kc;
                     else if (pl->a_packed && p0 + kc < g->k)
-                        next_a = packed_a_at(g, mr, bi, p0 + kc, m0);
+                        next_a = packed_a_at(g, kd, bi, p0 + kc, m0);
                     for (int64_t jr = 0; jr < nc; jr += nr) {
                         int64_t row = mb + ir, col = nb + jr;
                         t.a = ablk + ir * kc;

@@ -10,10 +10,9 @@
 #include <string.h>
 
 #include "act.h"
+#include "cpu_caches.h"
 #include "gemm.h"
 #include "isa.h"
-
-#define KC_MAX 384
 
 typedef struct tile_args {
     int64_t kc;
@@ -42,7 +41,7 @@ typedef struct b_prologue b_prologue;
 typedef struct gemm_kernel {
     const char *name;
     int mr, nr;
-    int mc, nc;      /* cache blocks (multiples of mr, nr) */
+    int mc, nc;      /* cache blocks (multiples of mr, nr) with NN_CPU_CACHES=fixed or a block hook */
     bool b_in_place; /* tile reads a plain B where it lies (masked at its right edge) */
     /* Panels of bf16 pairs (nn_gemm.bf16): K step 2q and 2q+1 of a row (A) or
      * column (B) share one 32-bit word, low half first, an odd K's last pair
@@ -133,13 +132,23 @@ static inline void merge_tile(const tile_args *t, const float *acc, int ld) {
         }
 }
 
-/* ---- K blocking: ceil(K / KC_MAX) blocks of equal size (the last smaller) */
+/* ---- blocking: the family's KC, MC, NC for this processor's caches
+ * (cpu_caches.c says the rule); OpenBLAS's block hook blocks for itself and
+ * keeps the constants, as does NN_CPU_CACHES=fixed. */
+static inline nn_gemm_blocking gemm_blocks(const gemm_kernel *kd) {
+    const nn_cpu_caches *c = nn_cpu_caches_get();
+    if (c->fixed || kd->block) return (nn_gemm_blocking){.kc = NN_GEMM_KC_FIXED, .mc = kd->mc, .nc = kd->nc};
+    return nn_gemm_blocking_derive(c, kd->mr, kd->nr);
+}
+
+/* K blocking: ceil(K / KC) blocks of equal size (the last smaller) */
 typedef struct kblocks {
     int64_t count, size;
 } kblocks;
 
-static inline kblocks k_blocks(int64_t k) {
-    kblocks b = {.count = k > 0 ? (k + KC_MAX - 1) / KC_MAX : 1};
+static inline kblocks k_blocks(const gemm_kernel *kd, int64_t k) {
+    int64_t kc = gemm_blocks(kd).kc;
+    kblocks b = {.count = k > 0 ? (k + kc - 1) / kc : 1};
     b.size = k > 0 ? (k + b.count - 1) / b.count : 0;
     return b;
 }

@@ -196,19 +196,29 @@ static nn_gemm_packed packed_a_layout(const nn_gemm *g) {
     int ki = gemm_kernel_index(g);
     int64_t mp = nn_round_up(g->m, nn_gemm_kernel_at(ki)->mr);
     return (nn_gemm_packed){
-        .kernel = ki, .rows = g->m, .k = g->k, .count = batch_count(g, 1), .stride = (size_t)(mp * g->k)};
+        .kernel = ki,
+        .kc = (int)k_blocks(nn_gemm_kernel_at(ki), g->k).size,
+        .rows = g->m,
+        .k = g->k,
+        .count = batch_count(g, 1),
+        .stride = (size_t)(mp * g->k)};
 }
 
 static nn_gemm_packed packed_b_layout(const nn_gemm *g) {
     int ki = gemm_kernel_index(g);
     int64_t np = nn_round_up(g->n, nn_gemm_kernel_at(ki)->nr);
-    return (nn_gemm_packed){.kernel = ki, .rows = g->n, .k = g->k, .count = 1, .stride = (size_t)(np * g->k)};
+    return (nn_gemm_packed){.kernel = ki,
+                            .kc = (int)k_blocks(nn_gemm_kernel_at(ki), g->k).size,
+                            .rows = g->n,
+                            .k = g->k,
+                            .count = 1,
+                            .stride = (size_t)(np * g->k)};
 }
 
 void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
     const gemm_kernel *kd = nn_gemm_kernel_at(gemm_kernel_index(g));
     int64_t mp = nn_round_up(g->m, kd->mr);
-    kblocks kb = k_blocks(g->k);
+    kblocks kb = k_blocks(kd, g->k);
     *out = packed_a_layout(g);
     out->data = mem;
     for (int64_t bi = 0; bi < out->count; bi++)
@@ -220,7 +230,7 @@ void nn_gemm_pack_a(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
 void nn_gemm_pack_b(const nn_gemm *g, float *mem, nn_gemm_packed *out) {
     const gemm_kernel *kd = nn_gemm_kernel_at(gemm_kernel_index(g));
     int64_t np = nn_round_up(g->n, kd->nr);
-    kblocks kb = k_blocks(g->k);
+    kblocks kb = k_blocks(kd, g->k);
     *out = packed_b_layout(g);
     out->data = mem;
     for (int64_t p0 = 0; p0 < g->k; p0 += kb.size)
@@ -243,6 +253,7 @@ static void store_block_header(void *block, nn_gemm_packed p) {
     nn_gemm_packed header;
     memset(&header, 0, sizeof header);
     header.kernel = p.kernel;
+    header.kc = p.kc;
     header.rows = p.rows;
     header.k = p.k;
     header.count = p.count;
@@ -268,7 +279,7 @@ static bool block_fits(nn_gemm_packed want, const void *block, size_t size) {
     nn_gemm_packed have;
     if (size < NN_GEMM_BLOCK_DATA) return false;
     memcpy(&have, block, sizeof have);
-    return have.kernel == want.kernel && have.rows == want.rows && have.k == want.k && have.count == want.count &&
+    return have.kernel == want.kernel && have.kc == want.kc && have.rows == want.rows && have.k == want.k && have.count == want.count &&
            have.stride == want.stride && (size - NN_GEMM_BLOCK_DATA) / sizeof(float) >= want.count * want.stride;
 }
 

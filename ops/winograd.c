@@ -23,6 +23,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "cpu_caches.h"
 #include "epilogue.h"
 #include "isa.h"
 #include "winograd.h"
@@ -41,9 +42,10 @@ enum {
     RUN_COLS = TILE * RUN + ALPHA - TILE,
 };
 
-/* Bytes of transformed patches and products per block: half of a 2 MiB L2,
+/* Bytes of transformed patches and products per block: half of L2 (1 MiB,
+ * half of the 2 MiB L2 it was first fitted on, with NN_CPU_CACHES=fixed),
  * and at most WORK_BYTES when larger blocks save weight traffic. */
-#define BLOCK_BYTES (1 << 20)
+#define BLOCK_BYTES nn_cpu_l2_share(1 << 20, 1, 2)
 #define WORK_BYTES (8 << 20)
 /* Multiply-adds (x2) this machine kind does in the time it reads a byte of
  * weights from memory: about 200 GFLOP/s of sustained GEMM on 2 cores

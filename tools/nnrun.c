@@ -99,6 +99,9 @@ static void print_version(void) {
     nn_get_build_info(&b);
     printf("nnrun %s\n", b.version);
     printf("cpu kernels  %s (instruction set %s; NN_ISA=avx512|avx2|scalar chooses another)\n", b.cpu_kernels, b.isa);
+    char caches[256];
+    nn_get_cpu_caches(caches, sizeof caches);
+    printf("cpu caches   %s (NN_CPU_CACHES=l1d:32k,l2:1m,l3:32m or =fixed overrides)\n", caches);
     printf("openmp       %d, runtime %s, %d processors\n", b.openmp_version, b.openmp_library, b.processors);
     if (b.cuda_plugin)
         printf("cuda         plugin %s: --device gpuN uses it when a driver and GPU are found\n", b.cuda_plugin);

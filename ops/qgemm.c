@@ -141,6 +141,21 @@ static qg_tile_fn tile_for(nn_isa isa) {
     return tile_scalar;
 }
 
+static void dw_tap_scalar(uint32_t *acc, const int16_t *src, int32_t w, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += (uint32_t)((int32_t)src[i] * w);
+}
+
+qg_dw_tap_fn nn_qg_dw_tap_for(nn_isa isa) {
+#if NN_HAVE_X86
+    if (isa >= NN_ISA_AVX512 && nn_isa_supported(NN_ISA_AVX512)) return nn_qg_dw_tap_avx512;
+    if (isa >= NN_ISA_AVX2 && nn_isa_supported(NN_ISA_AVX2)) return nn_qg_dw_tap_avx2;
+#else
+    (void)isa;
+#endif
+    return dw_tap_scalar;
+}
+
 bool nn_qgemm_has_kernel(nn_isa isa) { return tile_for(isa) != tile_scalar; }
 
 const char *nn_qgemm_kernel_name(void) {
@@ -180,20 +195,23 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, const uint8_t *ap, cons
                 crow[cc] = (int32_t)(a_row[cc] - zb[cc] * rs - za * cs[cc]);
             continue;
         }
-        /* two loops without branches inside, so that each vectorizes */
-        uint8_t *yrow = o->y + i * o->ldy + j0;
+        /* two loops without branches inside, so that each vectorizes; o's
+         * fields read into locals first, since a byte store may alias them */
+        uint8_t *restrict yrow = o->y + i * o->ldy + j0;
+        int32_t zp = o->zp, lo = o->lo, hi = o->hi;
         if (!o->per_col) {
             float mu = o->mult[i];
             uint32_t bi = o->bias ? (uint32_t)o->bias[i] : 0u;
             for (int64_t cc = 0; cc < nc; cc++) {
                 uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + bi;
-                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu, o->zp, o->lo, o->hi);
+                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu, zp, lo, hi);
             }
         } else {
             const float *mu = o->mult + j0;
+            const int32_t *bias = o->bias;
             for (int64_t cc = 0; cc < nc; cc++) {
-                uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + (o->bias ? (uint32_t)o->bias[j0 + cc] : 0u);
-                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu[cc], o->zp, o->lo, o->hi);
+                uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + (bias ? (uint32_t)bias[j0 + cc] : 0u);
+                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu[cc], zp, lo, hi);
             }
         }
     }

@@ -62,4 +62,31 @@ __attribute__((target("avx2"))) void nn_qg_tile_avx2(const uint8_t *a, const int
         }
     }
 }
+
+/* 32-bit products of int16 values below 2^8 in magnitude: exact, and
+ * VPMULLD keeps the low 32 bits as the portable loop does. */
+__attribute__((target("avx512f,avx512bw"))) void nn_qg_dw_tap_avx512(uint32_t *acc, const int16_t *src, int32_t w,
+                                                                     int64_t n) {
+    __m512i wv = _mm512_set1_epi32(w);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i x = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
+        __m512i a = _mm512_loadu_si512(acc + i);
+        _mm512_storeu_si512(acc + i, _mm512_add_epi32(a, _mm512_mullo_epi32(x, wv)));
+    }
+    for (; i < n; i++)
+        acc[i] += (uint32_t)((int32_t)src[i] * w);
+}
+
+__attribute__((target("avx2"))) void nn_qg_dw_tap_avx2(uint32_t *acc, const int16_t *src, int32_t w, int64_t n) {
+    __m256i wv = _mm256_set1_epi32(w);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i x = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+        __m256i a = _mm256_loadu_si256((const __m256i *)(acc + i));
+        _mm256_storeu_si256((__m256i *)(acc + i), _mm256_add_epi32(a, _mm256_mullo_epi32(x, wv)));
+    }
+    for (; i < n; i++)
+        acc[i] += (uint32_t)((int32_t)src[i] * w);
+}
 #endif

@@ -169,10 +169,8 @@ const char *nn_qgemm_kernel_name(void) {
 
 /* Tile (blk, pn): the kernel's raw sums, the zero-point correction, then C
  * or the requantized bytes. */
-static void run_tile(const nn_qgemm *g, qg_tile_fn tile, const uint8_t *ap, const int8_t *bp, const int32_t *rsum,
-                     const int32_t *csum, int64_t k4, int64_t blk, int64_t pn) {
-    int32_t acc[QG_MR * QG_NR];
-    tile(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, k4 / 4, acc);
+static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, const uint8_t *ap, const int8_t *bp,
+                     const int32_t *rsum, const int32_t *csum, int64_t k4, int64_t blk, int64_t pn) {
     /* the zero points, moved with the flips (qgemm.h) */
     uint32_t oa = g->a_signed ? 128u : 0u, ob = g->b_signed ? 0u : 128u, kk = (uint32_t)g->k;
     /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
@@ -182,7 +180,33 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, const uint8_t *ap, cons
         zb[cc] = (g->zb ? (uint32_t)g->zb[g->zb_per_col && cc < nc ? j0 + cc : 0] : 0u) - ob;
         cs[cc] = (uint32_t)csum[j0 + cc];
     }
+    float mu_col[QG_NR];
+    if (tile_q8 && g->out8 && g->out8->per_col)
+        for (int cc = 0; cc < QG_NR; cc++)
+            mu_col[cc] = cc < nc ? g->out8->mult[j0 + cc] : 0.0f;
     const nn_qgemm_out8 *o = g->out8;
+    if (tile_q8 && o) { /* the kernel requantizes from its registers */
+        qg_epi e = {.zb = zb, .cs = cs, .cols = (int)nc, .zp = o->zp, .lo = o->lo, .hi = o->hi};
+        uint32_t bias_col[QG_NR];
+        if (o->per_col) {
+            for (int cc = 0; cc < QG_NR; cc++)
+                bias_col[cc] = o->bias && cc < nc ? (uint32_t)o->bias[j0 + cc] : 0u;
+            e.mu_col = mu_col;
+            e.bias_col = bias_col;
+        }
+        for (int r = 0; r < QG_MR && blk * QG_MR + r < g->m; r++, e.rows++) {
+            int64_t i = blk * QG_MR + r;
+            e.za[r] = (g->za ? (uint32_t)g->za[g->za_per_row ? i : 0] : 0u) + oa;
+            e.rs[r] = (uint32_t)rsum[i] - kk * e.za[r];
+            e.mu[r] = o->per_col ? 0.0f : o->mult[i];
+            e.bias[r] = !o->per_col && o->bias ? (uint32_t)o->bias[i] : 0u;
+            e.y[r] = o->y + i * o->ldy + j0;
+        }
+        tile_q8(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, k4 / 4, &e);
+        return;
+    }
+    int32_t acc[QG_MR * QG_NR];
+    tile(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, k4 / 4, acc);
     for (int r = 0; r < QG_MR; r++) {
         int64_t i = blk * QG_MR + r;
         if (i >= g->m) break;
@@ -233,6 +257,10 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
         csum = (int32_t *)((uint8_t *)bp + nn_round_up(k4 * np, 64));
     }
     qg_tile_fn tile = tile_for(isa);
+    qg_tile_q8_fn tile_q8 = NULL;
+#if NN_HAVE_X86
+    if (tile == nn_qg_tile_vnni512) tile_q8 = nn_qg_tile_vnni512_q8;
+#endif
     int64_t pa = g->a_packed ? 0 : blocks, pb = g->b_packed ? 0 : panels;
     /* With A packed already and panels enough to share: each thread packs
      * a panel of B and runs every row block against it while it is in
@@ -243,7 +271,7 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
         for (int64_t pn = 0; pn < panels; pn++) {
             if (pb) pack_b_panel(g, k4, bp, csum, pn);
             for (int64_t blk = 0; blk < blocks; blk++)
-                run_tile(g, tile, ap, bp, rsum, csum, k4, blk, pn);
+                run_tile(g, tile, tile_q8, ap, bp, rsum, csum, k4, blk, pn);
         }
         return;
     }
@@ -263,7 +291,7 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t pn = 0; pn < panels; pn++)
             for (int64_t blk = 0; blk < blocks; blk++)
-                run_tile(g, tile, ap, bp, rsum, csum, k4, blk, pn);
+                run_tile(g, tile, tile_q8, ap, bp, rsum, csum, k4, blk, pn);
     }
 }
 

@@ -30,6 +30,47 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512(c
     }
 }
 
+/* The VNNI tile with its requantizing epilogue in registers: the zero-point
+ * correction in 32-bit lanes (wrapping, as run_tile), then float, clamp, and
+ * VCVTPS2DQ, which rounds half to even in the default rounding mode, as
+ * nn_round_small does within the clamped range: the same bytes as the
+ * portable epilogue. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q8(const uint8_t *a, const int8_t *b,
+                                                                                   int64_t groups, const qg_epi *e) {
+    __m512i c[QG_MR][2];
+    for (int i = 0; i < QG_MR; i++)
+        c[i][0] = c[i][1] = _mm512_setzero_si512();
+    for (int64_t q = 0; q < groups; q++, a += QG_MR * 4, b += QG_NR * 4) {
+        __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
+        for (int i = 0; i < QG_MR; i++) {
+            int32_t w;
+            memcpy(&w, a + 4 * i, 4);
+            __m512i ai = _mm512_set1_epi32(w);
+            c[i][0] = _mm512_dpbusd_epi32(c[i][0], ai, b0);
+            c[i][1] = _mm512_dpbusd_epi32(c[i][1], ai, b1);
+        }
+    }
+    __m512i zb[2] = {_mm512_loadu_si512(e->zb), _mm512_loadu_si512(e->zb + 16)};
+    __m512i cs[2] = {_mm512_loadu_si512(e->cs), _mm512_loadu_si512(e->cs + 16)};
+    __m512 flo = _mm512_set1_ps((float)(e->lo - e->zp)), fhi = _mm512_set1_ps((float)(e->hi - e->zp));
+    __m512i zp = _mm512_set1_epi32(e->zp);
+    for (int i = 0; i < e->rows; i++) {
+        __m512i rs = _mm512_set1_epi32((int32_t)e->rs[i]), za = _mm512_set1_epi32((int32_t)e->za[i]);
+        uint8_t out[QG_NR];
+        for (int h = 0; h < 2; h++) {
+            __m512i bias = e->bias_col ? _mm512_loadu_si512(e->bias_col + 16 * h) : _mm512_set1_epi32((int32_t)e->bias[i]);
+            __m512 mu = e->mu_col ? _mm512_loadu_ps(e->mu_col + 16 * h) : _mm512_set1_ps(e->mu[i]);
+            __m512i v = _mm512_sub_epi32(c[i][h], _mm512_mullo_epi32(zb[h], rs));
+            v = _mm512_add_epi32(_mm512_sub_epi32(v, _mm512_mullo_epi32(za, cs[h])), bias);
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), mu);
+            f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
+            __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+            _mm_storeu_si128((__m128i *)(out + 16 * h), _mm512_cvtepi32_epi8(r));
+        }
+        memcpy(e->y[i], out, (size_t)e->cols);
+    }
+}
+
 /* AVX2 has no u8 x s8 dot product that is exact: VPMADDUBSW adds two
  * products in saturating int16 (255 * -128 * 2 overflows).  So both sides
  * are widened to int16 and VPMADDWD adds pairs of products exactly in

@@ -99,6 +99,15 @@ static nn_status infer_quantize(nn_call *c) {
     return NN_OK;
 }
 
+/* A run of QuantizeLinear, its operands as arguments so that the loop
+ * vectorizes (inside an OpenMP region, the byte stores might alias the
+ * region's shared variables). */
+static void quantize_chunk(const float *restrict x, uint8_t *restrict y, int64_t n, float sc, int32_t zp, int32_t lo,
+                           int32_t hi) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
+}
+
 static nn_status run_quantize(nn_call *c) {
     const qdq_params *p = c->params;
     nn_quant_view v;
@@ -109,12 +118,12 @@ static nn_status run_quantize(nn_call *c) {
     int32_t lo = sgn ? -128 : 0, hi = sgn ? 127 : 255;
     uint8_t *y = c->out[0].data;
     if (v.len == 1) { /* per tensor: one flat loop, so that all threads share it */
-        int64_t n = v.outer * v.inner;
+        int64_t n = v.outer * v.inner, chunks = (n + 4095) / 4096;
         float sc = s[0];
         int32_t zp = nn_quant_zero(c, 2, 0);
 #pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
+        for (int64_t t = 0; t < chunks; t++)
+            quantize_chunk(x + t * 4096, y + t * 4096, n - t * 4096 < 4096 ? n - t * 4096 : 4096, sc, zp, lo, hi);
         return NN_OK;
     }
     int64_t rows = v.outer * v.len;
@@ -123,8 +132,7 @@ static nn_status run_quantize(nn_call *c) {
         int64_t a = r % v.len;
         float sc = s[a];
         int32_t zp = nn_quant_zero(c, 2, a);
-        for (int64_t i = r * v.inner; i < (r + 1) * v.inner; i++)
-            y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
+        quantize_chunk(x + r * v.inner, y + r * v.inner, v.inner, sc, zp, lo, hi);
     }
     return NN_OK;
 }
@@ -297,17 +305,26 @@ static nn_status infer_qadd(nn_call *c) {
     return NN_OK;
 }
 
-/* Element i of an 8-bit tensor, less its zero point. */
-#define QADD_LOOP(TA, TB)                                                                                             \
-    for (int64_t i = i0; i < i1; i++) {                                                                              \
-        float fa = (float)((int32_t)((const TA *)pa)[i] - za) * sa, fb = (float)((int32_t)((const TB *)pb)[i] - zb) * sb; \
-        y[i] = (uint8_t)nn_quantize_value(fa + fb, sc, zc, lo, hi);                                                  \
+/* One chunk of QLinearAdd, with its operands as arguments (not the shared
+ * variables of an OpenMP region, which the byte stores might alias), so
+ * that the loop vectorizes. */
+#define QADD_CHUNK(NAME, TA, TB)                                                                                     \
+    static void NAME(const TA *restrict a, const TB *restrict b, uint8_t *restrict y, int64_t n, float sa, int32_t za, \
+                     float sb, int32_t zb, float sc, int32_t zc, int32_t lo, int32_t hi) {                            \
+        for (int64_t i = 0; i < n; i++) {                                                                            \
+            float fa = (float)((int32_t)a[i] - za) * sa, fb = (float)((int32_t)b[i] - zb) * sb;                      \
+            y[i] = (uint8_t)nn_quantize_value(fa + fb, sc, zc, lo, hi);                                              \
+        }                                                                                                            \
     }
+QADD_CHUNK(qadd_uu, uint8_t, uint8_t)
+QADD_CHUNK(qadd_ss, int8_t, int8_t)
+QADD_CHUNK(qadd_su, int8_t, uint8_t)
+QADD_CHUNK(qadd_us, uint8_t, int8_t)
 
 static nn_status run_qadd(nn_call *c) {
     nn_status st = qadd_check(c);
     if (st != NN_OK) return st;
-    const void *pa = c->in[0].data, *pb = c->in[3].data;
+    const uint8_t *pa = c->in[0].data, *pb = c->in[3].data;
     float sa = *(const float *)c->in[1].data, sb = *(const float *)c->in[4].data, sc = *(const float *)c->in[6].data;
     int32_t za = nn_quant_zero(c, 2, 0), zb = nn_quant_zero(c, 5, 0), zc = nn_quant_zero(c, 7, 0);
     bool sa8 = c->in[0].dtype == NN_DTYPE_INT8, sb8 = c->in[3].dtype == NN_DTYPE_INT8;
@@ -317,11 +334,14 @@ static nn_status run_qadd(nn_call *c) {
     int64_t n = nn_tensor_elements(&c->in[0]), chunks = (n + 4095) / 4096;
 #pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
     for (int64_t t = 0; t < chunks; t++) {
-        int64_t i0 = t * 4096, i1 = i0 + 4096 < n ? i0 + 4096 : n;
-        if (!sa8 && !sb8) QADD_LOOP(uint8_t, uint8_t)
-        else if (sa8 && sb8) QADD_LOOP(int8_t, int8_t)
-        else if (sa8) QADD_LOOP(int8_t, uint8_t)
-        else QADD_LOOP(uint8_t, int8_t)
+        int64_t i0 = t * 4096, len = i0 + 4096 < n ? 4096 : n - i0;
+        if (!sa8 && !sb8) qadd_uu(pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
+        else if (sa8 && sb8)
+            qadd_ss((const int8_t *)pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
+        else if (sa8)
+            qadd_su((const int8_t *)pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
+        else
+            qadd_us(pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
     }
     return NN_OK;
 }

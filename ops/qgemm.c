@@ -67,7 +67,17 @@ static inline const uint8_t *b_row(const nn_qgemm *g, int64_t p, int64_t j0, int
 }
 
 /* Column panel pn of B as int8 (bytes of uint8 B flipped: b - 128), and each column's sum. */
-static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csum, int64_t pn) {
+/* Whether `isa` packs B with the AVX2 routine (same bytes as the loops below). */
+static bool simd_pack(nn_isa isa) {
+#if NN_HAVE_X86
+    return isa >= NN_ISA_AVX2 && nn_isa_supported(NN_ISA_AVX2);
+#else
+    (void)isa;
+    return false;
+#endif
+}
+
+static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csum, int64_t pn, bool simd) {
     uint8_t flip = g->b_signed ? 0 : 0x80;
     int8_t *dst = bp + pn * QG_NR * k4;
     int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
@@ -75,6 +85,12 @@ static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csu
     int32_t s[QG_NR] = {0};
     int64_t p0 = 0;
     uint8_t buf[4][QG_NR];
+#if NN_HAVE_X86
+    if (simd && nc == QG_NR && !g->b_gather && g->k >= 4) {
+        p0 = g->k / 4 * 4;
+        nn_qg_pack_b_avx2(g->b + j0, g->ldb, g->k / 4, flip, dst, s);
+    }
+#endif
     if (nc == QG_NR) /* whole panels, four rows at a time: fixed-size loops that vectorize */
         for (; p0 + 4 <= g->k; p0 += 4) {
             const uint8_t *r0 = b_row(g, p0, j0, nc, buf[0]), *r1 = b_row(g, p0 + 1, j0, nc, buf[1]),
@@ -111,7 +127,7 @@ void nn_qgemm_pack_b(const nn_qgemm *g, void *dst) {
     int64_t k4 = nn_round_up(g->k, 4), panels = nn_round_up(g->n, QG_NR) / QG_NR;
     int32_t *csum = (int32_t *)((uint8_t *)dst + nn_round_up(k4 * panels * QG_NR, 64));
     for (int64_t pn = 0; pn < panels; pn++)
-        pack_b_panel(g, k4, dst, csum, pn);
+        pack_b_panel(g, k4, dst, csum, pn, simd_pack(nn_isa_active()));
 }
 
 /* The portable kernel: the same sums the VNNI one makes, in uint32. */
@@ -258,6 +274,7 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
     }
     qg_tile_fn tile = tile_for(isa);
     qg_tile_q8_fn tile_q8 = NULL;
+    bool simd = simd_pack(isa);
 #if NN_HAVE_X86
     if (tile == nn_qg_tile_vnni512) tile_q8 = nn_qg_tile_vnni512_q8;
 #endif
@@ -269,7 +286,7 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
     if (pa == 0 && panels >= 4 * (int64_t)threads) {
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (g->m * g->n * g->k > NN_PAR_MIN)
         for (int64_t pn = 0; pn < panels; pn++) {
-            if (pb) pack_b_panel(g, k4, bp, csum, pn);
+            if (pb) pack_b_panel(g, k4, bp, csum, pn, simd);
             for (int64_t blk = 0; blk < blocks; blk++)
                 run_tile(g, tile, tile_q8, ap, bp, rsum, csum, k4, blk, pn);
         }
@@ -285,7 +302,7 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
             for (int64_t t = 0; t < pa + pb; t++) {
                 if (t < pa) pack_a_block(g, k4, ap, rsum, t);
                 else
-                    pack_b_panel(g, k4, bp, csum, t - pa);
+                    pack_b_panel(g, k4, bp, csum, t - pa, simd);
             }
         }
 #pragma omp for collapse(2) schedule(dynamic)

@@ -104,6 +104,40 @@ __attribute__((target("avx2"))) void nn_qg_tile_avx2(const uint8_t *a, const int
     }
 }
 
+/* B packing: 4 rows x 16 columns at a time, bytes interleaved with
+ * unpack steps (row pairs by byte, then pairs of pairs by 16 bits), which
+ * gives each column's 4 bytes in k order; column sums from PMADDUBSW with
+ * unsigned ones (pairs of int8, no saturation) and PMADDWD. */
+__attribute__((target("avx2"))) void nn_qg_pack_b_avx2(const uint8_t *b, int64_t ldb, int64_t groups, uint8_t flip,
+                                                        int8_t *dst, int32_t *s) {
+    __m128i fl = _mm_set1_epi8((char)flip), ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+    __m128i sum[8];
+    for (int i = 0; i < 8; i++)
+        sum[i] = _mm_setzero_si128();
+    for (int64_t q = 0; q < groups; q++, b += 4 * ldb, dst += QG_NR * 4)
+        for (int h = 0; h < 2; h++) {
+            __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + 16 * h)), fl);
+            __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + ldb + 16 * h)), fl);
+            __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + 2 * ldb + 16 * h)), fl);
+            __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + 3 * ldb + 16 * h)), fl);
+            __m128i a_lo = _mm_unpacklo_epi8(r0, r1), a_hi = _mm_unpackhi_epi8(r0, r1);
+            __m128i b_lo = _mm_unpacklo_epi8(r2, r3), b_hi = _mm_unpackhi_epi8(r2, r3);
+            __m128i o[4] = {_mm_unpacklo_epi16(a_lo, b_lo), _mm_unpackhi_epi16(a_lo, b_lo),
+                            _mm_unpacklo_epi16(a_hi, b_hi), _mm_unpackhi_epi16(a_hi, b_hi)};
+            for (int k = 0; k < 4; k++) {
+                _mm_storeu_si128((__m128i *)(dst + 64 * h + 16 * k), o[k]);
+                __m128i pair = _mm_maddubs_epi16(ones8, o[k]);
+                sum[4 * h + k] = _mm_add_epi32(sum[4 * h + k], _mm_madd_epi16(pair, ones16));
+            }
+        }
+    for (int i = 0; i < 8; i++) {
+        int32_t t[4];
+        _mm_storeu_si128((__m128i *)t, sum[i]);
+        for (int j = 0; j < 4; j++)
+            s[4 * i + j] += t[j];
+    }
+}
+
 /* 32-bit products of int16 values below 2^8 in magnitude: exact, and
  * VPMULLD keeps the low 32 bits as the portable loop does. */
 __attribute__((target("avx512f,avx512bw"))) void nn_qg_dw_tap_avx512(uint32_t *acc, const int16_t *src, int32_t w,

@@ -90,6 +90,8 @@ static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csu
         p0 = g->k / 4 * 4;
         nn_qg_pack_b_avx2(g->b + j0, g->ldb, g->k / 4, flip, dst, s);
     }
+#else
+    (void)simd;
 #endif
     if (nc == QG_NR) /* whole panels, four rows at a time: fixed-size loops that vectorize */
         for (; p0 + 4 <= g->k; p0 += 4) {

@@ -67,7 +67,17 @@ static inline const uint8_t *b_row(const nn_qgemm *g, int64_t p, int64_t j0, int
 }
 
 /* Column panel pn of B as int8 (bytes of uint8 B flipped: b - 128), and each column's sum. */
-static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csum, int64_t pn) {
+/* Whether `isa` packs B with the AVX2 routine (same bytes as the loops below). */
+static bool simd_pack(nn_isa isa) {
+#if NN_HAVE_X86
+    return isa >= NN_ISA_AVX2 && nn_isa_supported(NN_ISA_AVX2);
+#else
+    (void)isa;
+    return false;
+#endif
+}
+
+static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csum, int64_t pn, bool simd) {
     uint8_t flip = g->b_signed ? 0 : 0x80;
     int8_t *dst = bp + pn * QG_NR * k4;
     int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
@@ -75,6 +85,14 @@ static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csu
     int32_t s[QG_NR] = {0};
     int64_t p0 = 0;
     uint8_t buf[4][QG_NR];
+#if NN_HAVE_X86
+    if (simd && nc == QG_NR && !g->b_gather && g->k >= 4) {
+        p0 = g->k / 4 * 4;
+        nn_qg_pack_b_avx2(g->b + j0, g->ldb, g->k / 4, flip, dst, s);
+    }
+#else
+    (void)simd;
+#endif
     if (nc == QG_NR) /* whole panels, four rows at a time: fixed-size loops that vectorize */
         for (; p0 + 4 <= g->k; p0 += 4) {
             const uint8_t *r0 = b_row(g, p0, j0, nc, buf[0]), *r1 = b_row(g, p0 + 1, j0, nc, buf[1]),
@@ -111,7 +129,7 @@ void nn_qgemm_pack_b(const nn_qgemm *g, void *dst) {
     int64_t k4 = nn_round_up(g->k, 4), panels = nn_round_up(g->n, QG_NR) / QG_NR;
     int32_t *csum = (int32_t *)((uint8_t *)dst + nn_round_up(k4 * panels * QG_NR, 64));
     for (int64_t pn = 0; pn < panels; pn++)
-        pack_b_panel(g, k4, dst, csum, pn);
+        pack_b_panel(g, k4, dst, csum, pn, simd_pack(nn_isa_active()));
 }
 
 /* The portable kernel: the same sums the VNNI one makes, in uint32. */
@@ -141,6 +159,21 @@ static qg_tile_fn tile_for(nn_isa isa) {
     return tile_scalar;
 }
 
+static void dw_tap_scalar(uint32_t *acc, const int16_t *src, int32_t w, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += (uint32_t)((int32_t)src[i] * w);
+}
+
+qg_dw_tap_fn nn_qg_dw_tap_for(nn_isa isa) {
+#if NN_HAVE_X86
+    if (isa >= NN_ISA_AVX512 && nn_isa_supported(NN_ISA_AVX512)) return nn_qg_dw_tap_avx512;
+    if (isa >= NN_ISA_AVX2 && nn_isa_supported(NN_ISA_AVX2)) return nn_qg_dw_tap_avx2;
+#else
+    (void)isa;
+#endif
+    return dw_tap_scalar;
+}
+
 bool nn_qgemm_has_kernel(nn_isa isa) { return tile_for(isa) != tile_scalar; }
 
 const char *nn_qgemm_kernel_name(void) {
@@ -154,10 +187,8 @@ const char *nn_qgemm_kernel_name(void) {
 
 /* Tile (blk, pn): the kernel's raw sums, the zero-point correction, then C
  * or the requantized bytes. */
-static void run_tile(const nn_qgemm *g, qg_tile_fn tile, const uint8_t *ap, const int8_t *bp, const int32_t *rsum,
-                     const int32_t *csum, int64_t k4, int64_t blk, int64_t pn) {
-    int32_t acc[QG_MR * QG_NR];
-    tile(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, k4 / 4, acc);
+static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, const uint8_t *ap, const int8_t *bp,
+                     const int32_t *rsum, const int32_t *csum, int64_t k4, int64_t blk, int64_t pn) {
     /* the zero points, moved with the flips (qgemm.h) */
     uint32_t oa = g->a_signed ? 128u : 0u, ob = g->b_signed ? 0u : 128u, kk = (uint32_t)g->k;
     /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
@@ -167,7 +198,33 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, const uint8_t *ap, cons
         zb[cc] = (g->zb ? (uint32_t)g->zb[g->zb_per_col && cc < nc ? j0 + cc : 0] : 0u) - ob;
         cs[cc] = (uint32_t)csum[j0 + cc];
     }
+    float mu_col[QG_NR];
+    if (tile_q8 && g->out8 && g->out8->per_col)
+        for (int cc = 0; cc < QG_NR; cc++)
+            mu_col[cc] = cc < nc ? g->out8->mult[j0 + cc] : 0.0f;
     const nn_qgemm_out8 *o = g->out8;
+    if (tile_q8 && o) { /* the kernel requantizes from its registers */
+        qg_epi e = {.zb = zb, .cs = cs, .cols = (int)nc, .zp = o->zp, .lo = o->lo, .hi = o->hi};
+        uint32_t bias_col[QG_NR];
+        if (o->per_col) {
+            for (int cc = 0; cc < QG_NR; cc++)
+                bias_col[cc] = o->bias && cc < nc ? (uint32_t)o->bias[j0 + cc] : 0u;
+            e.mu_col = mu_col;
+            e.bias_col = bias_col;
+        }
+        for (int r = 0; r < QG_MR && blk * QG_MR + r < g->m; r++, e.rows++) {
+            int64_t i = blk * QG_MR + r;
+            e.za[r] = (g->za ? (uint32_t)g->za[g->za_per_row ? i : 0] : 0u) + oa;
+            e.rs[r] = (uint32_t)rsum[i] - kk * e.za[r];
+            e.mu[r] = o->per_col ? 0.0f : o->mult[i];
+            e.bias[r] = !o->per_col && o->bias ? (uint32_t)o->bias[i] : 0u;
+            e.y[r] = o->y + i * o->ldy + j0;
+        }
+        tile_q8(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, k4 / 4, &e);
+        return;
+    }
+    int32_t acc[QG_MR * QG_NR];
+    tile(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, k4 / 4, acc);
     for (int r = 0; r < QG_MR; r++) {
         int64_t i = blk * QG_MR + r;
         if (i >= g->m) break;
@@ -180,20 +237,23 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, const uint8_t *ap, cons
                 crow[cc] = (int32_t)(a_row[cc] - zb[cc] * rs - za * cs[cc]);
             continue;
         }
-        /* two loops without branches inside, so that each vectorizes */
-        uint8_t *yrow = o->y + i * o->ldy + j0;
+        /* two loops without branches inside, so that each vectorizes; o's
+         * fields read into locals first, since a byte store may alias them */
+        uint8_t *restrict yrow = o->y + i * o->ldy + j0;
+        int32_t zp = o->zp, lo = o->lo, hi = o->hi;
         if (!o->per_col) {
             float mu = o->mult[i];
             uint32_t bi = o->bias ? (uint32_t)o->bias[i] : 0u;
             for (int64_t cc = 0; cc < nc; cc++) {
                 uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + bi;
-                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu, o->zp, o->lo, o->hi);
+                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu, zp, lo, hi);
             }
         } else {
             const float *mu = o->mult + j0;
+            const int32_t *bias = o->bias;
             for (int64_t cc = 0; cc < nc; cc++) {
-                uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + (o->bias ? (uint32_t)o->bias[j0 + cc] : 0u);
-                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu[cc], o->zp, o->lo, o->hi);
+                uint32_t v = a_row[cc] - zb[cc] * rs - za * cs[cc] + (bias ? (uint32_t)bias[j0 + cc] : 0u);
+                yrow[cc] = (uint8_t)nn_qgemm_requantize((int32_t)v, mu[cc], zp, lo, hi);
             }
         }
     }
@@ -215,6 +275,11 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
         csum = (int32_t *)((uint8_t *)bp + nn_round_up(k4 * np, 64));
     }
     qg_tile_fn tile = tile_for(isa);
+    qg_tile_q8_fn tile_q8 = NULL;
+    bool simd = simd_pack(isa);
+#if NN_HAVE_X86
+    if (tile == nn_qg_tile_vnni512) tile_q8 = nn_qg_tile_vnni512_q8;
+#endif
     int64_t pa = g->a_packed ? 0 : blocks, pb = g->b_packed ? 0 : panels;
     /* With A packed already and panels enough to share: each thread packs
      * a panel of B and runs every row block against it while it is in
@@ -223,9 +288,9 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
     if (pa == 0 && panels >= 4 * (int64_t)threads) {
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (g->m * g->n * g->k > NN_PAR_MIN)
         for (int64_t pn = 0; pn < panels; pn++) {
-            if (pb) pack_b_panel(g, k4, bp, csum, pn);
+            if (pb) pack_b_panel(g, k4, bp, csum, pn, simd);
             for (int64_t blk = 0; blk < blocks; blk++)
-                run_tile(g, tile, ap, bp, rsum, csum, k4, blk, pn);
+                run_tile(g, tile, tile_q8, ap, bp, rsum, csum, k4, blk, pn);
         }
         return;
     }
@@ -239,13 +304,13 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
             for (int64_t t = 0; t < pa + pb; t++) {
                 if (t < pa) pack_a_block(g, k4, ap, rsum, t);
                 else
-                    pack_b_panel(g, k4, bp, csum, t - pa);
+                    pack_b_panel(g, k4, bp, csum, t - pa, simd);
             }
         }
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t pn = 0; pn < panels; pn++)
             for (int64_t blk = 0; blk < blocks; blk++)
-                run_tile(g, tile, ap, bp, rsum, csum, k4, blk, pn);
+                run_tile(g, tile, tile_q8, ap, bp, rsum, csum, k4, blk, pn);
     }
 }
 

@@ -12,9 +12,45 @@ enum { QG_MR = 6, QG_NR = 32 };
 
 typedef void (*qg_tile_fn)(const uint8_t *a, const int8_t *b, int64_t groups, int32_t *acc);
 
+/* What a tile's requantizing epilogue needs (qgemm.c run_tile): per valid
+ * row r (rows of them), the correction rs[r] (row sum less k * za) and
+ * za[r], the multiplier and bias of the row (mu_col NULL) or of each
+ * column (mu_col, bias_col: 32 each), and the destination bytes; per
+ * column zb and csum; cols valid columns.  The result is
+ *     y = requantize(acc - zb[c] * rs[r] - za[r] * cs[c] + bias)
+ * as nn_qgemm_requantize computes it. */
+typedef struct qg_epi {
+    const uint32_t *zb, *cs;
+    uint32_t rs[QG_MR], za[QG_MR], bias[QG_MR];
+    float mu[QG_MR];
+    const float *mu_col;
+    const uint32_t *bias_col;
+    uint8_t *y[QG_MR];
+    int rows, cols;
+    int32_t zp, lo, hi;
+} qg_epi;
+
+typedef void (*qg_tile_q8_fn)(const uint8_t *a, const int8_t *b, int64_t groups, const qg_epi *e);
+
+/* Pack `groups` groups of 4 rows of a whole 32-column B panel (rows ldb
+ * bytes apart, from b) into dst as pack_b_panel lays them out, each byte
+ * xor flip, adding each column's sum of the int8 values to s[32]. */
+typedef void (*qg_pack_b_fn)(const uint8_t *b, int64_t ldb, int64_t groups, uint8_t flip, int8_t *dst, int32_t *s);
+
+/* One tap of the int8 depthwise conv (qlinear.c): acc[i] += src[i] * w for
+ * i < n, each product exact in int32 (|src|, |w| <= 255), the sums wrapping
+ * modulo 2^32. */
+typedef void (*qg_dw_tap_fn)(uint32_t *acc, const int16_t *src, int32_t w, int64_t n);
+
 #if NN_HAVE_X86
 void nn_qg_tile_vnni512(const uint8_t *a, const int8_t *b, int64_t groups, int32_t *acc);
 void nn_qg_tile_avx2(const uint8_t *a, const int8_t *b, int64_t groups, int32_t *acc);
+void nn_qg_tile_vnni512_q8(const uint8_t *a, const int8_t *b, int64_t groups, const qg_epi *e);
+void nn_qg_pack_b_avx2(const uint8_t *b, int64_t ldb, int64_t groups, uint8_t flip, int8_t *dst, int32_t *s);
+void nn_qg_dw_tap_avx512(uint32_t *acc, const int16_t *src, int32_t w, int64_t n);
+void nn_qg_dw_tap_avx2(uint32_t *acc, const int16_t *src, int32_t w, int64_t n);
 #endif
+/* The depthwise tap for `isa` on this CPU (qgemm.c). */
+qg_dw_tap_fn nn_qg_dw_tap_for(nn_isa isa);
 
 #endif

@@ -17,12 +17,14 @@
  * channel; b per tensor or per column.  Other layouts (a per-row a_zero_point,
  * batched b scales) are refused. */
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "geom.h"
 #include "op.h"
 #include "qgemm.h"
+#include "qgemm_kernel.h"
 #include "quant.h"
 #include "window.h"
 
@@ -243,18 +245,15 @@ static nn_status qconv_infer(nn_call *c, const qio *io) {
     return NN_OK;
 }
 
-/* Scratch: the im2col bytes, int32 accumulators (QLinearConv), the GEMM's packing. */
-static size_t qconv_workspace_of(const nn_call *c, const qio *io) {
-    nn_conv_geom g;
-    if (qconv_resolve(c, io, &g) != NN_OK) return 0;
-    int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
-    size_t gemm = nn_qgemm_workspace(mg, g.out_size, kdim);
-    if (gemm == SIZE_MAX) return SIZE_MAX;
-    int64_t col, acc, total; /* sizes are below 2^31 each (qconv_resolve): the products fit, their sum is checked */
-    col = qconv_pointwise(&g) ? 0 : nn_round_up(kdim * g.out_size, 64);
-    acc = nn_round_up(g.out_ch, 16) * 8; /* per-channel zero points and multipliers */
-    if (__builtin_add_overflow(col, acc, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
-    return (size_t)total + gemm;
+/* dst[o] = src[o * stride]; stride 2 (ResNet's strided convs) on its own,
+ * a loop the compiler vectorizes with restrict operands. */
+static void gather_strided(uint8_t *restrict dst, const uint8_t *restrict src, int64_t n, int64_t stride) {
+    if (stride == 2)
+        for (int64_t o = 0; o < n; o++)
+            dst[o] = src[2 * o];
+    else
+        for (int64_t o = 0; o < n; o++)
+            dst[o] = src[o * stride];
 }
 
 /* col[(ci * K + kk) * P + pos] = x at the tap, or `pad` outside the plane. */
@@ -285,8 +284,7 @@ static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, ui
                 memset(dst, pad, (size_t)lo);
                 if (g->stride[1] == 1) memcpy(dst + lo, src + lo, (size_t)(hi - lo));
                 else
-                    for (int64_t o = lo; o < hi; o++)
-                        dst[o] = src[o * g->stride[1]];
+                    gather_strided(dst + lo, src + lo * g->stride[1], hi - lo, g->stride[1]);
                 memset(dst + hi, pad, (size_t)(ow - hi));
             }
             continue;
@@ -326,7 +324,108 @@ typedef struct qdw {
     bool wz_per;
     const nn_qgemm_out8 *o8; /* mult / bias for all channels; y for the whole output; NULL: int32 */
     int32_t *out32;
+    uint8_t *scratch; /* qdw_scratch bytes per thread; NULL: qconv_depthwise_plane */
+    qg_dw_tap_fn tap;
 } qdw;
+
+/* The depthwise conv over phase planes.  With strides s0 x s1, the padded
+ * input is split into s0 * s1 planes, plane (a, b) holding padded rows
+ * r * s0 + a and columns c * s1 + b as int16, less x's zero point (padding:
+ * 0), each hp x wp.  Tap (kh, kw) then reads plane ((kh*d0) % s0, (kw*d1) % s1)
+ * at a fixed offset from output position (oh, ow) taken as oh * wp + ow:
+ * one contiguous run of OH * wp sums per tap for the whole output plane,
+ * whatever its width (7x7 planes included), with no bounds inside.  The
+ * columns from OW to wp are computed and dropped. */
+typedef struct qdw_layout {
+    int64_t hp, wp, plane, acc_elems;
+    size_t bytes; /* per thread: the planes, then the uint32 sums */
+} qdw_layout;
+
+enum { QDW_SCRATCH_MAX = 4 << 20 };
+
+/* false: too large for per-thread scratch (the row-wise path runs). */
+static bool qdw_scratch(const nn_conv_geom *g, qdw_layout *l) {
+    int64_t s0 = g->stride[0], s1 = g->stride[1];
+    l->hp = g->out[0] + (g->kernel[0] - 1) * g->dilation[0] / s0;
+    l->wp = g->out[1] + (g->kernel[1] - 1) * g->dilation[1] / s1;
+    int64_t planes, acc;
+    if (__builtin_mul_overflow(l->hp, l->wp, &l->plane) || __builtin_mul_overflow(l->plane, s0 * s1, &planes) ||
+        __builtin_mul_overflow(g->out[0], l->wp, &acc) || planes > QDW_SCRATCH_MAX || acc > QDW_SCRATCH_MAX)
+        return false;
+    l->acc_elems = acc;
+    int64_t bytes = nn_round_up(planes * 2, 64) + nn_round_up(acc * 4, 64);
+    l->bytes = (size_t)bytes;
+    return bytes <= QDW_SCRATCH_MAX;
+}
+
+static void qdw_plane_phased(const qdw *d, const qdw_layout *l, int64_t t, uint8_t *scratch) {
+    const nn_conv_geom *g = d->g;
+    int64_t ch = t % g->out_ch, s0 = g->stride[0], s1 = g->stride[1], ih_n = g->in[0], iw_n = g->in[1];
+    int64_t oh_n = g->out[0], ow_n = g->out[1], hp = l->hp, wp = l->wp;
+    int16_t *restrict ph = (int16_t *)scratch;
+    uint32_t *acc = (uint32_t *)(scratch + nn_round_up(l->plane * s0 * s1 * 2, 64));
+    const uint8_t *plane = d->x + t * g->in_size;
+    int32_t xz = d->xz;
+    for (int64_t a = 0; a < s0; a++)
+        for (int64_t b = 0; b < s1; b++) {
+            int16_t *restrict dst = ph + (a * s1 + b) * l->plane;
+            /* columns c with c * s1 + b - pad inside the row: one range */
+            int64_t lo, hi;
+            nn_valid_range(b - g->pad[1], s1, iw_n, wp, &lo, &hi);
+            if (hi < lo) hi = lo;
+            for (int64_t r = 0; r < hp; r++, dst += wp) {
+                int64_t ih = r * s0 + a - g->pad[0];
+                if (ih < 0 || ih >= ih_n) {
+                    memset(dst, 0, (size_t)wp * 2);
+                    continue;
+                }
+                const uint8_t *src = plane + ih * iw_n + b - g->pad[1];
+                for (int64_t c = 0; c < lo; c++)
+                    dst[c] = 0;
+                if (d->x_signed)
+                    for (int64_t c = lo; c < hi; c++)
+                        dst[c] = (int16_t)((int32_t)(int8_t)src[c * s1] - xz);
+                else if (s1 == 1) /* contiguous: vectorizes */
+                    for (int64_t c = lo; c < hi; c++)
+                        dst[c] = (int16_t)((int32_t)src[c] - xz);
+                else
+                    for (int64_t c = lo; c < hi; c++)
+                        dst[c] = (int16_t)((int32_t)src[c * s1] - xz);
+                for (int64_t c = hi; c < wp; c++)
+                    dst[c] = 0;
+            }
+        }
+    int64_t n = (oh_n - 1) * wp + ow_n; /* the last row's dropped columns are not needed */
+    memset(acc, 0, (size_t)n * 4);
+    const uint8_t *wk = d->w + ch * g->kernel_size;
+    int32_t wzv = d->wz[d->wz_per ? ch : 0];
+    for (int64_t kh = 0; kh < g->kernel[0]; kh++)
+        for (int64_t kw = 0; kw < g->kernel[1]; kw++) {
+            uint8_t wb = wk[kh * g->kernel[1] + kw];
+            int32_t wv = (d->w_signed ? (int32_t)(int8_t)wb : (int32_t)wb) - wzv;
+            int64_t dh = kh * g->dilation[0], dw = kw * g->dilation[1];
+            const int16_t *src = ph + ((dh % s0) * s1 + dw % s1) * l->plane + (dh / s0) * wp + dw / s1;
+            if (wv) d->tap(acc, src, wv, n);
+        }
+    int64_t P = g->out_size;
+    for (int64_t oh = 0; oh < oh_n; oh++) {
+        const uint32_t *ar = acc + oh * wp;
+        int64_t at = t * P + oh * ow_n;
+        if (!d->o8) {
+            for (int64_t o = 0; o < ow_n; o++)
+                d->out32[at + o] = (int32_t)ar[o];
+            continue;
+        }
+        /* locals, since the byte stores may alias o8's fields: the loop then vectorizes */
+        const nn_qgemm_out8 *o8 = d->o8;
+        float mu = o8->mult[ch];
+        uint32_t bi = o8->bias ? (uint32_t)o8->bias[ch] : 0u;
+        int32_t zp = o8->zp, lo = o8->lo, hi = o8->hi;
+        uint8_t *restrict y = o8->y + at;
+        for (int64_t o = 0; o < ow_n; o++)
+            y[o] = (uint8_t)nn_qgemm_requantize((int32_t)(ar[o] + bi), mu, zp, lo, hi);
+    }
+}
 
 enum { QDW_CHUNK = 256 };
 
@@ -378,6 +477,23 @@ static void qconv_depthwise_plane(const qdw *d, int64_t t) {
         }
 }
 
+/* Scratch: the im2col bytes, int32 accumulators (QLinearConv), the GEMM's packing. */
+static size_t qconv_workspace_of(const nn_call *c, const qio *io) {
+    nn_conv_geom g;
+    if (qconv_resolve(c, io, &g) != NN_OK) return 0;
+    int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
+    size_t gemm = nn_qgemm_workspace(mg, g.out_size, kdim);
+    if (gemm == SIZE_MAX) return SIZE_MAX;
+    int64_t col, acc, total; /* sizes are below 2^31 each (qconv_resolve): the products fit, their sum is checked */
+    col = qconv_pointwise(&g) ? 0 : nn_round_up(kdim * g.out_size, 64);
+    acc = nn_round_up(g.out_ch, 16) * 8; /* per-channel zero points and multipliers */
+    if (__builtin_add_overflow(col, acc, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
+    qdw_layout l;
+    if (qconv_depthwise2d(&g) && qdw_scratch(&g, &l)) /* the phase planes, one set per thread, instead of the GEMM's */
+        return (size_t)total + l.bytes * (size_t)(c->threads > 0 ? c->threads : 1);
+    return (size_t)total + gemm;
+}
+
 static nn_status qconv_run(nn_call *c, const qio *io) {
     nn_conv_geom g;
     bool w_per;
@@ -417,9 +533,17 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
         qdw d = {&g,   x, w, c->in[io->x].dtype == NN_DTYPE_INT8, w_signed, xz, wzs, za_rows, q8 ? &o8 : NULL,
                  c->out[0].data};
         int64_t planes = g.batch * g.out_ch;
+        qdw_layout l;
+        if (qdw_scratch(&g, &l)) {
+            d.scratch = gemm_ws;
+            d.tap = nn_qg_dw_tap_for(nn_isa_active());
+        }
 #pragma omp parallel for schedule(dynamic) num_threads(c->threads) if (planes * P * g.kernel_size > NN_PAR_MIN)
-        for (int64_t t = 0; t < planes; t++)
-            qconv_depthwise_plane(&d, t);
+        for (int64_t t = 0; t < planes; t++) {
+            if (d.scratch) qdw_plane_phased(&d, &l, t, d.scratch + l.bytes * (size_t)omp_get_thread_num());
+            else
+                qconv_depthwise_plane(&d, t);
+        }
         return NN_OK;
     }
     for (int64_t n = 0; n < g.batch; n++)

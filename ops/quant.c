@@ -12,6 +12,7 @@
  * rest) are in ops/qlinear.c and share nn_quantize_value. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "op.h"
 #include "quant.h"
@@ -98,6 +99,15 @@ static nn_status infer_quantize(nn_call *c) {
     return NN_OK;
 }
 
+/* A run of QuantizeLinear, its operands as arguments so that the loop
+ * vectorizes (inside an OpenMP region, the byte stores might alias the
+ * region's shared variables). */
+static void quantize_chunk(const float *restrict x, uint8_t *restrict y, int64_t n, float sc, int32_t zp, int32_t lo,
+                           int32_t hi) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
+}
+
 static nn_status run_quantize(nn_call *c) {
     const qdq_params *p = c->params;
     nn_quant_view v;
@@ -108,12 +118,12 @@ static nn_status run_quantize(nn_call *c) {
     int32_t lo = sgn ? -128 : 0, hi = sgn ? 127 : 255;
     uint8_t *y = c->out[0].data;
     if (v.len == 1) { /* per tensor: one flat loop, so that all threads share it */
-        int64_t n = v.outer * v.inner;
+        int64_t n = v.outer * v.inner, chunks = (n + 4095) / 4096;
         float sc = s[0];
         int32_t zp = nn_quant_zero(c, 2, 0);
 #pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
+        for (int64_t t = 0; t < chunks; t++)
+            quantize_chunk(x + t * 4096, y + t * 4096, n - t * 4096 < 4096 ? n - t * 4096 : 4096, sc, zp, lo, hi);
         return NN_OK;
     }
     int64_t rows = v.outer * v.len;
@@ -122,8 +132,7 @@ static nn_status run_quantize(nn_call *c) {
         int64_t a = r % v.len;
         float sc = s[a];
         int32_t zp = nn_quant_zero(c, 2, a);
-        for (int64_t i = r * v.inner; i < (r + 1) * v.inner; i++)
-            y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
+        quantize_chunk(x + r * v.inner, y + r * v.inner, v.inner, sc, zp, lo, hi);
     }
     return NN_OK;
 }
@@ -250,3 +259,97 @@ const nn_op_desc nn_op_DynamicQuantizeLinear = {.name = "DynamicQuantizeLinear",
                                                 .max_outputs = 3,
                                                 .infer = infer_dynquant,
                                                 .run = run_dynquant};
+
+/* ---- QLinearAdd: the quantized residual Add (fuse_qdq makes it from
+ *      DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear).
+ *      Inputs as ONNX Runtime's com.microsoft op: A, A_scale, A_zero_point,
+ *      B, B_scale, B_zero_point, C_scale, C_zero_point, all per tensor, A
+ *      and B of one shape.  It computes what the three nodes compute in
+ *      float, operation for operation,
+ *          y = saturate(round_half_even((float(a - za) * sa + float(b - zb) * sb) / sc) + zc),
+ *      so the rewrite changes no output bit; it only skips writing and
+ *      reading the float tensors (and ONNX Runtime's fixed-point variant
+ *      is not copied). */
+
+static nn_status qadd_check(nn_call *c) {
+    const nn_tensor *a = &c->in[0], *b = &c->in[3];
+    for (int i = 0; i < 8; i++) {
+        bool zero = i == 2 || i == 5 || i == 7, data = i == 0 || i == 3;
+        const nn_tensor *t = &c->in[i];
+        if (!nn_present(c, i)) return nn_call_error(c, NN_ERR_INVALID, "input %d is missing", i);
+        if (data) {
+            if (t->dtype != NN_DTYPE_UINT8 && t->dtype != NN_DTYPE_INT8)
+                return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d has dtype %s (uint8 or int8 only)", i,
+                                     nn_dtype_name(t->dtype));
+            continue;
+        }
+        if (nn_tensor_elements(t) != 1 || t->ndim > 1)
+            return nn_call_error(c, NN_ERR_UNSUPPORTED, "input %d must be one value (per tensor)", i);
+        if (!zero && t->dtype != NN_DTYPE_FLOAT)
+            return nn_call_error(c, NN_ERR_INVALID, "scale (input %d) must be float, got %s", i,
+                                 nn_dtype_name(t->dtype));
+        nn_dtype want = i == 2 ? a->dtype : i == 5 ? b->dtype : t->dtype;
+        if (zero && (t->dtype != want || (t->dtype != NN_DTYPE_UINT8 && t->dtype != NN_DTYPE_INT8)))
+            return nn_call_error(c, NN_ERR_INVALID, "zero point (input %d) has dtype %s, want its data's (8-bit)", i,
+                                 nn_dtype_name(t->dtype));
+    }
+    if (a->ndim != b->ndim || memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim))
+        return nn_call_error(c, NN_ERR_SHAPE, "A and B must have the same shape");
+    return NN_OK;
+}
+
+static nn_status infer_qadd(nn_call *c) {
+    nn_status st = qadd_check(c);
+    if (st != NN_OK) return st;
+    nn_tensor_set_shape(&c->out[0], c->in[7].dtype, c->in[0].ndim, c->in[0].dims);
+    return NN_OK;
+}
+
+/* One chunk of QLinearAdd, with its operands as arguments (not the shared
+ * variables of an OpenMP region, which the byte stores might alias), so
+ * that the loop vectorizes. */
+#define QADD_CHUNK(NAME, TA, TB)                                                                                     \
+    static void NAME(const TA *restrict a, const TB *restrict b, uint8_t *restrict y, int64_t n, float sa, int32_t za, \
+                     float sb, int32_t zb, float sc, int32_t zc, int32_t lo, int32_t hi) {                            \
+        for (int64_t i = 0; i < n; i++) {                                                                            \
+            float fa = (float)((int32_t)a[i] - za) * sa, fb = (float)((int32_t)b[i] - zb) * sb;                      \
+            y[i] = (uint8_t)nn_quantize_value(fa + fb, sc, zc, lo, hi);                                              \
+        }                                                                                                            \
+    }
+QADD_CHUNK(qadd_uu, uint8_t, uint8_t)
+QADD_CHUNK(qadd_ss, int8_t, int8_t)
+QADD_CHUNK(qadd_su, int8_t, uint8_t)
+QADD_CHUNK(qadd_us, uint8_t, int8_t)
+
+static nn_status run_qadd(nn_call *c) {
+    nn_status st = qadd_check(c);
+    if (st != NN_OK) return st;
+    const uint8_t *pa = c->in[0].data, *pb = c->in[3].data;
+    float sa = *(const float *)c->in[1].data, sb = *(const float *)c->in[4].data, sc = *(const float *)c->in[6].data;
+    int32_t za = nn_quant_zero(c, 2, 0), zb = nn_quant_zero(c, 5, 0), zc = nn_quant_zero(c, 7, 0);
+    bool sa8 = c->in[0].dtype == NN_DTYPE_INT8, sb8 = c->in[3].dtype == NN_DTYPE_INT8;
+    bool sgn = c->out[0].dtype == NN_DTYPE_INT8;
+    int32_t lo = sgn ? -128 : 0, hi = sgn ? 127 : 255;
+    uint8_t *y = c->out[0].data;
+    int64_t n = nn_tensor_elements(&c->in[0]), chunks = (n + 4095) / 4096;
+#pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
+    for (int64_t t = 0; t < chunks; t++) {
+        int64_t i0 = t * 4096, len = i0 + 4096 < n ? 4096 : n - i0;
+        if (!sa8 && !sb8) qadd_uu(pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
+        else if (sa8 && sb8)
+            qadd_ss((const int8_t *)pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
+        else if (sa8)
+            qadd_su((const int8_t *)pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
+        else
+            qadd_us(pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
+    }
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_QLinearAdd = {.name = "QLinearAdd",
+                                     .min_inputs = 8,
+                                     .max_inputs = 8,
+                                     .min_outputs = 1,
+                                     .max_outputs = 1,
+                                     .infer = infer_qadd,
+                                     .run = run_qadd};

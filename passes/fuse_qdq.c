@@ -78,6 +78,40 @@ static bool bias_ok(const nn_graph *g, const nn_node *dq, const nn_node *dqx, co
     return true;
 }
 
+/* DQ(a), DQ(b) -> Add -> Q, all per tensor, a and b 8-bit of one known
+ * shape (no broadcasting), the Add's output read only by the Q: one
+ * QLinearAdd (ops/quant.c), which computes the same float expression
+ * without the float tensors between the nodes. */
+static nn_status fuse_add(nn_graph *g, int *uses, nn_node *add, int *rewrites) {
+    if (add->has_epilogue || add->has_prologue || add->n_in != 2 || add->n_out != 1) return NN_OK;
+    int y = add->out[0], qi = nn_sole_consumer(g, uses, y);
+    nn_node *q = qi >= 0 ? &g->nodes[qi] : NULL;
+    if (!q || q->op != NN_OP_QuantizeLinear || q->in[0] != y || !per_tensor(g, q)) return NN_OK;
+    nn_node *dq[2] = {dq_of(g, add->in[0]), dq_of(g, add->in[1])};
+    const nn_value *x[2];
+    for (int k = 0; k < 2; k++) {
+        if (!dq[k] || !per_tensor(g, dq[k])) return NN_OK;
+        x[k] = input_value(g, dq[k], 0);
+        if (!x[k] || !x[k]->shape_known || !int8_dtype(x[k]->t.dtype) ||
+            input_value(g, dq[k], 2)->t.dtype != x[k]->t.dtype)
+            return NN_OK;
+    }
+    if (x[0]->t.ndim != x[1]->t.ndim || memcmp(x[0]->t.dims, x[1]->t.dims, sizeof(int64_t) * (size_t)x[0]->t.ndim))
+        return NN_OK;
+    int ins[8] = {dq[0]->in[0], dq[0]->in[1], dq[0]->in[2], dq[1]->in[0], dq[1]->in[1], dq[1]->in[2], q->in[1], q->in[2]};
+    int *in = nn_arena_alloc(&g->meta, sizeof ins);
+    if (!in || !nn_node_set_params(g, add, NULL, 0)) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    memcpy(in, ins, sizeof ins);
+    for (int k = 0; k < 2; k++) /* a DQ read twice (a + a) loses both reads */
+        if (--uses[dq[k]->out[0]] == 0) dq[k]->op = -1;
+    add->in = in;
+    add->n_in = 8;
+    add->op = NN_OP_QLinearAdd;
+    nn_node_absorb(g, add, q, "DequantizeLinear->Add->QuantizeLinear");
+    (*rewrites)++;
+    return NN_OK;
+}
+
 static nn_status fuse_qdq(nn_model *m, int *rewrites) {
     nn_graph *g = &m->g;
     int *uses = nn_value_uses(g);
@@ -122,10 +156,13 @@ static nn_status fuse_qdq(nn_model *m, int *rewrites) {
         nn_node_absorb(g, conv, q, "DequantizeLinear->Conv->QuantizeLinear");
         (*rewrites)++;
     }
+    for (int i = 0; st == NN_OK && i < g->n_nodes; i++)
+        if (g->nodes[i].op == NN_OP_Add) st = fuse_add(g, uses, &g->nodes[i], rewrites);
     free(uses);
     nn_graph_compact(g);
     return st;
 }
 
-const nn_pass nn_pass_fuse_qdq = {"fuse_qdq", "run DequantizeLinear -> Conv -> QuantizeLinear as one QLinearConv",
+const nn_pass nn_pass_fuse_qdq = {"fuse_qdq",
+                                  "run DequantizeLinear -> Conv / Add -> QuantizeLinear as one QLinearConv / QLinearAdd",
                                   fuse_qdq};

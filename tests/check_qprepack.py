@@ -1,7 +1,8 @@
 """The integer ops with constant weights, which nn packs once at load:
 QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel)
-ConvInteger (pointwise), and depthwise QLinearConv / ConvInteger (summed
-directly, weights read as they are), built here with onnx.helper and run by nnrun
+ConvInteger (pointwise), and depthwise QLinearConv / ConvInteger (strided,
+dilated, uneven pads, 7x7 planes; summed directly over phase planes,
+weights read as they are), built here with onnx.helper and run by nnrun
 (fresh load, then from the plan cache, under each ISA given), against a
 reference computed here with numpy in 64-bit integers and ONNX Runtime's
 float32 requantization order.  Outputs must be equal, byte for byte.
@@ -132,11 +133,63 @@ def convinteger_depthwise():
     return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
 
 
+def dw_ref(x, w, xz, wz, strides, dilations, pads):
+    """Depthwise conv sums with per-axis strides, dilations and pads (top, left, bottom, right)."""
+    n, c, h, wd = x.shape
+    _, _, kh, kw = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
+    xp = np.pad(x.astype(np.int64) - xz, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh, ow = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1, (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    wi = w.astype(np.int64)[:, 0] - np.asarray(wz, dtype=np.int64).reshape(-1, 1, 1)
+    out = np.zeros((n, c, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i * dh:i * dh + sh * oh:sh, j * dw:j * dw + sw * ow:sw]
+            out += patch * wi[:, i, j].reshape(1, -1, 1, 1)
+    return out
+
+
+def qdepthwise_dilated():
+    """Strides 2 x 1, dilations 2 x 3, uneven pads, a 3 x 5 kernel, per-channel w zero points: the phase planes."""
+    x = rng.integers(0, 256, (2, 4, 13, 19), dtype=np.uint8)
+    w = rng.integers(-128, 128, (4, 1, 3, 5), dtype=np.int8)
+    xs, xz = np.float32(0.04), np.uint8(77)
+    ws = rng.uniform(0.001, 0.01, 4).astype(np.float32)
+    wz = rng.integers(-6, 7, 4).astype(np.int8)
+    ys, yz = np.float32(0.2), np.uint8(128)
+    bias = rng.integers(-3000, 3000, 4).astype(np.int32)
+    acc = dw_ref(x, w, int(xz), wz, (2, 1), (2, 3), (3, 2, 1, 4)) + bias.reshape(1, -1, 1, 1)
+    want = requant(acc, ((xs * ws) / ys).reshape(1, -1, 1, 1), int(yz), np.uint8)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"], group=4,
+                            strides=[2, 1], dilations=[2, 3], pads=[3, 2, 1, 4])
+    inits = [const("xs", xs), const("xz", xz), const("w", w), const("ws", ws), const("wz", wz), const("ys", ys),
+             const("yz", yz), const("bias", bias)]
+    return model(node, x, inits, np.uint8, want.shape), x, want
+
+
+def qdepthwise_7x7():
+    """MobileNet's last planes: 7 x 7, stride 1, 3 x 3; 40 channels."""
+    x = rng.integers(0, 256, (1, 40, 7, 7), dtype=np.uint8)
+    w = rng.integers(-127, 128, (40, 1, 3, 3), dtype=np.int8)
+    xs, xz = np.float32(0.02), np.uint8(0)
+    ws = rng.uniform(0.001, 0.01, 40).astype(np.float32)
+    wz = np.zeros(40, np.int8)
+    ys, yz = np.float32(0.05), np.uint8(0)
+    acc = dw_ref(x, w, int(xz), wz, (1, 1), (1, 1), (1, 1, 1, 1))
+    want = requant(acc, ((xs * ws) / ys).reshape(1, -1, 1, 1), int(yz), np.uint8)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], group=40,
+                            pads=[1, 1, 1, 1])
+    inits = [const("xs", xs), const("xz", xz), const("w", w), const("ws", ws), const("wz", wz), const("ys", ys),
+             const("yz", yz)]
+    return model(node, x, inits, np.uint8, want.shape), x, want
+
+
 def main():
     nnrun, work, isas = sys.argv[1], sys.argv[2], sys.argv[3:] or ["default"]
     os.makedirs(work, exist_ok=True)
     bad = 0
-    for make in (qmatmul, matmulinteger, qlinearconv, convinteger, qdepthwise, convinteger_depthwise):
+    for make in (qmatmul, matmulinteger, qlinearconv, convinteger, qdepthwise, convinteger_depthwise,
+                 qdepthwise_dilated, qdepthwise_7x7):
         m, x, want = make()
         name = make.__name__
         path, xin = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".x.npy")

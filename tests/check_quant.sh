@@ -6,7 +6,7 @@
 #
 # The QDQ models are made once into build/models/NAME_qdq.onnx (with 8 test
 # images, torch's fp32 logits for them and the output's quantization step),
-# again when models/quantize.py changes.  ONNX Runtime is onnxruntime-node in
+# again when models/quantize.py changes (NN_QUANT_DIR=DIR: into DIR instead).  ONNX Runtime is onnxruntime-node in
 # build/ort, as tools/bench uses it: installed with npm as tools/bench does
 # when node and npm are there; without node/npm, or when the install fails
 # (no network), the ORT comparison is skipped with a message and only the
@@ -19,6 +19,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 BUILD=${NN_BUILD:-build}
 DIR=build/models
+QDIR=${NN_QUANT_DIR:-$DIR}
 ORT_DIR=${NN_ORT_DIR:-$(pwd)/build/ort}
 ORT_VERSION=1.30.0
 ORT_TOL=${ORT_TOL:-0.03}
@@ -56,7 +57,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failed=0
 for name in $names; do
-    q=$DIR/${name}_qdq
+    q=$QDIR/${name}_qdq
     if [ ! -f "$q.onnx" ] || [ ! -f "$q.torch.npy" ] || [ models/quantize.py -nt "$q.onnx" ]; then
         $PY models/quantize.py "$DIR/$name.onnx" "$q.onnx" --calib 8 --test-inputs 8 --name "$name" >"$tmp/q.log" 2>&1 ||
             { echo "$name: FAIL  quantize.py: $(tail -n 1 "$tmp/q.log")"; failed=$((failed + 1)); continue; }

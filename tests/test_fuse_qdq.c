@@ -6,7 +6,8 @@
  * (the float path rounds its sums, the int8 one does not); and must stay
  * as it is when the bias scale is not x_scale * w_scale, when the Conv's
  * output is also a graph output, when no QuantizeLinear follows, and when
- * the pass is disabled by name. */
+ * the pass is disabled by name.  Then the same for DQ, DQ -> Add -> Q
+ * (QLinearAdd, bit for bit: test_add). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,103 @@ static float *run(nn_model *m) {
     return y;
 }
 
+
+/* ---- DQ(a), DQ(b) -> Add -> Q -> DQ: QLinearAdd, which must give the very
+ * bytes the unoptimized graph gives; and no rewrite when b broadcasts,
+ * when the Add's output is also a graph output, or when a Relu sits
+ * between the Add and the Q. */
+typedef enum add_variant { ADD_PLAIN, ADD_BROADCAST, ADD_IS_OUTPUT, ADD_RELU, ADD_SAME } add_variant;
+enum { AC = 3, AHW = 5, AYZ = 130 };
+static const float AYS = 0.025f; /* y spans [-3.25, 3.125], a + b [-3.68, 6.78] */
+
+static const char *build_add(builder *b, add_variant v) {
+    builder_init(b);
+    int64_t ad[4] = {1, AC, AHW, AHW}, bd[4] = {1, AC, 1, 1};
+    graph_input(b, "a", 4, ad);
+    graph_input(b, "b", 4, v == ADD_BROADCAST ? bd : ad);
+    graph_output(b, "y", 4, ad);
+    if (v == ADD_IS_OUTPUT) graph_output(b, "sum", 4, ad);
+    float as = 0.03f, bs = 0.011f, ys = AYS;
+    uint8_t az = 120, bz = 7, yz = AYZ;
+    float_init(b, "as", 0, NULL, 1, &as);
+    float_init(b, "bs", 0, NULL, 1, &bs);
+    float_init(b, "ys", 0, NULL, 1, &ys);
+    raw_init(b, "az", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &az, 1);
+    raw_init(b, "bz", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &bz, 1);
+    raw_init(b, "yz", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &yz, 1);
+    node_io(b, "QuantizeLinear", "q_a", 3, (const char *[]){"a", "as", "az"}, 1, (const char *[]){"a_q"});
+    node_io(b, "DequantizeLinear", "dq_a", 3, (const char *[]){"a_q", "as", "az"}, 1, (const char *[]){"a_dq"});
+    node_io(b, "QuantizeLinear", "q_b", 3, (const char *[]){"b", "bs", "bz"}, 1, (const char *[]){"b_q"});
+    node_io(b, "DequantizeLinear", "dq_b", 3, (const char *[]){"b_q", "bs", "bz"}, 1, (const char *[]){"b_dq"});
+    node(b, "Add", "add", "a_dq", v == ADD_SAME ? "a_dq" : "b_dq", "sum");
+    const char *act = "sum";
+    if (v == ADD_RELU) {
+        node(b, "Relu", "relu", "sum", NULL, "relu_out");
+        act = "relu_out";
+    }
+    node_io(b, "QuantizeLinear", "q_y", 3, (const char *[]){act, "ys", "yz"}, 1, (const char *[]){"y_q"});
+    node_io(b, "DequantizeLinear", "dq_y", 3, (const char *[]){"y_q", "ys", "yz"}, 1, (const char *[]){"y"});
+    static const char *files[] = {"qadd_plain.onnx", "qadd_bcast.onnx", "qadd_out.onnx", "qadd_relu.onnx",
+                                  "qadd_same.onnx"};
+    return save(b, files[v]);
+}
+
+/* y of an Add model on seeded inputs spanning past both ranges (caller frees) */
+static float *run_add(nn_model *m, add_variant v) {
+    static float a[AC * AHW * AHW], bv[AC * AHW * AHW];
+    uint32_t seed = 11;
+    for (int i = 0; i < AC * AHW * AHW; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        a[i] = -4.5f + 9.0f * (float)(seed >> 8) / (float)(1u << 24);
+        seed = seed * 1664525u + 1013904223u;
+        bv[i] = -0.5f + 3.5f * (float)(seed >> 8) / (float)(1u << 24);
+    }
+    nn_tensor in[2] = {{.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, AC, AHW, AHW}, .data = a},
+                       {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, AC, AHW, AHW}, .data = bv}};
+    if (v == ADD_BROADCAST) in[1].dims[2] = in[1].dims[3] = 1;
+    nn_tensor out[2] = {0};
+    int n_out = nn_output_count(m);
+    if (!CHECK(nn_predict(m, in, 2, out, n_out) == NN_OK, "predict: %s", nn_last_error())) return NULL;
+    float *y = malloc(sizeof(float) * AC * AHW * AHW);
+    memcpy(y, out[0].data, sizeof(float) * AC * AHW * AHW);
+    for (int k = 0; k < n_out; k++)
+        nn_tensor_release(&out[k]);
+    return y;
+}
+
+static void test_add(void) {
+    static const char *names[] = {"plain", "b broadcasts", "Add output is a graph output", "Relu between Add and Q",
+                                  "a + a"};
+    for (int v = ADD_PLAIN; v <= ADD_SAME; v++) {
+        check_set_case("fuse_qdq Add: %s", names[v]);
+        builder b;
+        const char *path = build_add(&b, (add_variant)v);
+        nn_model *ref = load(path, 0, NULL, NULL), *m = load(path, 1, "fuse_qdq", NULL);
+        if (ref && m) {
+            int want = v == ADD_PLAIN || v == ADD_SAME;
+            CHECK_EQ_INT("QLinearAdd nodes", want, count_op(m, NN_OP_QLinearAdd));
+            CHECK_EQ_INT("Add nodes", 1 - want, count_op(m, NN_OP_Add));
+            if (want) /* only the output's DQ is left (and b's, unread, in a + a) */
+                CHECK_EQ_INT("DequantizeLinear nodes", v == ADD_SAME ? 2 : 1, count_op(m, NN_OP_DequantizeLinear));
+            float *r = run_add(ref, (add_variant)v), *c = run_add(m, (add_variant)v);
+            if (r && c) {
+                int differ = 0, lo = 0, hi = 0;
+                for (int i = 0; i < AC * AHW * AHW; i++) {
+                    differ += memcmp(&r[i], &c[i], sizeof(float)) != 0;
+                    lo += r[i] <= -AYZ * AYS + 1e-6f, hi += r[i] >= (255 - AYZ) * AYS - 1e-6f;
+                }
+                CHECK_EQ_INT("outputs differing from the unoptimized graph's", 0, differ);
+                if (v == ADD_PLAIN) CHECK(lo > 0 && hi > 0, "inputs should saturate both ends (%d low, %d high)", lo, hi);
+            }
+            free(r);
+            free(c);
+        }
+        nn_free(ref);
+        nn_free(m);
+        builder_free(&b);
+    }
+}
+
 int main(void) {
     if (!mkdtemp(nn_test_dir)) {
         perror("mkdtemp");
@@ -172,6 +270,7 @@ int main(void) {
         }
         builder_free(&b);
     }
+    test_add();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", nn_test_dir);

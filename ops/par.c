@@ -118,6 +118,24 @@ int64_t nn_par_tasks(int64_t n, int64_t min_items, int threads) {
     return t < 1 ? 1 : t;
 }
 
+typedef struct ranges {
+    nn_par_range_fn fn;
+    void *ctx;
+    int64_t n, tasks;
+} ranges;
+
+static void range_task(void *ctx, int64_t t, int seat) {
+    const ranges *r = ctx;
+    int64_t lo, hi;
+    nn_par_range(r->n, r->tasks, t, &lo, &hi);
+    r->fn(r->ctx, lo, hi, seat);
+}
+
+void nn_par_for_range(int threads, int64_t n, int64_t min_items, nn_par_range_fn fn, void *ctx) {
+    ranges r = {.fn = fn, .ctx = ctx, .n = n, .tasks = nn_par_tasks(n, min_items, threads)};
+    nn_par_for(threads, r.tasks, range_task, &r);
+}
+
 /* ---- claiming */
 
 /* Claim a task of generation gen: its index, or -1 when none is left. */

@@ -38,6 +38,11 @@ static inline void nn_par_range(int64_t n, int64_t ntasks, int64_t t, int64_t *l
     *hi = *lo + n / ntasks + (t < n % ntasks ? 1 : 0);
 }
 
+/* nn_par_for over items [0, n) cut into nn_par_tasks(n, min_items,
+ * threads) ranges: fn(ctx, lo, hi, seat) for each. */
+typedef void (*nn_par_range_fn)(void *ctx, int64_t lo, int64_t hi, int seat);
+void nn_par_for_range(int threads, int64_t n, int64_t min_items, nn_par_range_fn fn, void *ctx);
+
 /* Whether calls run on the engine's workers (false: NN_PAR=omp). */
 int nn_par_uses_pool(void);
 

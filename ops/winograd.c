@@ -20,7 +20,7 @@
  * carries 16 channels throughout; the same code is compiled for AVX-512,
  * AVX2 and plain C and picked at run time. */
 #include <math.h>
-#include <omp.h>
+#include "par.h"
 #include <string.h>
 
 #include "epilogue.h"
@@ -453,6 +453,18 @@ size_t nn_winograd_workspace(const nn_winograd_shape *s, int threads) {
     return sizeof(float) * (size_t)pl.scratch * (size_t)(threads > 1 ? threads : 1);
 }
 
+typedef struct run_ctx {
+    job *j;
+    item_fn item;
+    float *ws;
+} run_ctx;
+
+/* Items are taken on demand (ops/par.h); each seat has its own scratch. */
+static void par_item(void *ctx, int64_t i, int seat) {
+    run_ctx *r = ctx;
+    r->item(r->j, i, r->ws + seat * r->j->pl.scratch);
+}
+
 nn_status nn_winograd_run(const nn_winograd_shape *s, const float *x, const void *prepared, const float *bias,
                           const nn_epilogue *e, const float *residual, float *y, void *workspace,
                           size_t workspace_size, int threads) {
@@ -466,9 +478,7 @@ nn_status nn_winograd_run(const nn_winograd_shape *s, const float *x, const void
         if ((size_t)nthr * (size_t)j.pl.scratch * sizeof(float) <= workspace_size) break;
     }
     if (nthr < 1) return NN_ERR_INTERNAL;
-    item_fn item = pick_item();
-    float *ws = workspace;
-#pragma omp parallel for num_threads(nthr) schedule(static, 1) if (nthr > 1)
-    for (int64_t i = 0; i < j.pl.items; i++) item(&j, i, ws + omp_get_thread_num() * j.pl.scratch);
+    run_ctx r = {.j = &j, .item = pick_item(), .ws = workspace};
+    nn_par_for(nthr, j.pl.items, par_item, &r);
     return NN_OK;
 }

@@ -416,14 +416,19 @@ static const double G[ALPHA][3] = {
     {0, 0, 1},
 };
 
-nn_status nn_winograd_prepare(const nn_winograd_shape *s, const float *w, void *prepared, int threads) {
-    if (!nn_winograd_supported(s)) return NN_ERR_UNSUPPORTED;
-    plan pl;
-    make_plan(s, 1, &pl);
-    float *u = prepared;
-    int64_t rows = s->group * pl.panels * pl.cg; /* (group, panel, input channel): 36 x PANEL values each */
-#pragma omp parallel for num_threads(threads) if (rows > 256)
-    for (int64_t i = 0; i < rows; i++) {
+typedef struct prep_job {
+    const float *w;
+    float *u;
+    const plan *pl;
+} prep_job;
+
+static void prep_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const prep_job *j = ctx;
+    const float *w = j->w;
+    float *u = j->u;
+    plan pl = *j->pl;
+    for (int64_t i = lo; i < hi; i++) {
         int64_t c = i % pl.cg, mp = i / pl.cg % pl.panels, g = i / (pl.cg * pl.panels);
         int64_t lanes = min64(PANEL, pl.mg - mp * PANEL);
         /* lane = output channel: the loops over lanes vectorize */
@@ -443,6 +448,16 @@ nn_status nn_winograd_prepare(const nn_winograd_shape *s, const float *w, void *
         for (int p = 0; p < NPOS; p++)
             memcpy(u + (((g * NPOS + p) * pl.panels + mp) * pl.cg + c) * PANEL, panel[p], sizeof panel[p]);
     }
+}
+
+nn_status nn_winograd_prepare(const nn_winograd_shape *s, const float *w, void *prepared, int threads) {
+    if (!nn_winograd_supported(s)) return NN_ERR_UNSUPPORTED;
+    plan pl;
+    make_plan(s, 1, &pl);
+    float *u = prepared;
+    int64_t rows = s->group * pl.panels * pl.cg; /* (group, panel, input channel): 36 x PANEL values each */
+    prep_job j = {.w = w, .u = u, .pl = &pl};
+    nn_par_for_range(rows > 256 ? threads : 1, rows, 1, prep_range, &j);
     return NN_OK;
 }
 

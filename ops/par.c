@@ -11,12 +11,17 @@
  *
  * Idle workers spin a while (NN_PAR_SPIN_US, default SPIN_US_DEFAULT) on
  * an epoch counter that every publication bumps, then sleep on it as a
- * futex; a caller whose last tasks are still running on workers spins, then
- * sleeps on the slot's `done` counter. */
+ * futex.  They spin with sched_yield, not pause: on a machine with more
+ * runnable threads than cores a pausing spinner takes the time slices the
+ * caller needs (docs/perf-notes.md, "Batch 1: tasks taken on demand");
+ * NN_PAR_SPIN_YIELD=0 pauses instead.  A caller whose last tasks are
+ * still running on workers spins, then sleeps on the slot's `done`
+ * counter. */
 #include "par.h"
 
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -93,10 +98,13 @@ static int64_t now_ns(void) {
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static int use_pool = 1;
 static int64_t spin_ns = SPIN_US_DEFAULT * 1000;
+static int spin_yield = 1;
 
 static void read_env(void) {
     const char *m = getenv("NN_PAR");
     if (m && strcmp(m, "omp") == 0) use_pool = 0;
+    const char *y = getenv("NN_PAR_SPIN_YIELD");
+    if (y && strcmp(y, "0") == 0) spin_yield = 0;
     const char *s = getenv("NN_PAR_SPIN_US");
     if (s && *s) {
         char *end;
@@ -197,6 +205,7 @@ static void *worker_main(void *arg) {
         for (int i = 0; !woke; i++) {
             if (atomic_load_explicit(&epoch, memory_order_relaxed) != seen) woke = true;
             else if ((i & 63) == 63 && now_ns() >= until) break;
+            else if (spin_yield) sched_yield();
             else cpu_relax();
         }
         if (woke) continue;

@@ -368,7 +368,9 @@ sanitize: | $(BUILD)/.deps-test
 # to it; one thread per model leaves only our own locking (and the plan cache) to check.
 TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 tsan: | $(BUILD)/.deps-test
-	$(MAKE) BUILD=$(BUILD)/tsan SANITIZE=thread $(BUILD)/tsan/tests/concurrency $(BUILD)/tsan/tests/test_api
+	$(MAKE) BUILD=$(BUILD)/tsan SANITIZE=thread $(BUILD)/tsan/tests/concurrency $(BUILD)/tsan/tests/test_api \
+	    $(BUILD)/tsan/tests/test_par
+	$(TSAN_ENV) $(BUILD)/tsan/tests/test_par
 	$(TSAN_ENV) $(BUILD)/tsan/tests/concurrency --threads 1
 	$(TSAN_ENV) $(BUILD)/tsan/tests/test_api
 

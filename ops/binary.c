@@ -12,6 +12,7 @@
 #include "epilogue.h"
 #include "half.h"
 #include "op.h"
+#include "par.h"
 
 #define TILE 8192     /* elements per parallel work item */
 #define MAX_IN 3
@@ -102,6 +103,30 @@ static void plan_tile(const ew_plan *p, char *out, const void *const *in, row_fn
     }
 }
 
+typedef struct tile_job {
+    const ew_plan *p;
+    char *dst;
+    const void *const *src;
+    row_fn row;
+    const ew_epilogue *epi;
+    int64_t per_row, width, rows;
+} tile_job;
+
+static void tile_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const tile_job *j = ctx;
+    const ew_plan *p = j->p;
+    for (int64_t t = lo; t < hi; t++) {
+        if (j->per_row > 1) {
+            int64_t j0 = t % j->per_row * j->width, j1 = j0 + j->width < p->inner ? j0 + j->width : p->inner;
+            plan_tile(p, j->dst, j->src, j->row, j->epi, t / j->per_row, t / j->per_row + 1, j0, j1);
+        } else {
+            int64_t r0 = t * j->rows, r1 = r0 + j->rows < p->outer ? r0 + j->rows : p->outer;
+            plan_tile(p, j->dst, j->src, j->row, j->epi, r0, r1, 0, p->inner);
+        }
+    }
+}
+
 /* out = row(in...) broadcast over out's shape, then the call's epilogue when
  * `fused` (FLOAT outputs only).  Work is cut into tiles of about TILE
  * elements: pieces of one long row, or runs of short rows. */
@@ -117,18 +142,9 @@ static void ew_apply(const nn_call *c, nn_tensor *out, const nn_tensor *const *i
     int64_t ntiles = per_row > 1 ? p.outer * per_row : (p.outer + rows - 1) / rows;
     const void *src[MAX_IN];
     for (int k = 0; k < nin; k++) src[k] = in[k]->data;
-    char *dst = out->data;
-
-#pragma omp parallel for num_threads(c->threads) if (total > NN_PAR_MIN && ntiles > 1)
-    for (int64_t t = 0; t < ntiles; t++) {
-        if (per_row > 1) {
-            int64_t j0 = t % per_row * width, j1 = j0 + width < p.inner ? j0 + width : p.inner;
-            plan_tile(&p, dst, src, row, &epi, t / per_row, t / per_row + 1, j0, j1);
-        } else {
-            int64_t r0 = t * rows, r1 = r0 + rows < p.outer ? r0 + rows : p.outer;
-            plan_tile(&p, dst, src, row, &epi, r0, r1, 0, p.inner);
-        }
-    }
+    tile_job j = {.p = &p, .dst = out->data, .src = src, .row = row, .epi = &epi, .per_row = per_row, .width = width,
+                  .rows = rows};
+    nn_par_for_range(total > NN_PAR_MIN && ntiles > 1 ? c->threads : 1, ntiles, 1, tile_range, &j);
 }
 
 /* ---- row kernels */

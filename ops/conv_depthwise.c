@@ -3,7 +3,7 @@
  * by plane size and ISA: channel-blocked for small planes, per plane
  * (rotated rows, a flat plane, stride-2 direct) for the others. */
 #include <limits.h>
-#include <omp.h>
+#include "par.h"
 #include <string.h>
 
 #include "act_x86.h"
@@ -496,6 +496,34 @@ T256 static void dw_block8_avx2(const dw_blocked *b, int k, int64_t nch, const f
         dw_block8(5, b, nch, x, w, bias, pixels, outs, y);
 }
 
+typedef struct dwb_job {
+    const conv_geom *g;
+    const dw_blocked *b;
+    float *scratch;
+    size_t per_thread;
+    int64_t ph, pw, groups;
+    const float *x, *w, *bias, *res;
+    float *y;
+    const nn_epilogue *e;
+    bool zeroed[NN_PAR_MAX_THREADS]; /* the seat's pads are zero */
+} dwb_job;
+
+static void dwb_task(void *ctx, int64_t t, int seat) {
+    dwb_job *j = ctx;
+    const conv_geom *g = j->g;
+    float *pixels = j->scratch + j->per_thread * (size_t)seat, *outs = pixels + j->ph * j->pw * DWB_LANES;
+    if (!j->zeroed[seat]) { /* the pads: blocks write the interior */
+        memset(pixels, 0, sizeof(float) * (size_t)(j->ph * j->pw * DWB_LANES));
+        j->zeroed[seat] = true;
+    }
+    int64_t n = t / j->groups, c0 = t % j->groups * DWB_LANES;
+    int64_t nch = g->out_ch - c0 < DWB_LANES ? g->out_ch - c0 : DWB_LANES, plane = n * g->out_ch + c0;
+    dw_block8_avx2(j->b, (int)g->kernel[0], nch, j->x + plane * g->in_size, j->w + c0 * g->kernel_size,
+                   j->bias ? j->bias + c0 : NULL, pixels, outs, j->y + plane * g->out_size);
+    nn_conv_epilogue(j->e, j->y + plane * g->out_size, j->res ? j->res + plane * g->out_size : NULL,
+                     nch * g->out_size);
+}
+
 /* One (image, 8 channels) block per task; g fits (dw_blocked_fits, which
  * gave ph and pw) and the workspace holds dw_blocked_bytes. */
 static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
@@ -513,23 +541,22 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
     float *scratch = (float *)((char *)workspace + dw_blocked_table_bytes(g));
     size_t per_thread = dw_blocked_thread_floats(g, ph, pw);
     int64_t groups = (g->out_ch + DWB_LANES - 1) / DWB_LANES, tasks = g->batch * groups;
-#pragma omp parallel num_threads(threads) if (tasks > 1 &&                                                             \
-                                              tasks * g->out_size * g->kernel_size * DWB_LANES > NN_PAR_MIN)
-    {
-        float *pixels = scratch + per_thread * (size_t)omp_get_thread_num(), *outs = pixels + ph * pw * DWB_LANES;
-        memset(pixels, 0, sizeof(float) * (size_t)(ph * pw * DWB_LANES)); /* the pads: blocks write the interior */
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < tasks; t++) {
-            int64_t n = t / groups, c0 = t % groups * DWB_LANES;
-            int64_t nch = g->out_ch - c0 < DWB_LANES ? g->out_ch - c0 : DWB_LANES, plane = n * g->out_ch + c0;
-            dw_block8_avx2(&b, (int)g->kernel[0], nch, x + plane * g->in_size, w + c0 * g->kernel_size,
-                           bias ? bias + c0 : NULL, pixels, outs, y + plane * g->out_size);
-            nn_conv_epilogue(e, y + plane * g->out_size, res ? res + plane * g->out_size : NULL, nch * g->out_size);
-        }
-    }
+    dwb_job j = {.g = g, .b = &b, .scratch = scratch, .per_thread = per_thread, .ph = ph, .pw = pw, .groups = groups,
+                 .x = x, .w = w, .bias = bias, .res = res, .y = y, .e = e};
+    nn_par_for(tasks * g->out_size * g->kernel_size * DWB_LANES > NN_PAR_MIN ? threads : 1, tasks, dwb_task, &j);
 }
 
 #endif
+
+/* What the per-plane kernels below share with their tasks. */
+typedef struct dw_job {
+    const conv_geom *g;
+    const float *x, *w, *bias, *res;
+    float *y;
+    const nn_epilogue *e;
+    const void *taps; /* depthwise_flat: its nn_flat_taps; depthwise_rotate: its edges */
+    int64_t np;       /* depthwise_flat: planes per task */
+} dw_job;
 
 /* Planes up to this many floats are copied into a zero-padded stack buffer
  * first, so that every tap is in bounds; larger ones check at the edges. */
@@ -550,13 +577,27 @@ static const float *dw_input_plane(const conv_geom *g, const float *x, int64_t p
  * "Depthwise flat planes in pairs"). */
 #define DW_FLAT_PAIR_MAX_BYTES nn_cpu_l2_share(1 << 20, 1, 1) /* the input planes within L2 */
 
+static void dw_flat_range(void *ctx, int64_t lo, int64_t hi, int seat);
+
 static void depthwise_flat(const conv_geom *g, const nn_flat_taps *t, const float *x, const float *w, const float *bias,
                            float *y, const nn_epilogue *e, const float *res, int threads) {
     int64_t planes = g->batch * g->out_ch;
     bool pairs = t->kh == 3 && (double)planes * (double)g->in_size * sizeof(float) <= DW_FLAT_PAIR_MAX_BYTES;
     int64_t np = pairs ? 2 : 1, tasks = (planes + np - 1) / np;
-#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
-    for (int64_t task = 0; task < tasks; task++) {
+    dw_job j = {.g = g, .x = x, .w = w, .bias = bias, .res = res, .y = y, .e = e, .taps = t, .np = np};
+    nn_par_for_range(planes * g->out_size * g->kernel_size > NN_PAR_MIN ? threads : 1, tasks, 1, dw_flat_range, &j);
+}
+
+static void dw_flat_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const dw_job *j = ctx;
+    const conv_geom *g = j->g;
+    const float *x = j->x, *w = j->w, *bias = j->bias, *res = j->res;
+    float *y = j->y;
+    const nn_epilogue *e = j->e;
+    const nn_flat_taps *t = j->taps;
+    int64_t planes = g->batch * g->out_ch, np = j->np;
+    for (int64_t task = lo; task < hi; task++) {
         int64_t p0 = task * np, here = planes - p0 < np ? planes - p0 : np;
         const float *xs[2], *ws[2];
         float bs[2], *ys[2];
@@ -587,21 +628,35 @@ static bool dw_rotate(const conv_geom *g) {
 /* depthwise_2d by dw_rotate_avx512, one plane per task, each copied into
  * the middle of the thread's zeroed buffer (only the plane's part is ever
  * written, so the margins stay zero). */
+static void dw_rotate_range(void *ctx, int64_t lo, int64_t hi, int seat);
+
 static void depthwise_rotate(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                              const nn_epilogue *e, const float *res, int threads) {
-    int64_t planes = g->batch * g->out_ch, margin = DW_ROTATE_MARGIN(g->in[1]);
+    int64_t planes = g->batch * g->out_ch;
     uint16_t edges[DW_PADDED_MAX / 16][2];
     dw_rotate_edges(g->in_size, g->in[1], edges);
-#pragma omp parallel num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
+    dw_job j = {.g = g, .x = x, .w = w, .bias = bias, .res = res, .y = y, .e = e, .taps = edges};
+    nn_par_for_range(planes * g->out_size * g->kernel_size > NN_PAR_MIN ? threads : 1, planes, 1, dw_rotate_range,
+                     &j);
+}
+
+static void dw_rotate_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const dw_job *j = ctx;
+    const conv_geom *g = j->g;
+    const float *x = j->x, *w = j->w, *bias = j->bias, *res = j->res;
+    float *y = j->y;
+    const nn_epilogue *e = j->e;
+    const uint16_t(*edges)[2] = j->taps;
+    int64_t margin = DW_ROTATE_MARGIN(g->in[1]);
     {
         float buf[DW_ROTATE_BUF_FLOATS];
         memset(buf, 0, sizeof(float) * (size_t)(g->in_size + 2 * margin));
-#pragma omp for schedule(static)
-        for (int64_t p = 0; p < planes; p++) {
+        for (int64_t p = lo; p < hi; p++) {
             int64_t oc = p % g->out_ch;
             float *yp = y + p * g->out_size;
             memcpy(buf + margin, dw_input_plane(g, x, p), sizeof(float) * (size_t)g->in_size);
-            dw_rotate_avx512(g->in_size, g->in[1], (const uint16_t(*)[2])edges, buf + margin, w + oc * g->kernel_size,
+            dw_rotate_avx512(g->in_size, g->in[1], edges, buf + margin, w + oc * g->kernel_size,
                              bias ? bias[oc] : 0.0f, yp);
             nn_conv_epilogue(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
         }
@@ -610,21 +665,14 @@ static void depthwise_rotate(const conv_geom *g, const float *x, const float *w,
 
 #endif
 
-/* One output plane per task (but see depthwise_flat). */
-static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
-                         const nn_epilogue *e, const float *res, int threads) {
-#if NN_HAVE_X86
-    if (dw_rotate(g)) {
-        depthwise_rotate(g, x, w, bias, y, e, res, threads);
-        return;
-    }
-    nn_flat_taps flat;
-    if (dw_flat(g, &flat)) {
-        depthwise_flat(g, &flat, x, w, bias, y, e, res, threads);
-        return;
-    }
-#endif
-    int64_t planes = g->batch * g->out_ch;
+/* What depthwise_2d's tasks compute, derived from g alone. */
+typedef struct dw2d {
+    int64_t ph_n, pw_n, a, b, half;
+    bool padded, direct_s2;
+    void (*plane_fn)(const conv_geom *, const dw_plane *);
+} dw2d;
+
+static dw2d dw2d_setup(const conv_geom *g) {
     int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1];
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
     int64_t dh = g->dilation[0], dw = g->dilation[1], pt = g->pad[0], pl = g->pad[1];
@@ -650,8 +698,26 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
     bool split = padded && kh_n == 3 && kw_n == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 &&
                  ow_n >= DW_SPLIT_MIN_COLS && ow_n % 8 == 0 && isa != NN_ISA_AVX512;
     int64_t half = split ? (pw_n + 1) / 2 : 0;
-#pragma omp parallel for num_threads(threads) if (planes * g->out_size * g->kernel_size > NN_PAR_MIN)
-    for (int64_t p = 0; p < planes; p++) {
+    return (dw2d){.ph_n = ph_n, .pw_n = pw_n, .a = a, .b = b, .half = half, .padded = padded, .direct_s2 = direct_s2,
+                  .plane_fn = plane_fn};
+}
+
+static void dw2d_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const dw_job *j = ctx;
+    const conv_geom *g = j->g;
+    const float *x = j->x, *w = j->w, *bias = j->bias, *res = j->res;
+    float *y = j->y;
+    const nn_epilogue *e = j->e;
+    dw2d d = dw2d_setup(g);
+    int64_t oh_n = g->out[0], ow_n = g->out[1], ih_n = g->in[0], iw_n = g->in[1];
+    int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
+    int64_t dh = g->dilation[0], dw = g->dilation[1], pt = g->pad[0], pl = g->pad[1];
+    int64_t ph_n = d.ph_n, pw_n = d.pw_n, a = d.a, b = d.b, half = d.half;
+    bool padded = d.padded, direct_s2 = d.direct_s2;
+    void (*plane_fn)(const conv_geom *, const dw_plane *) = d.plane_fn;
+    (void)sh;
+    for (int64_t p = lo; p < hi; p++) {
         float buf[DW_PADDED_MAX + DW_SLACK];
         int64_t oc = p % g->out_ch;
         const float *xp = dw_input_plane(g, x, p), *wp = w + oc * g->kernel_size;
@@ -683,6 +749,25 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
         }
         nn_conv_epilogue(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
     }
+}
+
+/* One output plane per task (but see depthwise_flat). */
+static void depthwise_2d(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                         const nn_epilogue *e, const float *res, int threads) {
+#if NN_HAVE_X86
+    if (dw_rotate(g)) {
+        depthwise_rotate(g, x, w, bias, y, e, res, threads);
+        return;
+    }
+    nn_flat_taps flat;
+    if (dw_flat(g, &flat)) {
+        depthwise_flat(g, &flat, x, w, bias, y, e, res, threads);
+        return;
+    }
+#endif
+    int64_t planes = g->batch * g->out_ch;
+    dw_job j = {.g = g, .x = x, .w = w, .bias = bias, .res = res, .y = y, .e = e};
+    nn_par_for_range(planes * g->out_size * g->kernel_size > NN_PAR_MIN ? threads : 1, planes, 1, dw2d_range, &j);
 }
 
 size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads) { return dw_blocked_workspace(g, threads); }

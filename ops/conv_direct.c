@@ -1,6 +1,6 @@
 /* Direct convolution for a few input channels (conv_kernels.h). */
 #include <math.h>
-#include <omp.h>
+#include "par.h"
 #include <string.h>
 
 #include "act_x86.h"
@@ -167,6 +167,40 @@ static inline __attribute__((always_inline)) T512 void direct_row512(const int K
 DIRECT_ROW_FOR(avx2, T256, direct_row256)
 DIRECT_ROW_FOR(avx512, T512, direct_row512)
 
+/* The input planes of one image, padded (and split by column parity), one
+ * range of channels per task; then the output rows, one range per task. */
+typedef struct direct_pad {
+    const conv_geom *g;
+    float *planes;
+    const float *xn;
+    int64_t plane, ph, pw, half;
+} direct_pad;
+
+static void pad_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const direct_pad *p = ctx;
+    const conv_geom *g = p->g;
+    for (int64_t c = lo; c < hi; c++) {
+        if (p->half)
+            nn_pad_plane_split(p->planes + c * p->plane, p->ph, p->pw, DIRECT_SLACK, p->xn + c * g->in_size, g->in[0],
+                               g->in[1], g->pad[0], g->pad[1], 0.0f);
+        else
+            nn_pad_plane(p->planes + c * p->plane, p->ph, p->pw, DIRECT_SLACK, p->xn + c * g->in_size, g->in[0],
+                         g->in[1], g->pad[0], g->pad[1], 0.0f);
+    }
+}
+
+typedef struct direct_rows {
+    const conv_direct *d;
+    void (*row)(const conv_direct *, int64_t);
+} direct_rows;
+
+static void rows_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const direct_rows *r = ctx;
+    for (int64_t oh = lo; oh < hi; oh++) r->row(r->d, oh);
+}
+
 /* g fits (nn_conv_direct_fits gave ph and pw); `planes` holds nn_conv_direct_workspace. */
 void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
                             const float *bias, float *y, const nn_epilogue *e, const float *res, float *planes,
@@ -175,18 +209,11 @@ void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float 
     int64_t plane = ph * pw + DIRECT_SLACK, half = g->stride[0] == 2 ? (pw + 1) / 2 : 0;
     void (*row)(const conv_direct *, int64_t) = nn_isa_active() == NN_ISA_AVX512 ? direct_row_avx512 : direct_row_avx2;
     double work = (double)g->batch * (double)g->out_ch * (double)g->out_size * (double)(g->in_ch * g->kernel_size);
-#pragma omp parallel num_threads(threads) if (work > 1e5)
+    int par = work > 1e5 ? threads : 1;
     for (int64_t n = 0; n < g->batch; n++) {
-        const float *xn = x + n * g->in_ch * g->in_size;
-#pragma omp for schedule(static)
-        for (int64_t c = 0; c < g->in_ch; c++) {
-            if (half)
-                nn_pad_plane_split(planes + c * plane, ph, pw, DIRECT_SLACK, xn + c * g->in_size, g->in[0], g->in[1],
-                                   g->pad[0], g->pad[1], 0.0f);
-            else
-                nn_pad_plane(planes + c * plane, ph, pw, DIRECT_SLACK, xn + c * g->in_size, g->in[0], g->in[1],
-                             g->pad[0], g->pad[1], 0.0f);
-        }
+        direct_pad pad = {.g = g, .planes = planes, .xn = x + n * g->in_ch * g->in_size, .plane = plane, .ph = ph,
+                          .pw = pw, .half = half};
+        nn_par_for_range(par, g->in_ch, 1, pad_range, &pad);
         int64_t first = n * g->out_ch * g->out_size;
         conv_direct d = {.g = g,
                          .planes = planes,
@@ -206,9 +233,8 @@ void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float 
         }
         for (int64_t kw = 0; kw < g->kernel[1]; kw++) /* split rows: tap kw reads its parity's half */
             d.col[kw] = half ? (kw & 1) * half + kw / 2 : kw;
-#pragma omp for schedule(static)
-        for (int64_t oh = 0; oh < g->out[0]; oh++)
-            row(&d, oh);
+        direct_rows r = {.d = &d, .row = row};
+        nn_par_for_range(par, g->out[0], 1, rows_range, &r);
     }
 }
 #endif

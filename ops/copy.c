@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "par.h"
 
 /* Copies smaller than this stay on one thread: a team costs more than it saves. */
 #define PARALLEL_BYTES ((int64_t)1 << 18)
@@ -34,18 +35,42 @@ void nn_copy_run(char *dst, const char *src, size_t esz, int64_t len, int64_t st
  * innermost output axis (a transpose): copy square tiles of axes (a, last),
  * so that the input lines a tile reads stay in cache while the tile's rows
  * are written. */
+typedef struct transpose_job {
+    void *dst;
+    const void *src;
+    size_t esz;
+    int n, a;
+    const int64_t *d, *s, *ds;
+    int64_t ti, tj;
+} transpose_job;
+
+static void transpose_range(void *ctx, int64_t lo, int64_t hi, int seat);
+
 static void copy_transposed(void *dst, const void *src, size_t esz, int n, const int64_t *d, const int64_t *s,
                             int a, int threads) {
     enum { TILE = 32 };
     int64_t ds[VIEW_MAX_DIMS]; /* dense output strides */
     ds[n - 1] = 1;
     for (int k = n - 2; k >= 0; k--) ds[k] = ds[k + 1] * d[k + 1];
-    int64_t last = d[n - 1], step = s[n - 1];
+    int64_t last = d[n - 1];
     int64_t ti = (d[a] + TILE - 1) / TILE, tj = (last + TILE - 1) / TILE;
     int64_t tiles = nn_shape_elements(d, n - 1) / d[a] * ti * tj;
     int64_t total = nn_shape_elements(d, n) * (int64_t)esz;
-#pragma omp parallel for num_threads(threads) if (tiles > 1 && total > PARALLEL_BYTES)
-    for (int64_t t = 0; t < tiles; t++) {
+    transpose_job j = {.dst = dst, .src = src, .esz = esz, .n = n, .d = d, .s = s, .ds = ds, .a = a, .ti = ti, .tj = tj};
+    nn_par_for_range(tiles > 1 && total > PARALLEL_BYTES ? threads : 1, tiles, 1, transpose_range, &j);
+}
+
+static void transpose_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    enum { TILE = 32 };
+    (void)seat;
+    const transpose_job *jb = ctx;
+    void *dst = jb->dst;
+    const void *src = jb->src;
+    size_t esz = jb->esz;
+    int n = jb->n, a = jb->a;
+    const int64_t *d = jb->d, *s = jb->s, *ds = jb->ds;
+    int64_t last = d[n - 1], step = s[n - 1], ti = jb->ti, tj = jb->tj;
+    for (int64_t t = lo; t < hi; t++) {
         int64_t j0 = t % tj * TILE, i0 = t / tj % ti * TILE, q = t / (tj * ti);
         int64_t soff = 0, doff = 0;
         for (int k = n - 2; k >= 0; k--) {
@@ -58,6 +83,29 @@ static void copy_transposed(void *dst, const void *src, size_t esz, int n, const
         for (int64_t i = i0; i < i1; i++)
             nn_copy_run((char *)dst + (doff + i * ds[a] + j0) * (int64_t)esz,
                      (const char *)src + (soff + i + j0 * step) * (int64_t)esz, esz, j1 - j0, step);
+    }
+}
+
+typedef struct rows_job {
+    void *dst;
+    const void *src;
+    size_t esz;
+    int n;
+    const int64_t *d, *s;
+    int64_t len, step;
+} rows_job;
+
+static void rows_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const rows_job *j = ctx;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t off = 0, q = r;
+        for (int k = j->n - 2; k >= 0; k--) {
+            off += (q % j->d[k]) * j->s[k];
+            q /= j->d[k];
+        }
+        nn_copy_run((char *)j->dst + r * j->len * (int64_t)j->esz, (const char *)j->src + off * (int64_t)j->esz,
+                    j->esz, j->len, j->step);
     }
 }
 
@@ -93,16 +141,8 @@ void nn_copy_strided(void *dst, const void *src, size_t esz, int ndim, const int
         }
     int64_t rows = nn_shape_elements(d, n - 1);
     bool par = rows > 1 && rows * len * (int64_t)esz > PARALLEL_BYTES;
-#pragma omp parallel for num_threads(threads) if (par)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t off = 0, q = r;
-        for (int k = n - 2; k >= 0; k--) {
-            off += (q % d[k]) * s[k];
-            q /= d[k];
-        }
-        nn_copy_run((char *)dst + r * len * (int64_t)esz, (const char *)src + off * (int64_t)esz, esz, len,
-                 step);
-    }
+    rows_job j = {.dst = dst, .src = src, .esz = esz, .n = n, .d = d, .s = s, .len = len, .step = step};
+    nn_par_for_range(par ? threads : 1, rows, 1, rows_range, &j);
 }
 
 /* Read integer input i (INT32 or INT64, rank 0 or 1) into out[0..*n).

@@ -15,6 +15,7 @@
 
 #include "epilogue.h"
 #include "fused_elementwise.h"
+#include "par.h"
 
 #define BLOCK   1024  /* elements per piece: two 4 KiB buffers, with the operands, well inside L1 */
 
@@ -286,6 +287,21 @@ static void run_range(const nn_ew_program *p, const walk *operands, const float 
     }
 }
 
+typedef struct ew_job {
+    const nn_ew_program *p;
+    const walk *operands;
+    const float *x;
+    float *y;
+    int64_t chunk, total;
+} ew_job;
+
+static void ew_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const ew_job *j = ctx;
+    int64_t i0 = lo * j->chunk, i1 = hi * j->chunk < j->total ? hi * j->chunk : j->total;
+    run_range(j->p, j->operands, j->x, j->y, i0, i1);
+}
+
 static nn_status run_FusedElementwise(nn_call *c) {
     const nn_ew_program *p = c->params;
     const nn_tensor *out = &c->out[0];
@@ -299,11 +315,8 @@ static nn_status run_FusedElementwise(nn_call *c) {
     if (total == 0) return NN_OK;
     /* a few pieces per work item, many work items per thread */
     int64_t chunk = 4 * BLOCK, n_chunks = (total + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(c->threads) if (total > NN_PAR_MIN)
-    for (int64_t t = 0; t < n_chunks; t++) {
-        int64_t i0 = t * chunk, i1 = i0 + chunk < total ? i0 + chunk : total;
-        run_range(p, operands, c->in[0].data, c->out[0].data, i0, i1);
-    }
+    ew_job j = {.p = p, .operands = operands, .x = c->in[0].data, .y = c->out[0].data, .chunk = chunk, .total = total};
+    nn_par_for_range(total > NN_PAR_MIN ? c->threads : 1, n_chunks, 1, ew_range, &j);
     return NN_OK;
 }
 

@@ -15,6 +15,7 @@
  *            (the plain-C 4 x 16 tile, the reference, stays in gemm_scalar.c) */
 #include <omp.h>
 #include <stdio.h>
+#include "par.h"
 #include <string.h>
 
 #include "gemm_kernel.h"
@@ -317,6 +318,50 @@ static bool gemv_shape(const nn_gemm *g) {
     return g->m == 1;
 }
 
+typedef struct gemv_job {
+    const nn_gemm *g;
+    const gemm_kernel *kd;
+    const float *a, *b, *bias, *res;
+    float *c;
+    int64_t len, step, tasks;
+    bool cols, axpy;
+} gemv_job;
+
+static void gemv_task(void *ctx, int64_t task, int seat) {
+    (void)seat;
+    const gemv_job *w = ctx;
+    const nn_gemm *g = w->g;
+    const gemm_kernel *kd = w->kd;
+    const float *a = w->a, *b = w->b, *bias = w->bias, *res = w->res;
+    float *c = w->c;
+    int64_t len = w->len, step = w->step, lo, hi;
+    bool cols = w->cols, axpy = w->axpy;
+    nn_par_range(len, w->tasks, task, &lo, &hi);
+    if (axpy) { /* C[0, j] = sum_p a[p] B[p, j]: rows of B, contiguous */
+        for (int64_t j = lo; j < hi; j++)
+            c[j] = g->accumulate ? c[j] : 0.0f;
+        for (int64_t p = 0; p < g->k && hi > lo; p++)
+            kd->axpy(c + lo, g->alpha * a[p], b + p * g->ldb + lo, hi - lo);
+    }
+    for (int64_t e2 = lo; e2 < hi; e2++) {
+        float *y = c + e2 * step, v;
+        if (axpy)
+            v = *y;
+        else {
+            v = g->alpha * (cols ? kd->dot(a + e2 * g->lda, b, g->k) : kd->dot(a, b + e2 * g->ldb, g->k));
+            if (g->accumulate) v += *y;
+        }
+        if (bias) v += bias[g->bias_kind == NN_GEMM_BIAS_ROW ? (cols ? e2 : 0) : (cols ? 0 : e2)];
+        if (res) v += res[cols ? e2 * g->ldr : e2];
+        *y = v;
+    }
+    if (step == 1)
+        kd->act(c + lo, hi - lo, g->act, g->act_alpha, g->act_beta);
+    else
+        for (int64_t e2 = lo; e2 < hi; e2++)
+            kd->act(c + e2 * step, 1, g->act, g->act_alpha, g->act_beta);
+}
+
 static void gemv(const nn_gemm *g, int threads) {
     const gemm_kernel *kd = nn_gemm_kernel_at(kernel_index());
     bool cols = g->n == 1; /* one column: C[i] = A[i,:] . b */
@@ -331,41 +376,36 @@ static void gemv(const nn_gemm *g, int threads) {
         const float *bias = g->bias_kind != NN_GEMM_BIAS_NONE && g->bias
                                 ? g->bias + bo * g->stride_bias[0] + bi * g->stride_bias[1]
                                 : NULL;
-        bool axpy = !cols && !g->trans_b;
-#pragma omp parallel num_threads(threads) if (threads > 1 && len * g->k > NN_PAR_MIN)
-        {
-            int nt = omp_get_num_threads(), id = omp_get_thread_num();
-            int64_t lo = len * id / nt, hi = len * (id + 1) / nt;
-            if (axpy) { /* C[0, j] = sum_p a[p] B[p, j]: rows of B, contiguous */
-                for (int64_t j = lo; j < hi; j++)
-                    c[j] = g->accumulate ? c[j] : 0.0f;
-                for (int64_t p = 0; p < g->k && hi > lo; p++)
-                    kd->axpy(c + lo, g->alpha * a[p], b + p * g->ldb + lo, hi - lo);
-            }
-            for (int64_t e2 = lo; e2 < hi; e2++) {
-                float *y = c + e2 * step, v;
-                if (axpy)
-                    v = *y;
-                else {
-                    v = g->alpha * (cols ? kd->dot(a + e2 * g->lda, b, g->k) : kd->dot(a, b + e2 * g->ldb, g->k));
-                    if (g->accumulate) v += *y;
-                }
-                if (bias) v += bias[g->bias_kind == NN_GEMM_BIAS_ROW ? (cols ? e2 : 0) : (cols ? 0 : e2)];
-                if (res) v += res[cols ? e2 * g->ldr : e2];
-                *y = v;
-            }
-            if (step == 1)
-                kd->act(c + lo, hi - lo, g->act, g->act_alpha, g->act_beta);
-            else
-                for (int64_t e2 = lo; e2 < hi; e2++)
-                    kd->act(c + e2 * step, 1, g->act, g->act_alpha, g->act_beta);
-        }
+        gemv_job j = {.g = g, .kd = kd, .a = a, .b = b, .bias = bias, .res = res, .c = c, .len = len, .step = step,
+                      .cols = cols, .axpy = !cols && !g->trans_b};
+        j.tasks = threads > 1 && len * g->k > NN_PAR_MIN ? nn_par_tasks(len, 64, threads) : 1;
+        nn_par_for(threads, j.tasks, gemv_task, &j);
     }
 }
 
-/* The tasks are dealt round-robin, not handed out on demand: a hand-out
- * costs more than the imbalance it would save on products of a few dozen
- * tasks (docs/perf-notes.md, "GEMM: tasks dealt, not handed out"). */
+typedef struct gemm_job {
+    const nn_gemm *g;
+    const plan *pl;
+    float *base;
+    size_t per_thread;
+    int64_t bin, per_batch;
+} gemm_job;
+
+static void gemm_task(void *ctx, int64_t task, int seat) {
+    const gemm_job *j = ctx;
+    const nn_gemm *g = j->g;
+    const plan *pl = j->pl;
+    int64_t e = task / j->per_batch, r = task % j->per_batch;
+    int64_t m0 = r % pl->mparts * pl->mrange, n0 = r / pl->mparts * pl->nrange;
+    run_task(g, pl, e / j->bin, e % j->bin, m0, min64(g->m, m0 + pl->mrange), n0, min64(g->n, n0 + pl->nrange),
+             j->base + j->per_thread * (size_t)seat);
+}
+
+/* The tasks are taken on demand (ops/par.h): a claim is one
+ * compare-and-swap, tens of nanoseconds, where OpenMP's dynamic hand-out
+ * cost about 170 (docs/perf-notes.md, "GEMM: tasks dealt, not handed
+ * out"), and a thread the OS has not scheduled leaves its tasks to the
+ * others instead of stalling the product. */
 bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int threads) {
     if (threads < 1) threads = 1;
     if (g->m <= 0 || g->n <= 0) return true;
@@ -383,12 +423,7 @@ bool nn_gemm_run(const nn_gemm *g, void *workspace, size_t workspace_size, int t
     float *base = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     int64_t bin = batch_count(g, 1), per_batch = pl.mparts * pl.nparts;
     double flops = (double)g->m * (double)g->n * (double)g->k * (double)(batch_count(g, 0) * bin);
-#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1 && pl.tasks > 1 && flops > 1e5)
-    for (int64_t task = 0; task < pl.tasks; task++) {
-        int64_t e = task / per_batch, r = task % per_batch;
-        int64_t m0 = r % pl.mparts * pl.mrange, n0 = r / pl.mparts * pl.nrange;
-        run_task(g, &pl, e / bin, e % bin, m0, min64(g->m, m0 + pl.mrange), n0, min64(g->n, n0 + pl.nrange),
-                 base + per_thread * (size_t)omp_get_thread_num());
-    }
+    gemm_job j = {.g = g, .pl = &pl, .base = base, .per_thread = per_thread, .bin = bin, .per_batch = per_batch};
+    nn_par_for(threads > 1 && flops > 1e5 ? threads : 1, pl.tasks, gemm_task, &j);
     return true;
 }

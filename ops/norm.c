@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "par.h"
 #include "params.h"
 
 static nn_status parse_norm(nn_parse_ctx *ctx) {
@@ -65,6 +66,27 @@ static nn_status infer_batch_norm(nn_call *c) {
     return NN_OK;
 }
 
+typedef struct bn_job {
+    const nn_norm_params *p;
+    const float *scale, *bias, *mean, *var, *src;
+    float *dst;
+    int64_t channels, n;
+} bn_job;
+
+static void bn_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const bn_job *j = ctx;
+    int64_t n = j->n;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        int64_t ch = pl % j->channels;
+        float a = (float)(j->scale[ch] / sqrt((double)j->var[ch] + j->p->epsilon));
+        float b = (float)(j->bias[ch] - (double)j->mean[ch] * a);
+        const float *xp = j->src + pl * n;
+        float *yp = j->dst + pl * n;
+        for (int64_t i = 0; i < n; i++) yp[i] = xp[i] * a + b;
+    }
+}
+
 static nn_status run_batch_norm(nn_call *c) {
     const nn_norm_params *p = c->params;
     const nn_tensor *x = &c->in[0];
@@ -73,15 +95,9 @@ static nn_status run_batch_norm(nn_call *c) {
     int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
     const float *src = x->data;
     float *dst = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (planes * n > NN_PAR_MIN)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        int64_t ch = pl % channels;
-        float a = (float)(scale[ch] / sqrt((double)var[ch] + p->epsilon));
-        float b = (float)(bias[ch] - (double)mean[ch] * a);
-        const float *xp = src + pl * n;
-        float *yp = dst + pl * n;
-        for (int64_t i = 0; i < n; i++) yp[i] = xp[i] * a + b;
-    }
+    bn_job j = {.p = p, .scale = scale, .bias = bias, .mean = mean, .var = var, .src = src, .dst = dst,
+                .channels = channels, .n = n};
+    nn_par_for_range(planes * n > NN_PAR_MIN ? c->threads : 1, planes, 1, bn_range, &j);
     return NN_OK;
 }
 
@@ -213,6 +229,24 @@ static void layer_norm_row(const float *x, float *y, int64_t n, float epsilon, c
     if (inv_out) *inv_out = inv;
 }
 
+typedef struct ln_job {
+    const float *src;
+    float *dst;
+    const float *scale, *bias;
+    float *mean_out, *inv_out;
+    int64_t inner, scale_stride, bias_stride;
+    float epsilon;
+} ln_job;
+
+static void ln_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const ln_job *j = ctx;
+    for (int64_t r = lo; r < hi; r++)
+        layer_norm_row(j->src + r * j->inner, j->dst + r * j->inner, j->inner, j->epsilon, j->scale, j->scale_stride,
+                       j->bias, j->bias_stride, j->mean_out ? j->mean_out + r : NULL,
+                       j->inv_out ? j->inv_out + r : NULL);
+}
+
 static nn_status run_layer_norm(nn_call *c) {
     const nn_norm_params *p = c->params;
     const nn_tensor *x = &c->in[0];
@@ -229,10 +263,9 @@ static nn_status run_layer_norm(nn_call *c) {
     const float *bias = nn_present(c, 2) ? c->in[2].data : NULL;
     float *dst = c->out[0].data;
     float *mean_out = c->n_out > 1 ? c->out[1].data : NULL, *inv_out = c->n_out > 2 ? c->out[2].data : NULL;
-#pragma omp parallel for num_threads(c->threads) if (rows * inner > NN_PAR_MIN && rows > 1)
-    for (int64_t r = 0; r < rows; r++)
-        layer_norm_row(src + r * inner, dst + r * inner, inner, p->epsilon, scale, scale_stride, bias, bias_stride,
-                       mean_out ? mean_out + r : NULL, inv_out ? inv_out + r : NULL);
+    ln_job j = {.src = src, .dst = dst, .scale = scale, .bias = bias, .mean_out = mean_out, .inv_out = inv_out,
+                .inner = inner, .scale_stride = scale_stride, .bias_stride = bias_stride, .epsilon = p->epsilon};
+    nn_par_for_range(rows * inner > NN_PAR_MIN && rows > 1 ? c->threads : 1, rows, 1, ln_range, &j);
     return NN_OK;
 }
 

@@ -384,9 +384,13 @@ nn_status nn_body_copy(const nn_call *call, const nn_model *body, const nn_tenso
 #define NN_LOOP_MAX_DEFAULT 1000000
 int64_t nn_loop_max(void);
 
-/* Kernels parallelize with OpenMP:  #pragma omp parallel for num_threads(call->threads)
- * (one thread team for the whole engine; no process-wide thread setting, so models
- * with different thread counts run side by side). */
+/* Kernels parallelize with nn_par_for / nn_par_for_range (ops/par.h) on
+ * call->threads: tasks taken on demand by the engine's one set of workers, the
+ * calling thread included, so a thread the OS deschedules delays no layer.  No
+ * process-wide thread setting, so models with different thread counts run side
+ * by side.  Loops not yet converted (off the batch-1 path of the CNNs measured in
+ * docs/perf-notes.md, "Batch 1: tasks taken on demand") are still
+ * `#pragma omp parallel for num_threads(call->threads)`. */
 
 /* Work (elements, or multiply-adds) below which a kernel's loop stays on one
  * thread: waking the team costs more than it saves on smaller loops. */

@@ -8,6 +8,19 @@
 #include "isa.h"
 #include "op.h"
 #include "window.h"
+#include "par.h"
+
+typedef void (*pool_row_fn)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t);
+
+/* What a pooling kernel shares with its tasks (ops/par.h). */
+typedef struct pool_job {
+    const nn_pool_geom *g;
+    const void *taps; /* max_pool_flat_planes: its nn_flat_taps */
+    const float *x;
+    float *y;
+    pool_row_fn row;
+    int64_t ph_n, pw_n;
+} pool_job;
 
 #if NN_HAVE_X86
 #include <immintrin.h>
@@ -484,13 +497,21 @@ __attribute__((target("avx512f"))) static void mean_row_avx512(const float *buf,
     pool_row512(buf, pw_n, yr, ow_n, kh_n, kw_n, sw, true);
 }
 
-static void average_pool_2d(const pool_geom *g, const float *x, float *y, int threads) {
+static void average_pool_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const pool_job *j = ctx;
+    const pool_geom *g = j->g;
     int64_t iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1], sh = g->stride[0];
-#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * g->kernel[0] * g->kernel[1] > NN_PAR_MIN)
-    for (int64_t p = 0; p < g->planes; p++)
+    for (int64_t p = lo; p < hi; p++)
         for (int64_t oh = 0; oh < oh_n; oh++)
-            mean_row_avx512(x + p * g->in_size + oh * sh * iw_n, iw_n, y + p * g->out_size + oh * ow_n, ow_n,
+            mean_row_avx512(j->x + p * g->in_size + oh * sh * iw_n, iw_n, j->y + p * g->out_size + oh * ow_n, ow_n,
                             g->kernel[0], g->kernel[1], g->stride[1]);
+}
+
+static void average_pool_2d(const pool_geom *g, const float *x, float *y, int threads) {
+    pool_job j = {.g = g, .x = x, .y = y};
+    nn_par_for_range(g->planes * g->out_size * g->kernel[0] * g->kernel[1] > NN_PAR_MIN ? threads : 1, g->planes, 1,
+                     average_pool_range, &j);
 }
 
 /* Stride-1 pools that keep the plane's size (GoogLeNet's 3x3/1 pad 1 on
@@ -519,35 +540,51 @@ __attribute__((target("avx512f"))) static void flat_pass(const nn_flat_taps *t, 
     }
 }
 
-static void max_pool_flat_planes(const nn_flat_taps *t, int64_t planes, const float *x, float *y, int threads) {
-#pragma omp parallel for num_threads(threads) if (planes * t->n * (t->kh + t->kw) > 2 * NN_PAR_MIN)
-    for (int64_t p = 0; p < planes; p++) {
+static void max_pool_flat_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const pool_job *j = ctx;
+    const nn_flat_taps *t = j->taps;
+    for (int64_t p = lo; p < hi; p++) {
         float rows[NN_FLAT_VECS * 16];
-        flat_pass(t, x + p * t->n, rows, t->kw, t->pl, 1, t->row_tap);
-        flat_pass(t, rows, y + p * t->n, t->kh, t->pt, t->w, t->col_tap);
+        flat_pass(t, j->x + p * t->n, rows, t->kw, t->pl, 1, t->row_tap);
+        flat_pass(t, rows, j->y + p * t->n, t->kh, t->pt, t->w, t->col_tap);
     }
+}
+
+static void max_pool_flat_planes(const nn_flat_taps *t, int64_t planes, const float *x, float *y, int threads) {
+    pool_job j = {.taps = t, .x = x, .y = y};
+    nn_par_for_range(planes * t->n * (t->kh + t->kw) > 2 * NN_PAR_MIN ? threads : 1, planes, 1, max_pool_flat_range,
+                     &j);
 }
 
 #endif
 
-static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const float *x, float *y, int threads) {
+static void max_pool_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const pool_job *j = ctx;
+    const pool_geom *g = j->g;
     int64_t ih_n = g->in[0], iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1];
     int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
-    int64_t pt = g->pad[0], pl = g->pad[1];
-    void (*row)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t) = max_row_portable;
+    int64_t pt = g->pad[0], pl = g->pad[1], ph_n = j->ph_n, pw_n = j->pw_n;
+    for (int64_t p = lo; p < hi; p++) {
+        float buf[MAX_POOL_PLANE_MAX + POOL_SLACK];
+        nn_pad_plane(buf, ph_n, pw_n, POOL_SLACK, j->x + p * g->in_size, ih_n, iw_n, pt, pl, -INFINITY);
+        for (int64_t oh = 0; oh < oh_n; oh++)
+            j->row(buf + oh * sh * pw_n, pw_n, j->y + p * g->out_size + oh * ow_n, ow_n, kh_n, kw_n, sw);
+    }
+}
+
+static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const float *x, float *y, int threads) {
+    pool_row_fn row = max_row_portable;
 #if NN_HAVE_X86
     if (nn_isa_active() == NN_ISA_AVX512)
         row = max_row_avx512;
     else if (nn_isa_active() == NN_ISA_AVX2)
         row = max_row_avx2;
 #endif
-#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size * kh_n * kw_n > NN_PAR_MIN)
-    for (int64_t p = 0; p < g->planes; p++) {
-        float buf[MAX_POOL_PLANE_MAX + POOL_SLACK];
-        nn_pad_plane(buf, ph_n, pw_n, POOL_SLACK, x + p * g->in_size, ih_n, iw_n, pt, pl, -INFINITY);
-        for (int64_t oh = 0; oh < oh_n; oh++)
-            row(buf + oh * sh * pw_n, pw_n, y + p * g->out_size + oh * ow_n, ow_n, kh_n, kw_n, sw);
-    }
+    pool_job j = {.g = g, .x = x, .y = y, .row = row, .ph_n = ph_n, .pw_n = pw_n};
+    nn_par_for_range(g->planes * g->out_size * g->kernel[0] * g->kernel[1] > NN_PAR_MIN ? threads : 1, g->planes, 1,
+                     max_pool_range, &j);
 }
 
 static nn_status run_max_pool(nn_call *c) {
@@ -652,17 +689,27 @@ static float plane_max(const float *x, int64_t n) {
     return m;
 }
 
+typedef struct global_job {
+    const float *x;
+    float *y;
+    int64_t n;
+} global_job;
+
 #define GLOBAL_POOL(Name, reduce)                                                                                      \
+    static void Name##_range(void *ctx, int64_t lo, int64_t hi, int seat) {                                            \
+        (void)seat;                                                                                                    \
+        const global_job *j = ctx;                                                                                     \
+        int64_t n = j->n;                                                                                              \
+        for (int64_t p = lo; p < hi; p++) {                                                                            \
+            const float *xp = j->x + p * n;                                                                            \
+            j->y[p] = (reduce);                                                                                        \
+        }                                                                                                              \
+    }                                                                                                                  \
     static nn_status run_##Name(nn_call *c) {                                                                          \
         const nn_tensor *x = &c->in[0];                                                                                \
         int64_t planes = x->dims[0] * x->dims[1], n = nn_shape_elements(x->dims + 2, x->ndim - 2);                     \
-        const float *src = x->data;                                                                                    \
-        float *dst = c->out[0].data;                                                                                   \
-        _Pragma("omp parallel for num_threads(c->threads) if (planes * n > NN_PAR_MIN)") for (int64_t p = 0; p < planes;    \
-                                                                                         p++) {                        \
-            const float *xp = src + p * n;                                                                             \
-            dst[p] = (reduce);                                                                                         \
-        }                                                                                                              \
+        global_job j = {.x = x->data, .y = c->out[0].data, .n = n};                                                    \
+        nn_par_for_range(planes * n > NN_PAR_MIN ? c->threads : 1, planes, 1, Name##_range, &j);                       \
         return NN_OK;                                                                                                  \
     }                                                                                                                  \
     const nn_op_desc nn_op_##Name = {.name = #Name,                                                                    \

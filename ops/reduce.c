@@ -11,6 +11,7 @@
 
 #include "geom.h"
 #include "op.h"
+#include "par.h"
 
 typedef enum reduce_kind {
     R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L2, R_L1, R_SUM_SQUARE, R_LOG_SUM,
@@ -287,6 +288,19 @@ static int dtype_row(nn_dtype t) {
     return t == NN_DTYPE_FLOAT ? 0 : t == NN_DTYPE_INT32 ? 1 : t == NN_DTYPE_INT64 ? 2 : 3;
 }
 
+typedef struct reduce_job {
+    const reduce_plan *plan;
+    const void *x;
+    void *y;
+    reduce_item_fn fn;
+} reduce_job;
+
+static void reduce_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const reduce_job *j = ctx;
+    for (int64_t it = lo; it < hi; it++) j->fn(j->plan, j->x, j->y, it);
+}
+
 static nn_status run_reduce(nn_call *c) {
     const reduce_params *p = c->params;
     const nn_tensor *x = &c->in[0];
@@ -302,13 +316,14 @@ static nn_status run_reduce(nn_call *c) {
     reduce_item_fn fn = reduce_fns[dtype_row(x->dtype)][p->kind];
     int64_t items = plan.outer * ((plan.vec + REDUCE_CHUNK - 1) / REDUCE_CHUNK);
     int64_t total = nn_tensor_elements(x);
+    int par = items > 1 && total > NN_PAR_MIN ? c->threads : 1;
+    reduce_job j = {.plan = &plan, .x = x->data, .y = c->out[0].data};
     if (p->kind == R_LOG_SUM_EXP) { /* each output's max first: the sum pass reads it back as its shift */
-        reduce_item_fn max_fn = reduce_fns[dtype_row(x->dtype)][R_MAX];
-#pragma omp parallel for num_threads(c->threads) if (items > 1 && total > NN_PAR_MIN)
-        for (int64_t it = 0; it < items; it++) max_fn(&plan, x->data, c->out[0].data, it);
+        j.fn = reduce_fns[dtype_row(x->dtype)][R_MAX];
+        nn_par_for_range(par, items, 1, reduce_range, &j);
     }
-#pragma omp parallel for num_threads(c->threads) if (items > 1 && total > NN_PAR_MIN)
-    for (int64_t it = 0; it < items; it++) fn(&plan, x->data, c->out[0].data, it);
+    j.fn = fn;
+    nn_par_for_range(par, items, 1, reduce_range, &j);
     return NN_OK;
 }
 

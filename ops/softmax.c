@@ -13,6 +13,7 @@
 #include "geom.h"
 #include "op.h"
 #include "params.h"
+#include "par.h"
 
 
 static nn_status parse_softmax(nn_parse_ctx *ctx) {
@@ -163,6 +164,30 @@ static void softmax_cols(const float *x, float *y, int64_t n, int64_t inner, int
     }
 }
 
+typedef struct softmax_job {
+    const float *x;
+    float *y;
+    int64_t n, inner, chunks;
+    bool log_form;
+} softmax_job;
+
+static void softmax_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const softmax_job *j = ctx;
+    int64_t n = j->n, inner = j->inner, chunks = j->chunks;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t o = it / chunks, j0 = (it % chunks) * SOFTMAX_CHUNK;
+        const float *xb = j->x + o * n * inner + j0;
+        float *yb = j->y + o * n * inner + j0;
+        if (inner == 1) {
+            softmax_row(xb, yb, n, j->log_form);
+        } else {
+            int w = (int)(inner - j0 < SOFTMAX_CHUNK ? inner - j0 : SOFTMAX_CHUNK);
+            softmax_cols(xb, yb, n, inner, w, j->log_form);
+        }
+    }
+}
+
 static nn_status run_common(nn_call *c, bool log_form) {
     int64_t outer, n, inner;
     nn_status st = softmax_view(c, &outer, &n, &inner);
@@ -172,18 +197,8 @@ static nn_status run_common(nn_call *c, bool log_form) {
     if (n == 0) return NN_OK;
     int64_t chunks = (inner + SOFTMAX_CHUNK - 1) / SOFTMAX_CHUNK;
     int64_t items = outer * chunks;
-#pragma omp parallel for num_threads(c->threads) if (outer * n * inner > 16384)
-    for (int64_t it = 0; it < items; it++) {
-        int64_t o = it / chunks, j0 = (it % chunks) * SOFTMAX_CHUNK;
-        const float *xb = x + o * n * inner + j0;
-        float *yb = y + o * n * inner + j0;
-        if (inner == 1) {
-            softmax_row(xb, yb, n, log_form);
-        } else {
-            int w = (int)(inner - j0 < SOFTMAX_CHUNK ? inner - j0 : SOFTMAX_CHUNK);
-            softmax_cols(xb, yb, n, inner, w, log_form);
-        }
-    }
+    softmax_job j = {.x = x, .y = y, .n = n, .inner = inner, .chunks = chunks, .log_form = log_form};
+    nn_par_for_range(outer * n * inner > 16384 ? c->threads : 1, items, 1, softmax_range, &j);
     return NN_OK;
 }
 

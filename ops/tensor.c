@@ -10,6 +10,7 @@
 
 #include "geom.h"
 #include "op.h"
+#include "par.h"
 #include "params.h"
 
 /* Copies smaller than this stay on one thread: a team costs more than it saves. */
@@ -86,6 +87,26 @@ static nn_status infer_concat(nn_call *c) {
     return NN_OK;
 }
 
+/* n rows of `row` bytes, dst and src rows dstride and sstride bytes apart,
+ * copied in ranges of rows taken on demand (ops/par.h). */
+typedef struct rows_copy {
+    char *dst;
+    const char *src;
+    int64_t dstride, sstride, row;
+} rows_copy;
+
+static void copy_rows_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const rows_copy *r = ctx;
+    for (int64_t o = lo; o < hi; o++) memcpy(r->dst + o * r->dstride, r->src + o * r->sstride, (size_t)r->row);
+}
+
+static void copy_rows(int threads, char *dst, int64_t dstride, const char *src, int64_t sstride, int64_t row,
+                      int64_t n) {
+    rows_copy r = {.dst = dst, .src = src, .dstride = dstride, .sstride = sstride, .row = row};
+    nn_par_for_range(threads, n, 1, copy_rows_range, &r);
+}
+
 static nn_status run_concat(nn_call *c) {
     const axis_params *p = c->params;
     nn_tensor *y = &c->out[0];
@@ -102,8 +123,7 @@ static nn_status run_concat(nn_call *c) {
         const char *src = c->in[i].data;
         char *dst = (char *)y->data + offset;
         if (row > 0) {
-#pragma omp parallel for num_threads(c->threads) if (outer > 1 && outer * row > PARALLEL_BYTES)
-            for (int64_t o = 0; o < outer; o++) memcpy(dst + o * out_row, src + o * row, (size_t)row);
+            copy_rows(outer > 1 && outer * row > PARALLEL_BYTES ? c->threads : 1, dst, out_row, src, row, row, outer);
         }
         offset += row;
     }
@@ -216,8 +236,7 @@ static nn_status run_split(nn_call *c) {
         const char *src = (const char *)x->data + offset;
         char *dst = c->out[k].data;
         if (row > 0) {
-#pragma omp parallel for num_threads(c->threads) if (outer > 1 && outer * row > PARALLEL_BYTES)
-            for (int64_t o = 0; o < outer; o++) memcpy(dst + o * row, src + o * in_row, (size_t)row);
+            copy_rows(outer > 1 && outer * row > PARALLEL_BYTES ? c->threads : 1, dst, row, src, in_row, row, outer);
         }
         offset += row;
     }

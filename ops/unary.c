@@ -8,6 +8,7 @@
 #include "act.h"
 #include "half.h"
 #include "op.h"
+#include "par.h"
 #include "params.h"
 #include "text.h"
 
@@ -194,21 +195,29 @@ static nn_status gelu_check(const void *params, char *err, size_t err_size) {
 
 static nn_status infer_Gelu(nn_call *c) { return infer_same(c, DT(FLOAT)); }
 
+typedef struct gelu_job {
+    const float *x;
+    float *y;
+    bool tanh;
+} gelu_job;
+
+static void gelu_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const gelu_job *j = ctx;
+    if (!j->tanh)
+        for (int64_t i = lo; i < hi; i++) j->y[i] = nn_gelu(j->x[i]);
+    else
+        for (int64_t i = lo; i < hi; i++) j->y[i] = nn_gelu_tanh(j->x[i]);
+}
+
 static nn_status run_Gelu(nn_call *c) {
     const nn_gelu_params *p = c->params;
     if (c->in[0].dtype != NN_DTYPE_FLOAT) return reject_dtype(c, c->in[0].dtype);
     int64_t n = elements(&c->in[0]);
     const float *x = c->in[0].data;
     float *y = c->out[0].data;
-    nn_act act = p && p->tanh ? NN_ACT_GELU_TANH : NN_ACT_GELU;
-#pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
-    for (int64_t i0 = 0; i0 < n; i0 += 4096) {
-        int64_t i1 = i0 + 4096 < n ? i0 + 4096 : n;
-        if (act == NN_ACT_GELU)
-            for (int64_t i = i0; i < i1; i++) y[i] = nn_gelu(x[i]);
-        else
-            for (int64_t i = i0; i < i1; i++) y[i] = nn_gelu_tanh(x[i]);
-    }
+    gelu_job j = {.x = x, .y = y, .tanh = p && p->tanh};
+    nn_par_for_range(n > NN_PAR_MIN ? c->threads : 1, n, 4096, gelu_range, &j);
     return NN_OK;
 }
 

@@ -20,7 +20,7 @@
  * carries 16 channels throughout; the same code is compiled for AVX-512,
  * AVX2 and plain C and picked at run time. */
 #include <math.h>
-#include <omp.h>
+#include "par.h"
 #include <string.h>
 
 #include "cpu_caches.h"
@@ -418,14 +418,19 @@ static const double G[ALPHA][3] = {
     {0, 0, 1},
 };
 
-nn_status nn_winograd_prepare(const nn_winograd_shape *s, const float *w, void *prepared, int threads) {
-    if (!nn_winograd_supported(s)) return NN_ERR_UNSUPPORTED;
-    plan pl;
-    make_plan(s, 1, &pl);
-    float *u = prepared;
-    int64_t rows = s->group * pl.panels * pl.cg; /* (group, panel, input channel): 36 x PANEL values each */
-#pragma omp parallel for num_threads(threads) if (rows > 256)
-    for (int64_t i = 0; i < rows; i++) {
+typedef struct prep_job {
+    const float *w;
+    float *u;
+    const plan *pl;
+} prep_job;
+
+static void prep_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const prep_job *j = ctx;
+    const float *w = j->w;
+    float *u = j->u;
+    plan pl = *j->pl;
+    for (int64_t i = lo; i < hi; i++) {
         int64_t c = i % pl.cg, mp = i / pl.cg % pl.panels, g = i / (pl.cg * pl.panels);
         int64_t lanes = min64(PANEL, pl.mg - mp * PANEL);
         /* lane = output channel: the loops over lanes vectorize */
@@ -445,6 +450,16 @@ nn_status nn_winograd_prepare(const nn_winograd_shape *s, const float *w, void *
         for (int p = 0; p < NPOS; p++)
             memcpy(u + (((g * NPOS + p) * pl.panels + mp) * pl.cg + c) * PANEL, panel[p], sizeof panel[p]);
     }
+}
+
+nn_status nn_winograd_prepare(const nn_winograd_shape *s, const float *w, void *prepared, int threads) {
+    if (!nn_winograd_supported(s)) return NN_ERR_UNSUPPORTED;
+    plan pl;
+    make_plan(s, 1, &pl);
+    float *u = prepared;
+    int64_t rows = s->group * pl.panels * pl.cg; /* (group, panel, input channel): 36 x PANEL values each */
+    prep_job j = {.w = w, .u = u, .pl = &pl};
+    nn_par_for_range(rows > 256 ? threads : 1, rows, 1, prep_range, &j);
     return NN_OK;
 }
 
@@ -453,6 +468,18 @@ size_t nn_winograd_workspace(const nn_winograd_shape *s, int threads) {
     plan pl;
     make_plan(s, threads, &pl);
     return sizeof(float) * (size_t)pl.scratch * (size_t)(threads > 1 ? threads : 1);
+}
+
+typedef struct run_ctx {
+    job *j;
+    item_fn item;
+    float *ws;
+} run_ctx;
+
+/* Items are taken on demand (ops/par.h); each seat has its own scratch. */
+static void par_item(void *ctx, int64_t i, int seat) {
+    run_ctx *r = ctx;
+    r->item(r->j, i, r->ws + seat * r->j->pl.scratch);
 }
 
 nn_status nn_winograd_run(const nn_winograd_shape *s, const float *x, const void *prepared, const float *bias,
@@ -468,9 +495,7 @@ nn_status nn_winograd_run(const nn_winograd_shape *s, const float *x, const void
         if ((size_t)nthr * (size_t)j.pl.scratch * sizeof(float) <= workspace_size) break;
     }
     if (nthr < 1) return NN_ERR_INTERNAL;
-    item_fn item = pick_item();
-    float *ws = workspace;
-#pragma omp parallel for num_threads(nthr) schedule(static, 1) if (nthr > 1)
-    for (int64_t i = 0; i < j.pl.items; i++) item(&j, i, ws + omp_get_thread_num() * j.pl.scratch);
+    run_ctx r = {.j = &j, .item = pick_item(), .ws = workspace};
+    nn_par_for(nthr, j.pl.items, par_item, &r);
     return NN_OK;
 }

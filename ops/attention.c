@@ -4,12 +4,13 @@
  * the output rows.  The scores never go through memory as a tensor, and
  * the tasks (batch entry, row block) run in parallel. */
 #include <math.h>
-#include <omp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "act.h"
 #include "attention.h"
 #include "gemm.h"
+#include "par.h"
 
 /* Score rows per block: the buffer (rows x n floats) stays within about
  * 32 KiB, an L1 data cache, while it goes from one GEMM to the other. */
@@ -221,6 +222,44 @@ static void score_row(float *x, int64_t n, const mask_ref *masks, int n_masks, i
         x[j] *= inv;
 }
 
+
+/* One task: query rows [i0, i0 + rb) of one (batch, head), its scores in
+ * the seat's scratch. */
+typedef struct attn_job {
+    const nn_attention_params *p;
+    const mask_ref *masks;
+    float *ws;
+    size_t per;
+    int64_t rb, blocks;
+    const float *q, *k, *v;
+    float *out;
+    atomic_int failed;
+} attn_job;
+
+static void attn_task(void *ctx, int64_t t, int seat) {
+    attn_job *j = ctx;
+    const nn_attention_params *p = j->p;
+    int r = p->rank;
+    int64_t rb = j->rb;
+    float *scores = j->ws + j->per * (size_t)seat;
+    float *scratch = scores + nn_round_up(rb * p->n, 16);
+    size_t scratch_bytes = (j->per - (size_t)nn_round_up(rb * p->n, 16)) * sizeof(float);
+    int64_t b = t / j->blocks, i0 = t % j->blocks * rb, rows = p->m - i0 < rb ? p->m - i0 : rb;
+    nn_gemm s, o;
+    make_gemms(p, rows, &s, &o);
+    s.a = j->q + batch_offset(p, &p->q, b) + i0 * p->q.stride[r - 2];
+    s.b = j->k + batch_offset(p, &p->k, b);
+    s.c = scores;
+    bool ok = nn_gemm_run(&s, scratch, scratch_bytes, 1);
+    for (int64_t i = 0; i < rows; i++)
+        score_row(scores + i * p->n, p->n, j->masks, p->n_masks, b * p->m + i0 + i);
+    o.a = scores;
+    o.b = j->v + batch_offset(p, &p->v, b);
+    o.c = j->out + batch_offset(p, &p->o, b) + i0 * p->o.stride[r - 2];
+    ok &= nn_gemm_run(&o, scratch, scratch_bytes, 1);
+    if (!ok) atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
+}
+
 static nn_status run_FusedAttention(nn_call *c) {
     const nn_attention_params *p = c->params;
     int64_t batches = 1;
@@ -236,35 +275,12 @@ static nn_status run_FusedAttention(nn_call *c) {
     int threads = c->threads > 0 ? c->threads : 1;
     if (c->workspace_size < per * sizeof(float) * (size_t)threads)
         return nn_call_error(c, NN_ERR_INTERNAL, "workspace too small");
-    float *ws = (float *)(((uintptr_t)c->workspace + 63) & ~(uintptr_t)63);
-    const float *q = c->in[0].data, *k = c->in[1].data, *v = c->in[2].data;
-    float *out = c->out[0].data;
-    int r = p->rank, failed = 0;
+    attn_job job = {.p = p, .masks = masks, .ws = (float *)(((uintptr_t)c->workspace + 63) & ~(uintptr_t)63),
+                    .per = per, .rb = rb, .blocks = blocks, .q = c->in[0].data, .k = c->in[1].data,
+                    .v = c->in[2].data, .out = c->out[0].data};
     double work = (double)tasks * (double)rb * (double)p->n * (double)(p->d + p->dv);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (work > NN_PAR_MIN)
-    for (int64_t t = 0; t < tasks; t++) {
-        int me = omp_get_thread_num();
-        float *scores = ws + per * (size_t)me;
-        float *scratch = scores + nn_round_up(rb * p->n, 16);
-        size_t scratch_bytes = (per - (size_t)nn_round_up(rb * p->n, 16)) * sizeof(float);
-        int64_t b = t / blocks, i0 = t % blocks * rb, rows = p->m - i0 < rb ? p->m - i0 : rb;
-        nn_gemm s, o;
-        make_gemms(p, rows, &s, &o);
-        s.a = q + batch_offset(p, &p->q, b) + i0 * p->q.stride[r - 2];
-        s.b = k + batch_offset(p, &p->k, b);
-        s.c = scores;
-        bool ok = nn_gemm_run(&s, scratch, scratch_bytes, 1);
-        for (int64_t i = 0; i < rows; i++)
-            score_row(scores + i * p->n, p->n, masks, p->n_masks, b * p->m + i0 + i);
-        o.a = scores;
-        o.b = v + batch_offset(p, &p->v, b);
-        o.c = out + batch_offset(p, &p->o, b) + i0 * p->o.stride[r - 2];
-        ok &= nn_gemm_run(&o, scratch, scratch_bytes, 1);
-        if (!ok) {
-#pragma omp atomic write
-            failed = 1;
-        }
-    }
+    nn_par_for(work > NN_PAR_MIN ? threads : 1, tasks, attn_task, &job);
+    int failed = atomic_load_explicit(&job.failed, memory_order_relaxed);
     if (failed) return nn_call_error(c, NN_ERR_INTERNAL, "attention GEMM workspace too small");
     return NN_OK;
 }

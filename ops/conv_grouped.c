@@ -1,10 +1,10 @@
 /* Grouped 2-D convs with few channels per group (conv_kernels.h). */
-#include <omp.h>
 #include <string.h>
 
 #include "act_x86.h"
 #include "conv_kernels.h"
 #include "isa.h"
+#include "par.h"
 #include "window.h"
 
 /* ResNeXt's 32 groups of 4 to 32 channels and RegNet's groups of 8: as a
@@ -148,6 +148,44 @@ static void grouped_planes(const conv_geom *g, const grouped_geom *q, const floa
     }
 }
 
+/* One task: one (image, group), its input planes and flat output in the
+ * seat's scratch. */
+typedef struct grouped_job {
+    const conv_geom *g;
+    const grouped_geom *q;
+    const int64_t *off;
+    const float *x, *w, *bias, *res;
+    float *y, *workspace;
+    const nn_epilogue *e;
+    size_t per_thread;
+} grouped_job;
+
+static T512 void grouped_task(void *ctx, int64_t t, int seat) {
+    const grouped_job *j = ctx;
+    const conv_geom *g = j->g;
+    const grouped_geom q = *j->q;
+    int64_t oh_n = g->out[0], ow_n = g->out[1];
+    float *planes = j->workspace + j->per_thread * (size_t)seat;
+    float *flat = planes + q.cg * q.s * q.s * q.phase;
+    int64_t n = t / g->group, gr = t % g->group, oc0 = gr * q.mg;
+    grouped_planes(g, &q, j->x + (n * g->in_ch + gr * q.cg) * g->in_size, planes);
+    for (int64_t o = 0; o < q.mg; o += GROUPED_OCB) {
+        const float *wo = j->w + (oc0 + o) * q.cg * q.taps, *bo = j->bias ? j->bias + oc0 + o : NULL;
+        float *fo = flat + o * q.flat;
+        switch (q.mg - o < GROUPED_OCB ? q.mg - o : GROUPED_OCB) {
+        case 4: grouped_tiles_4(&q, planes, j->off, wo, bo, fo); break;
+        case 3: grouped_tiles_3(&q, planes, j->off, wo, bo, fo); break;
+        case 2: grouped_tiles_2(&q, planes, j->off, wo, bo, fo); break;
+        default: grouped_tiles_1(&q, planes, j->off, wo, bo, fo); break;
+        }
+    }
+    float *yg = j->y + (n * g->out_ch + oc0) * g->out_size;
+    for (int64_t o = 0; o < q.mg; o++)
+        for (int64_t oh = 0; oh < oh_n; oh++)
+            memcpy(yg + o * g->out_size + oh * ow_n, flat + o * q.flat + oh * q.PW, sizeof(float) * (size_t)ow_n);
+    nn_conv_epilogue(j->e, yg, j->res ? j->res + (n * g->out_ch + oc0) * g->out_size : NULL, q.mg * g->out_size);
+}
+
 void nn_conv_grouped_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                          const nn_epilogue *e, const float *res, void *workspace, int threads) {
     grouped_geom q;
@@ -157,33 +195,10 @@ void nn_conv_grouped_run(const conv_geom *g, const float *x, const float *w, con
         int64_t rh = t / kw_n * g->dilation[0], rw = t % kw_n * g->dilation[1];
         off[t] = (rh % s * s + rw % s) * q.phase + rh / s * q.PW + rw / s;
     }
-    int64_t tasks = g->batch * g->group, oh_n = g->out[0], ow_n = g->out[1];
-    size_t per_thread = (size_t)grouped_thread_floats(&q);
-#pragma omp parallel num_threads(threads) if (tasks > 1 && tasks * g->out_size * q.mg * q.cg * q.taps > NN_PAR_MIN)
-    {
-        float *planes = (float *)workspace + per_thread * (size_t)omp_get_thread_num();
-        float *flat = planes + q.cg * s * s * q.phase;
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < tasks; t++) {
-            int64_t n = t / g->group, gr = t % g->group, oc0 = gr * q.mg;
-            grouped_planes(g, &q, x + (n * g->in_ch + gr * q.cg) * g->in_size, planes);
-            for (int64_t o = 0; o < q.mg; o += GROUPED_OCB) {
-                const float *wo = w + (oc0 + o) * q.cg * q.taps, *bo = bias ? bias + oc0 + o : NULL;
-                float *fo = flat + o * q.flat;
-                switch (q.mg - o < GROUPED_OCB ? q.mg - o : GROUPED_OCB) {
-                case 4: grouped_tiles_4(&q, planes, off, wo, bo, fo); break;
-                case 3: grouped_tiles_3(&q, planes, off, wo, bo, fo); break;
-                case 2: grouped_tiles_2(&q, planes, off, wo, bo, fo); break;
-                default: grouped_tiles_1(&q, planes, off, wo, bo, fo); break;
-                }
-            }
-            float *yg = y + (n * g->out_ch + oc0) * g->out_size;
-            for (int64_t o = 0; o < q.mg; o++)
-                for (int64_t oh = 0; oh < oh_n; oh++)
-                    memcpy(yg + o * g->out_size + oh * ow_n, flat + o * q.flat + oh * q.PW,
-                           sizeof(float) * (size_t)ow_n);
-            nn_conv_epilogue(e, yg, res ? res + (n * g->out_ch + oc0) * g->out_size : NULL, q.mg * g->out_size);
-        }
-    }
+    int64_t tasks = g->batch * g->group;
+    grouped_job job = {.g = g, .q = &q, .off = off, .x = x, .w = w, .bias = bias, .res = res, .y = y,
+                       .workspace = workspace, .e = e, .per_thread = (size_t)grouped_thread_floats(&q)};
+    bool par = tasks > 1 && tasks * g->out_size * q.mg * q.cg * q.taps > NN_PAR_MIN;
+    nn_par_for(par ? threads : 1, tasks, grouped_task, &job);
 }
 #endif

@@ -234,8 +234,8 @@ nn_gemm_blocking nn_gemm_blocking_derive(const nn_cpu_caches *c, int mr, int nr)
     int64_t l1 = clamp64(c->l1d, NN_CACHE_L1_MIN, NN_CACHE_L1_MAX);
     int64_t l2 = clamp64(c->l2, NN_CACHE_L2_MIN, NN_CACHE_L2_MAX);
     b.kc = clamp64(l1 / (4 * (int64_t)(mr + nr)) / 16 * 16, NN_GEMM_KC_MIN, NN_GEMM_KC_MAX);
-    b.nc = clamp64(l2 / 2 / (4 * b.kc) / nr * nr, nr, 8192 / nr * nr);
-    b.mc = clamp64(l2 / 4 / (4 * b.kc) / mr * mr, mr, 4096 / mr * mr);
+    b.nc = clamp64(l2 / 2 / (4 * b.kc) / nr * nr, nr, NN_GEMM_NC_MAX / nr * nr);
+    b.mc = clamp64(l2 / 4 / (4 * b.kc) / mr * mr, mr, NN_GEMM_MC_MAX / mr * mr);
     return b;
 }
 

@@ -94,11 +94,13 @@ static inline __attribute__((always_inline)) TBF16 void store_pairs(const float 
 
 /* The fp32 kernel's packers make each row (kc 1: a row's panels lie end to
  * end, so the row comes out as it is) into two lines on the stack; the
- * lines, rounded, become the pairs.  Up to BF_NC columns, padded to VEC. */
+ * lines, rounded, become the pairs.  A block has at most NN_GEMM_NC_MAX
+ * columns (the blocking derived from the caches can exceed BF_NC), padded
+ * to VEC: 64 KiB of stack. */
 TBF16 static void pack_conv_bf16(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst) {
-    _Alignas(64) float line[2][BF_NC + 2 * VEC];
+    _Alignas(64) float line[2][NN_GEMM_NC_MAX + 2 * VEC];
     int64_t ncp = t->nvec * VEC;
-    if (ncp > BF_NC) return; /* the driver's blocks are at most BF_NC columns */
+    if (ncp > NN_GEMM_NC_MAX) return; /* cannot happen: the driver's blocks are at most NN_GEMM_NC_MAX */
     for (int64_t q = 0; q < (kc + 1) / 2; q++) {
         for (int h = 0; h < 2; h++) {
             if (2 * q + h < kc)

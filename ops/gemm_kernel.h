@@ -141,16 +141,20 @@ static inline nn_gemm_blocking gemm_blocks(const gemm_kernel *kd) {
     return nn_gemm_blocking_derive(c, kd->mr, kd->nr);
 }
 
-/* K blocking: ceil(K / KC) blocks of equal size (the last smaller) */
+/* K blocking: ceil(K / KC) blocks of equal size (the last smaller).  The
+ * size is even (KC is), so only the last block can end on half a pair of
+ * K steps: the bf16 kernel packs K in pairs and pads a block's odd end
+ * with zeros, which in a middle block would shift the next block's K. */
 typedef struct kblocks {
     int64_t count, size;
 } kblocks;
 
 static inline kblocks k_blocks(const gemm_kernel *kd, int64_t k) {
     int64_t kc = gemm_blocks(kd).kc;
-    kblocks b = {.count = k > 0 ? (k + kc - 1) / kc : 1};
-    b.size = k > 0 ? (k + b.count - 1) / b.count : 0;
-    return b;
+    if (k <= 0) return (kblocks){.count = 1, .size = 0};
+    int64_t count = (k + kc - 1) / kc, size = (k + count - 1) / count;
+    if (count > 1) size += size & 1; /* <= kc: kc is even */
+    return (kblocks){.count = (k + size - 1) / size, .size = size};
 }
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }

@@ -49,6 +49,7 @@ suite "test_qgemm native" "$BUILD/tests/test_qgemm"
 # likewise the bf16 kernel (AVX512-BF16); skipped, not passed, where the processor lacks it
 if "$BUILD/tests/test_gemm_bf16" --available; then
     suite "test_gemm_bf16 native" "$BUILD/tests/test_gemm_bf16"
+    suite "test_gemm_bf16 wide blocks" env NN_CPU_CACHES=l1d:32k,l2:4m "$BUILD/tests/test_gemm_bf16"
     suite "bf16 nnrun" tests/check_bf16.sh
 else
     skip "test_gemm_bf16 native" "no AVX512-BF16 on this processor"

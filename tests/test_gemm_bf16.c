@@ -162,8 +162,9 @@ static void run_case(const gcase *cs) {
 
 /* A 3x3 conv's im2col as B (pad 1, stride s) with A pre-packed: the
  * reference reads the same padded windows. */
-static void run_conv(int64_t ch, int64_t h, int64_t w, int64_t stride, int64_t out_ch) {
-    check_set_case("conv %lldch %lldx%lld stride %lld", (long long)ch, (long long)h, (long long)w, (long long)stride);
+static void run_conv(int64_t ch, int64_t h, int64_t w, int64_t stride, int64_t out_ch, int threads) {
+    check_set_case("conv %lldch %lldx%lld stride %lld, %d thread(s)", (long long)ch, (long long)h, (long long)w,
+                   (long long)stride, threads);
     int64_t oh = (h + 2 - 3) / stride + 1, ow = (w + 2 - 3) / stride + 1, k = ch * 9, n = oh * ow;
     float *x = malloc(sizeof(float) * (size_t)(ch * h * w)), *wt = malloc(sizeof(float) * (size_t)(out_ch * k));
     float *c = malloc(sizeof(float) * (size_t)(out_ch * n));
@@ -185,9 +186,9 @@ static void run_conv(int64_t ch, int64_t h, int64_t w, int64_t stride, int64_t o
     nn_gemm_packed packed;
     nn_gemm_pack_a(&g, pa, &packed);
     g.a_packed = &packed;
-    size_t ws = nn_gemm_workspace(&g, 2);
+    size_t ws = nn_gemm_workspace(&g, threads);
     void *work = malloc(ws);
-    CHECK(nn_gemm_run(&g, work, ws, 2), "run refused");
+    CHECK(nn_gemm_run(&g, work, ws, threads), "run refused");
     int bad = 0;
     for (int64_t o = 0; o < out_ch; o++)
         for (int64_t y = 0; y < oh; y++)
@@ -317,9 +318,13 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);
-    run_conv(3, 9, 11, 1, 5);
-    run_conv(13, 20, 17, 2, 40);
-    run_conv(64, 14, 14, 1, 30);
+    run_conv(3, 9, 11, 1, 5, 2);
+    run_conv(13, 20, 17, 2, 40, 2);
+    run_conv(64, 14, 14, 1, 30, 2);
+    /* a plane wider than the kernel's own 512-column block: the blocking
+     * derived from a large L2 (tests/run_all.sh runs this with one) packs
+     * blocks of up to NN_GEMM_NC_MAX columns; one thread takes all of N */
+    run_conv(16, 48, 50, 1, 20, 1);
     check_cache();
     /* the ISA chosen below avx512 takes the kernel away: refused, not run in fp32 */
     if (nn_isa_select(NN_ISA_AVX2)) {

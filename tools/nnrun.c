@@ -419,6 +419,25 @@ static int bind_files(const args *a, held *h) {
     return 0;
 }
 
+
+/* This process's peak resident set in MB: VmHWM of /proc/self/status, the
+ * high-water mark of this program's own address space.  getrusage's
+ * ru_maxrss is the fallback only: after vfork + exec (Python's subprocess,
+ * posix_spawn) it starts at the parent's peak, so a benchmark driver that
+ * holds a few GB would be reported as this process's memory. */
+static double peak_rss_mb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = -1;
+    while (f && kb < 0 && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lld kB", &kb) != 1) kb = -1;
+    if (f) fclose(f);
+    if (kb >= 0) return kb / 1024.0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
 static int run_session(const args *ap, measured *r, held *h) {
     args a = *ap;
     if (a.save_dir && prepare_save_dir(a.save_dir)) return EXIT_ERROR;
@@ -525,9 +544,7 @@ static int run_session(const args *ap, measured *r, held *h) {
     lat_stats_compute(lat, n_runs, &r->lat);
     r->timed_s = total_ms / 1e3;
     r->throughput = (double)r->samples * n_runs / r->timed_s;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    r->rss_mb = ru.ru_maxrss / 1024.0;
+    r->rss_mb = peak_rss_mb();
     if (lat_stats_noisy(&r->lat))
         warnf("p90 latency %.3f ms is more than 1.5x the median %.3f ms: the machine is noisy (other load, "
               "frequency changes); compare figures with care",

@@ -13,8 +13,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "act_x86.h"
 #include "epilogue.h"
 #include "fused_elementwise.h"
+#include "isa.h"
 #include "par.h"
 
 #define BLOCK   1024  /* elements per piece: two 4 KiB buffers, with the operands, well inside L1 */
@@ -246,8 +248,9 @@ static void walk_advance(walk *w, int64_t n) {
 /* One step over output elements [i, i + n), from src to dst, which never
  * overlap (so that every loop vectorizes); `operands` are the walks of the
  * node's inputs. */
-static void run_step(const nn_ew_step *s, const float *restrict src, float *restrict dst, int64_t i, int64_t n,
-                     const walk *operands) {
+static inline __attribute__((always_inline)) void run_step(const nn_ew_step *s, const float *restrict src,
+                                                          float *restrict dst, int64_t i, int64_t n,
+                                                          const walk *operands) {
     if (s->op == NN_EW_Act) {
         switch (s->act) {
             ALL_ACTS(ACT_STEP)
@@ -274,8 +277,13 @@ static void run_step(const nn_ew_step *s, const float *restrict src, float *rest
 }
 
 /* Output elements [i0, i1) in pieces of BLOCK, each carried through the
- * whole program: x -> buf[0] -> buf[1] -> buf[0] ... -> y. */
-static void run_range(const nn_ew_program *p, const walk *operands, const float *x, float *y, int64_t i0, int64_t i1) {
+ * whole program: x -> buf[0] -> buf[1] -> buf[0] ... -> y.  Compiled once
+ * per ISA (below): the steps' loops, GELU's and the sigmoid's polynomials
+ * included, vectorize to the width of the processor in use, not to the
+ * build's baseline SSE2 (4.1 ns per GELU there, 0.76 with AVX-512 on a
+ * Zen 4). */
+static inline __attribute__((always_inline)) void run_range_body(const nn_ew_program *p, const walk *operands,
+                                                                 const float *x, float *y, int64_t i0, int64_t i1) {
     float buf[2][BLOCK];
     for (int64_t i = i0; i < i1; i += BLOCK) {
         int64_t n = i1 - i < BLOCK ? i1 - i : BLOCK;
@@ -287,7 +295,35 @@ static void run_range(const nn_ew_program *p, const walk *operands, const float 
     }
 }
 
+typedef void (*range_fn)(const nn_ew_program *p, const walk *operands, const float *x, float *y, int64_t i0,
+                         int64_t i1);
+static void run_range_portable(const nn_ew_program *p, const walk *operands, const float *x, float *y, int64_t i0,
+                               int64_t i1) {
+    run_range_body(p, operands, x, y, i0, i1);
+}
+#if NN_HAVE_X86
+static T256 void run_range_avx2(const nn_ew_program *p, const walk *operands, const float *x, float *y, int64_t i0,
+                                int64_t i1) {
+    run_range_body(p, operands, x, y, i0, i1);
+}
+static T512 void run_range_avx512(const nn_ew_program *p, const walk *operands, const float *x, float *y, int64_t i0,
+                                  int64_t i1) {
+    run_range_body(p, operands, x, y, i0, i1);
+}
+#endif
+
+static range_fn range_for_isa(void) {
+    switch (nn_isa_active()) {
+#if NN_HAVE_X86
+    case NN_ISA_AVX512: return run_range_avx512;
+    case NN_ISA_AVX2: return run_range_avx2;
+#endif
+    default: return run_range_portable;
+    }
+}
+
 typedef struct ew_job {
+    range_fn run;
     const nn_ew_program *p;
     const walk *operands;
     const float *x;
@@ -299,7 +335,7 @@ static void ew_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     (void)seat;
     const ew_job *j = ctx;
     int64_t i0 = lo * j->chunk, i1 = hi * j->chunk < j->total ? hi * j->chunk : j->total;
-    run_range(j->p, j->operands, j->x, j->y, i0, i1);
+    j->run(j->p, j->operands, j->x, j->y, i0, i1);
 }
 
 static nn_status run_FusedElementwise(nn_call *c) {
@@ -315,7 +351,8 @@ static nn_status run_FusedElementwise(nn_call *c) {
     if (total == 0) return NN_OK;
     /* a few pieces per work item, many work items per thread */
     int64_t chunk = 4 * BLOCK, n_chunks = (total + chunk - 1) / chunk;
-    ew_job j = {.p = p, .operands = operands, .x = c->in[0].data, .y = c->out[0].data, .chunk = chunk, .total = total};
+    ew_job j = {.run = range_for_isa(),
+                .p = p, .operands = operands, .x = c->in[0].data, .y = c->out[0].data, .chunk = chunk, .total = total};
     nn_par_for_range(total > NN_PAR_MIN ? c->threads : 1, n_chunks, 1, ew_range, &j);
     return NN_OK;
 }

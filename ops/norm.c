@@ -113,33 +113,68 @@ static nn_status infer_instance_norm(nn_call *c) {
     return NN_OK;
 }
 
-/* Mean and 1/sqrt(var + eps) of n values (population variance, two passes). */
+/* Mean and 1/sqrt(var + eps) of n values (population variance, two passes),
+ * each sum in IN_LANES running double sums: one chain of dependent adds
+ * took 3.3 ms for wav2vec2's 512 planes of 3199 (1 thread, Zen 4), the
+ * lanes 0.4 ms. */
+#define IN_LANES 16
+static double lane_sum_f64(const float *x, int64_t n, double shift, bool square) {
+    double acc[IN_LANES] = {0};
+    int64_t i = 0;
+    for (; i + IN_LANES <= n; i += IN_LANES)
+        for (int l = 0; l < IN_LANES; l++) {
+            double v = (double)x[i + l] - shift;
+            acc[l] += square ? v * v : v;
+        }
+    double s = 0.0;
+    for (; i < n; i++) {
+        double v = (double)x[i] - shift;
+        s += square ? v * v : v;
+    }
+    for (int l = 0; l < IN_LANES; l++) s += acc[l];
+    return s;
+}
+
 static void moments(const float *x, int64_t n, float epsilon, double *mean, double *inv_std) {
-    double sum = 0.0, sq = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += x[i];
-    double m = n > 0 ? sum / (double)n : 0.0;
-    for (int64_t i = 0; i < n; i++) sq += (x[i] - m) * (x[i] - m);
+    double m = n > 0 ? lane_sum_f64(x, n, 0.0, false) / (double)n : 0.0;
+    double var = n > 0 ? lane_sum_f64(x, n, m, true) / (double)n : 0.0;
     *mean = m;
-    *inv_std = 1.0 / sqrt((n > 0 ? sq / (double)n : 0.0) + epsilon);
+    *inv_std = 1.0 / sqrt(var + epsilon);
+}
+
+typedef struct in_job {
+    const float *src, *scale, *bias;
+    float *dst;
+    int64_t channels, n;
+    float epsilon;
+} in_job;
+
+static void in_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const in_job *j = ctx;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        int64_t ch = pl % j->channels;
+        double mean, inv_std;
+        const float *xp = j->src + pl * j->n;
+        float *yp = j->dst + pl * j->n;
+        moments(xp, j->n, j->epsilon, &mean, &inv_std);
+        float a = (float)(j->scale[ch] * inv_std), b = (float)(j->bias[ch] - mean * j->scale[ch] * inv_std);
+        for (int64_t i = 0; i < j->n; i++) yp[i] = xp[i] * a + b;
+    }
 }
 
 static nn_status run_instance_norm(nn_call *c) {
     const nn_norm_params *p = c->params;
     const nn_tensor *x = &c->in[0];
-    const float *scale = c->in[1].data, *bias = c->in[2].data, *src = x->data;
     int64_t channels = x->dims[1], planes = x->dims[0] * channels;
-    int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
-    float *dst = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (planes * n > 16384)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        int64_t ch = pl % channels;
-        double mean, inv_std;
-        moments(src + pl * n, n, p->epsilon, &mean, &inv_std);
-        float a = (float)(scale[ch] * inv_std), b = (float)(bias[ch] - mean * scale[ch] * inv_std);
-        const float *xp = src + pl * n;
-        float *yp = dst + pl * n;
-        for (int64_t i = 0; i < n; i++) yp[i] = xp[i] * a + b;
-    }
+    in_job j = {.src = x->data,
+                .scale = c->in[1].data,
+                .bias = c->in[2].data,
+                .dst = c->out[0].data,
+                .channels = channels,
+                .n = nn_shape_elements(x->dims + 2, x->ndim - 2),
+                .epsilon = p->epsilon};
+    nn_par_for_range(planes * j.n > NN_PAR_MIN ? c->threads : 1, planes, 1, in_range, &j);
     return NN_OK;
 }
 

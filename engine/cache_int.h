@@ -26,7 +26,7 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes: older files then read as stale. */
-#define CACHE_FORMAT 10
+#define CACHE_FORMAT 11
 #define CACHE_MAGIC  "nnplan\n"
 enum {
     DATA_ALIGN = 64,

@@ -10,8 +10,10 @@
  * products would be tiny; so do convs with a few input channels (the RGB
  * stems, conv_direct.c), whose short K makes the im2col packing cost as
  * much as the product; and grouped convs with few channels per group
- * (conv_grouped.c), whose per-group products would fill under half a tile.
- * ConvTranspose (conv_transpose.c) is the adjoint. */
+ * (conv_grouped.c), whose per-group products would fill under half a tile;
+ * and convs dilated across much of their plane (conv_taps.c), most of whose
+ * (tap, output) pairs read padding: one GEMM per tap over the outputs it
+ * reaches.  ConvTranspose (conv_transpose.c) is the adjoint. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,10 +343,11 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
  * products read the weights as they are).  The engine frees the original
  * weights once prepared (prepared_inputs), so run must use what is made
  * here. */
-typedef enum conv_prep { PREP_NONE, PREP_WINOGRAD, PREP_GEMM } conv_prep;
+typedef enum conv_prep { PREP_NONE, PREP_WINOGRAD, PREP_GEMM, PREP_TAPS } conv_prep;
 
-/* What prepare makes: this header, then at CONV_PREPARED_DATA bytes either
- * the weights transformed for Winograd or a packed GEMM block. */
+/* What prepare makes: this header, then at CONV_PREPARED_DATA bytes the
+ * weights transformed for Winograd, a packed GEMM block, or the per-tap
+ * GEMM blocks of conv_taps.c. */
 typedef struct conv_prepared {
     int32_t kind; /* conv_prep */
 } conv_prepared;
@@ -381,6 +384,7 @@ typedef enum conv_path {
     PATH_GROUPED,   /* conv_grouped.c, weights as they are */
     PATH_WINOGRAD,  /* winograd.c, weights transformed in prepare */
     PATH_GEMM,      /* the GEMM, weights packed in prepare when they are constants */
+    PATH_TAPS,      /* conv_taps.c, a GEMM per tap on weights packed in prepare (constants only) */
 } conv_path;
 
 /* The one place that decides which path a Conv takes: prepare asks with
@@ -393,7 +397,12 @@ static conv_path conv_choose_path(const nn_call *c, const conv_geom *g, const co
                                   nn_winograd_shape *ws, int64_t *ph, int64_t *pw) {
     if (!c->prologue && is_depthwise_2d(g)) return PATH_DEPTHWISE;
     if (!c->prologue && nn_conv_grouped_fits(g)) return PATH_GROUPED;
-    if (prepared) return prepared->kind == PREP_WINOGRAD && winograd_shape(g, ws) ? PATH_WINOGRAD : PATH_GEMM;
+    if (prepared) {
+        if (prepared->kind == PREP_TAPS) return PATH_TAPS;
+        return prepared->kind == PREP_WINOGRAD && winograd_shape(g, ws) ? PATH_WINOGRAD : PATH_GEMM;
+    }
+    /* constant weights only (run breaks to the GEMM when they were not prepared); fp32 only */
+    if (!c->prologue && !c->bf16 && c->in[1].data && nn_conv_taps_fits(g)) return PATH_TAPS;
     if (!c->prologue && nn_conv_direct_fits(g, ph, pw)) return PATH_DIRECT;
     return c->winograd && c->in[1].data && winograd_shape(g, ws) ? PATH_WINOGRAD : PATH_GEMM;
 }
@@ -413,6 +422,9 @@ static size_t workspace_conv(const nn_call *c) {
     case PATH_WINOGRAD:
         if (p) return nn_winograd_workspace(&ws, c->threads);
         break; /* not prepared: the GEMM reads the weights as they are */
+    case PATH_TAPS:
+        if (p) return nn_conv_taps_workspace(&g, c->threads);
+        break; /* likewise */
     case PATH_GEMM: break;
     }
     gemm_taps(&g, p && p->kind == PREP_GEMM);
@@ -429,6 +441,7 @@ static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape 
     if (conv_resolve(c, false, g) != NN_OK || !c->in[1].data) return PREP_NONE;
     switch (conv_choose_path(c, g, NULL, ws, &ph, &pw)) {
     case PATH_WINOGRAD: return PREP_WINOGRAD;
+    case PATH_TAPS: return PREP_TAPS;
     case PATH_GEMM: {
         /* a matrix-vector product, cut or not, reads its weights as they are */
         conv_geom cut = *g;
@@ -445,6 +458,7 @@ static size_t prepared_size_conv(const nn_call *c) {
     nn_winograd_shape ws;
     switch (prepare_kind(c, &g, &ws)) {
     case PREP_WINOGRAD: return CONV_PREPARED_DATA + nn_winograd_prepared_size(&ws);
+    case PREP_TAPS: return CONV_PREPARED_DATA + nn_conv_taps_prepared_size(&g);
     case PREP_GEMM: {
         gemm_taps(&g, true);
         nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
@@ -463,6 +477,11 @@ static nn_status prepare_conv(const nn_call *c, void *prepared) {
     void *data = (char *)prepared + CONV_PREPARED_DATA;
     switch (prepare_kind(c, &g, &ws)) {
     case PREP_WINOGRAD: p->kind = PREP_WINOGRAD; return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
+    case PREP_TAPS:
+        p->kind = PREP_TAPS;
+        return nn_conv_taps_prepare(&g, c->in[1].data, data)
+                   ? NN_OK
+                   : nn_call_error(c, NN_ERR_NOMEM, "no memory for the conv's per-tap weights");
     case PREP_GEMM: {
         conv_geom cut = g;
         gemm_taps(&cut, true);
@@ -501,6 +520,8 @@ static bool prepared_fits_conv(const nn_call *c, const void *prepared, size_t si
     size -= CONV_PREPARED_DATA;
     switch (conv_choose_path(c, &g, p, &ws, &ph, &pw)) {
     case PATH_WINOGRAD: return size == nn_winograd_prepared_size(&ws);
+    /* a block made when the conv was not one (shapes changed) is refused: the kind alone chose the path */
+    case PATH_TAPS: return nn_conv_taps_fits(&g) && nn_conv_taps_prepared_fits(&g, prepared_data(p), size);
     case PATH_GEMM: {
         if (p->kind != PREP_GEMM) return false;
         gemm_taps(&g, true);
@@ -547,9 +568,20 @@ static nn_status run_conv(nn_call *c) {
                              c->workspace_size, c->threads);
         return st == NN_OK ? NN_OK
                            : nn_call_error(c, st, "Winograd conv failed (workspace of %zu bytes)", c->workspace_size);
+    case PATH_TAPS:
+        if (!p) break; /* not prepared: the GEMM reads the weights as they are */
+        if (!nn_conv_taps_fits(&g))
+            return nn_call_error(c, NN_ERR_INTERNAL, "weights were prepared per tap, shapes no longer fit it");
+        if (!nn_conv_taps_run(&g, prepared_data(p), c->in[0].data, bias, c->out[0].data, c->epilogue, res,
+                              c->workspace, c->workspace_size, c->threads))
+            return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small (%zu bytes) for the per-tap GEMMs",
+                                 c->workspace_size);
+        return NN_OK;
     case PATH_GEMM:
         if (p && p->kind == PREP_WINOGRAD)
             return nn_call_error(c, NN_ERR_INTERNAL, "weights were prepared for Winograd, shapes no longer fit it");
+        if (p && p->kind == PREP_TAPS)
+            return nn_call_error(c, NN_ERR_INTERNAL, "weights were prepared per tap, shapes no longer fit it");
         break;
     }
     nn_gemm_conv cv;
@@ -591,11 +623,11 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
         len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : " stride ", (long long)g.stride[d]);
     if (g.group > 1 && len < (int)size)
         len += snprintf(buf + len, size - (size_t)len, " group %lld", (long long)g.group);
-    static const char *const names[] = {"depthwise", "direct", "grouped", "winograd F(4x4,3x3)", "gemm"};
+    static const char *const names[] = {"depthwise", "direct", "grouped", "winograd F(4x4,3x3)", "gemm", "gemm per tap"};
     const conv_prepared *p = c->prepared;
     conv_path path = conv_choose_path(c, &g, p, &ws, &ph, &pw);
     /* a Winograd conv not yet prepared runs the GEMM on its weights as they are */
-    if (path == PATH_WINOGRAD && !p && !c->in[1].data) path = PATH_GEMM;
+    if ((path == PATH_WINOGRAD || path == PATH_TAPS) && !p && !c->in[1].data) path = PATH_GEMM;
     if (len < (int)size)
         len += snprintf(buf + len, size - (size_t)len, ", %s%s", names[path], path == PATH_GEMM && c->bf16 ? " bf16" : "");
     conv_geom cut = g;

@@ -3,6 +3,7 @@
  *   conv_depthwise.c   depthwise 2-D convs (one input channel per group)
  *   conv_direct.c      convs with a few input channels (the RGB stems)
  *   conv_grouped.c     grouped convs with few channels per group
+ *   conv_taps.c        convs dilated across much of their plane: a GEMM per tap
  *   conv_transpose.c   ConvTranspose: the GEMM, then col2im
  * They read plain pointers and the resolved geometry, never the graph. */
 #ifndef NN_CONV_KERNELS_H
@@ -48,6 +49,21 @@ size_t nn_conv_grouped_workspace(const conv_geom *g, int threads);
 void nn_conv_grouped_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                          const nn_epilogue *e, const float *res, void *workspace, int threads);
 #endif
+
+/* 2-D convs whose taps mostly read padding (dilated past much of the
+ * plane), one GEMM per tap over the outputs it reaches: whether g is one
+ * (one group, at most half its (tap, output) pairs reach the input), the
+ * weights prepared (packed per tap; 0 bytes when no tap reaches), the
+ * workspace, and the run (false: workspace too small). */
+bool nn_conv_taps_fits(const conv_geom *g);
+/* On by default; NN_CONV_TAPS=0 turns it off (A/B), and so does this (tests). */
+void nn_conv_taps_enable(bool on);
+size_t nn_conv_taps_prepared_size(const conv_geom *g);
+bool nn_conv_taps_prepare(const conv_geom *g, const float *w, void *block); /* false: out of memory */
+bool nn_conv_taps_prepared_fits(const conv_geom *g, const void *block, size_t size);
+size_t nn_conv_taps_workspace(const conv_geom *g, int threads);
+bool nn_conv_taps_run(const conv_geom *g, const void *block, const float *x, const float *bias, float *y,
+                      const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size, int threads);
 
 /* ConvTranspose: workspace bytes, and the run (false: workspace too small). */
 size_t nn_conv_transpose_workspace(const conv_geom *g, int threads);

@@ -18,6 +18,7 @@
  * MaxPool, exactly: row widths that leave partial vectors, strides 1 to 3,
  * pads, ceil mode, the kernels of ResNet's, GoogLeNet's and VGG's pools. */
 #include "../ops/act.h"
+#include "../ops/conv_kernels.h"
 #include "../ops/gemm.h"
 #include "op_harness.h"
 
@@ -61,6 +62,9 @@ static void reference(const conv_case *c, const float *x, const float *w, const 
                 }
 }
 
+/* with cpu_prepare: 1 when the case must run per-tap GEMMs (conv_taps.c), -1 when it must not, 0 either */
+static int check_taps;
+
 static void check_case(const conv_case *c, const char *kernel) {
     int64_t kernel_shape[2] = {c->k, c->k}, strides[2] = {c->stride, c->stride},
             dilations[2] = {c->dilation, c->dilation};
@@ -85,6 +89,12 @@ static void check_case(const conv_case *c, const char *kernel) {
     op_run r;
     bool fused = residual || c->ep.act != NN_ACT_NONE;
     if (cpu_run(&r, "Conv", 13, attrs, 5, NULL, in, n_in, 1, fused ? &c->ep : NULL)) {
+        if (cpu_prepare && check_taps) { /* the path the case is for: what prepare picked, as nndump shows it */
+            char how[160];
+            nn_op_get(nn_op_lookup("Conv"))->describe(&r.call, how, sizeof how);
+            CHECK(!!strstr(how, "per tap") == (check_taps > 0), "%s: expected %s per-tap GEMMs, got '%s'", label,
+                  check_taps > 0 ? "" : "no", how);
+        }
         CHECK(r.out[0].ndim == 4 && r.out[0].dims[2] == oh_n && r.out[0].dims[3] == ow_n, "%s: output shape", label);
         int64_t n = (int64_t)c->batch * c->out_ch * oh_n * ow_n;
         float *want = malloc(sizeof(float) * (size_t)n);
@@ -258,14 +268,35 @@ int main(void) {
         {1, 9, 4, 1, 8, 8, 5, 1, 3, {0, 6, 12, 6}, true, res_only},
         {1, 8, 8, 1, 14, 14, 3, 1, 2, {2, 2, 2, 2}, true, relu},
         {1, 4, 4, 1, 1, 1, 5, 1, 1, {2, 2, 2, 2}, true, none}, /* one position: cut to a matrix-vector product */
+        /* DeepLab's ASPP at rate 12 on a 14x14 map, a stride, batches that
+         * span two chunks of conv_taps.c (128x128 outputs, 8 channels: two
+         * images, then one), asymmetric pads, a tap per corner only, and outputs
+         * that no tap reaches (the bias, then the epilogue) */
+        {1, 20, 12, 1, 14, 14, 3, 1, 12, {12, 12, 12, 12}, true, relu},
+        {2, 9, 7, 1, 14, 13, 3, 2, 10, {10, 9, 10, 11}, true, res_clip},
+        {3, 4, 4, 1, 128, 128, 3, 1, 70, {70, 70, 70, 70}, true, res_only},
+        {1, 5, 6, 1, 9, 11, 3, 1, 7, {2, 9, 12, 1}, false, relu6},
+        {2, 3, 5, 1, 3, 3, 2, 1, 8, {4, 4, 4, 4}, true, none},
+        {1, 4, 3, 1, 1, 1, 2, 5, 1, {3, 3, 3, 3}, true, relu6},
     };
+    /* each with per-tap GEMMs where at most half the (tap, output) pairs
+     * reach the input (conv_taps.c), and with the GEMM on the cut kernel */
     cpu_prepare = true;
-    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
-        if (!nn_gemm_use_kernel(kernels[k])) continue;
-        for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
-            for (size_t i = 0; i < sizeof dilated / sizeof dilated[0]; i++)
-                check_case(&dilated[i], kernels[k]);
+    for (int taps = 1; taps >= 0; taps--) {
+        nn_conv_taps_enable(taps);
+        for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+            if (!nn_gemm_use_kernel(kernels[k])) continue;
+            for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+                for (size_t i = 0; i < sizeof dilated / sizeof dilated[0]; i++) {
+                    /* the last six are the per-tap cases; the others may be either */
+                    bool per_tap = i >= sizeof dilated / sizeof dilated[0] - 6;
+                    check_taps = !taps ? -1 : per_tap ? 1 : 0;
+                    check_case(&dilated[i], kernels[k]);
+                }
+        }
     }
+    check_taps = 0;
+    nn_conv_taps_enable(true);
     cpu_prepare = false;
     const pool_case pools[] = {
         {5, 112, 112, 3, 2, 0, {1, 1, 1, 1}}, /* ResNet's */

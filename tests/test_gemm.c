@@ -230,6 +230,14 @@ static const gemm_case products[] = {
     {49, 160, 960, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 2},
     {30, 45, 70, 1, 1, TA | TB | TC | PB | RES | ACC | PAD_C, 0, ROW, NN_ACT_TANH, 1.0f, 2},
     {13, 33, 20, 2, 3, TA | TB | TC | RES | ACC | PAD_C, 0, ROW, NN_ACT_TANH, 1.0f, 2},
+    /* activations times pre-packed weights split along N (a transformer's
+     * MatMuls at batch 1): every task packs the A rows it reads; K blocked,
+     * A transposed and scaled, three threads */
+    {128, 512, 200, 1, 1, PB | RES, 0, COL, NN_ACT_GELU, 1.0f, 2},
+    {70, 400, 600, 1, 1, PB | ACC | PAD_C, 0, COL, NN_ACT_NONE, 1.0f, 2},
+    {90, 500, 130, 1, 1, TA | ACC | PAD_C | PAD_B, 0, ROW, NN_ACT_SILU, 0.5f, 2},
+    {49, 960, 160, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 2},
+    {128, 512, 200, 1, 1, PB, 0, COL, NN_ACT_NONE, 1.0f, 3},
     /* K = 0: C is bias (and the rest of the epilogue) */
     {5, 9, 0, 1, 1, RES, 0, ROW, NN_ACT_RELU, 1.0f, 1},
     /* batches: shared A across the outer index, packed and not */

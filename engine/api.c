@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../ops/gemm.h"
+#include "../ops/par.h"
 #include "../passes/pass.h"
 #include "backend.h"
 #include "cache.h"
@@ -407,37 +408,44 @@ static nn_status run_pipelined(nn_model *m, const nn_tensor *in, nn_tensor *out,
 }
 
 /* Slots that run side by side (the CPU's lanes), a thread each, taking
- * chunks in turn.  A lane's error is reported on the caller's thread: the
- * earliest chunk's (OpenMP may start fewer threads than lanes: those never
- * fail). */
+ * chunks in turn: the engine's parallel for (ops/par.h), whose seats are the
+ * slots (no two chunks running at once share one), and inside which a
+ * lane's kernels run on their own thread.  A lane's error is reported on the
+ * caller's thread: the earliest chunk's. */
+typedef struct lanes_job {
+    nn_model *m;
+    const nn_tensor *in;
+    nn_tensor *out;
+    int n_out;
+    int64_t step, total;
+    int stop; /* read and written atomically */
+} lanes_job;
+
+static void lane_chunk(void *ctx, int64_t c, int slot) {
+    lanes_job *j = ctx;
+    nn_model *m = j->m;
+    nn_lane *lane = &m->lanes[slot];
+    if (__atomic_load_n(&j->stop, __ATOMIC_RELAXED)) return;
+    nn_status cst = launch_chunk(m, j->in, slot, c, j->step, j->total);
+    nn_status fst = cst == NN_OK                ? finish_chunk(m, j->out, j->n_out, slot, c, j->step, j->total)
+                    : m->backend->finish ? m->backend->finish(m, slot, c)
+                                         : NN_OK;
+    if (cst == NN_OK) cst = fst;
+    if (cst == NN_OK) return;
+    if (lane->failed_chunk < 0 || c < lane->failed_chunk) {
+        lane->failed_chunk = c;
+        lane->status = cst;
+        snprintf(lane->error, sizeof lane->error, "%s", nn_last_error());
+    }
+    __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+}
+
 static nn_status run_concurrent(nn_model *m, const nn_tensor *in, nn_tensor *out, int n_out, int64_t chunks,
                                 int64_t step, int64_t total, int slots) {
-    int stop = 0;
     for (int l = 0; l < slots; l++)
         m->lanes[l].failed_chunk = -1;
-#pragma omp parallel num_threads(slots)
-    {
-        int slot = omp_get_thread_num();
-        nn_lane *lane = &m->lanes[slot];
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t c = 0; c < chunks; c++) {
-            int stopped;
-#pragma omp atomic read
-            stopped = stop;
-            if (stopped) continue;
-            nn_status cst = launch_chunk(m, in, slot, c, step, total);
-            nn_status fst = cst == NN_OK                ? finish_chunk(m, out, n_out, slot, c, step, total)
-                            : m->backend->finish ? m->backend->finish(m, slot, c)
-                                                 : NN_OK;
-            if (cst == NN_OK) cst = fst;
-            if (cst == NN_OK) continue;
-            lane->failed_chunk = c;
-            lane->status = cst;
-            snprintf(lane->error, sizeof lane->error, "%s", nn_last_error());
-#pragma omp atomic write
-            stop = 1;
-        }
-    }
+    lanes_job j = {.m = m, .in = in, .out = out, .n_out = n_out, .step = step, .total = total};
+    nn_par_for(slots, chunks, lane_chunk, &j);
     const nn_lane *first = NULL;
     for (int l = 0; l < slots; l++)
         if (m->lanes[l].failed_chunk >= 0 && (!first || m->lanes[l].failed_chunk < first->failed_chunk))

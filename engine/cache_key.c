@@ -18,6 +18,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "../ops/par.h"
 #include "../ops/registry.h"
 #include "cache_int.h"
 
@@ -27,6 +28,22 @@
  *      speed; blocks spread a large model's hash over the threads. */
 
 enum { HASH_BLOCK = 1 << 20, HASH_BATCH = 64 };
+
+typedef struct hash_job {
+    const unsigned char *p;
+    size_t size, first;
+    XXH128_canonical_t *digest;
+} hash_job;
+
+static void hash_blocks(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const hash_job *j = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        size_t at = (j->first + (size_t)i) * HASH_BLOCK;
+        size_t n = j->size - at < HASH_BLOCK ? j->size - at : HASH_BLOCK;
+        XXH128_canonicalFromHash(&j->digest[i], XXH3_128bits(j->p + at, n));
+    }
+}
 
 void nn_hash128(const void *data, size_t size, int threads, uint64_t out[2]) {
     XXH128_hash_t h;
@@ -41,12 +58,8 @@ void nn_hash128(const void *data, size_t size, int threads, uint64_t out[2]) {
         for (size_t first = 0; first < blocks; first += HASH_BATCH) {
             size_t count = blocks - first < HASH_BATCH ? blocks - first : HASH_BATCH;
             XXH128_canonical_t digest[HASH_BATCH];
-#pragma omp parallel for num_threads(threads) if (count > 1)
-            for (size_t i = 0; i < count; i++) {
-                size_t at = (first + i) * HASH_BLOCK;
-                size_t n = size - at < HASH_BLOCK ? size - at : HASH_BLOCK;
-                XXH128_canonicalFromHash(&digest[i], XXH3_128bits(p + at, n));
-            }
+            hash_job j = {.p = p, .size = size, .first = first, .digest = digest};
+            nn_par_for_range(threads, (int64_t)count, 1, hash_blocks, &j);
             XXH3_128bits_update(&st, digest, sizeof *digest * count);
         }
         h = XXH3_128bits_digest(&st);

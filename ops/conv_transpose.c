@@ -1,10 +1,9 @@
 /* ConvTranspose (conv_kernels.h), the adjoint of Conv: the GEMM W[g]^T x X[g]
  * (our GEMM, as Conv's) gives each input position's contributions per output
  * channel and kernel tap, which col2im scatter-adds into the output. */
-#include <omp.h>
-
 #include "conv_kernels.h"
 #include "epilogue.h"
+#include "par.h"
 #include "window.h"
 
 /* Offsets of kernel tap `tap`: along dim d it reads position i*stride + off[d]. */
@@ -29,14 +28,23 @@ static int64_t outer_offset(const conv_geom *g, const int64_t *pos, const int64_
     return base;
 }
 
-/* y (channels x out positions) = bias + scatter-add of col (channels*K x in
- * positions), then the epilogue (res: the residual planes matching y, or NULL). */
-static void col2im(const conv_geom *g, int64_t channels, const float *col, const float *bias, float *y,
-                   const nn_epilogue *e, const float *res, int threads) {
+typedef struct col2im_job {
+    const conv_geom *g;
+    const float *col, *bias, *res;
+    float *y;
+    const nn_epilogue *e;
+} col2im_job;
+
+/* Output channels [m0, m1) of col2im below. */
+static void col2im_range(void *ctx, int64_t m0, int64_t m1, int seat) {
+    (void)seat;
+    const col2im_job *jb = ctx;
+    const conv_geom *g = jb->g;
+    const float *col = jb->col, *bias = jb->bias, *res = jb->res;
+    float *y = jb->y;
     int last = g->nsp - 1;
     int64_t inner = g->in[last], outer = g->in_size / inner;
-#pragma omp parallel for num_threads(threads) if (channels * g->kernel_size * g->in_size > NN_PAR_MIN)
-    for (int64_t m = 0; m < channels; m++) {
+    for (int64_t m = m0; m < m1; m++) {
         float *dst = y + m * g->out_size;
         float b0 = bias ? bias[m] : 0.0f;
         for (int64_t i = 0; i < g->out_size; i++)
@@ -55,8 +63,16 @@ static void col2im(const conv_geom *g, int64_t channels, const float *col, const
                     row[j * g->stride[last] + off[last]] += src[j];
             }
         }
-        nn_epilogue_apply(e, dst, res ? res + m * g->out_size : NULL, g->out_size);
+        nn_epilogue_apply(jb->e, dst, res ? res + m * g->out_size : NULL, g->out_size);
     }
+}
+
+/* y (channels x out positions) = bias + scatter-add of col (channels*K x in
+ * positions), then the epilogue (res: the residual planes matching y, or NULL). */
+static void col2im(const conv_geom *g, int64_t channels, const float *col, const float *bias, float *y,
+                   const nn_epilogue *e, const float *res, int threads) {
+    col2im_job jb = {.g = g, .col = col, .bias = bias, .res = res, .y = y, .e = e};
+    nn_par_for_range(channels * g->kernel_size * g->in_size > NN_PAR_MIN ? threads : 1, channels, 1, col2im_range, &jb);
 }
 
 /* One product per (image, group): col (M/g * K x in positions) =

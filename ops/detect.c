@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "par.h"
 
 /* ---- NonMaxSuppression (opsets 10, 11), with onnxruntime's choices where
  *      the spec leaves room: candidates strictly above score_threshold, in
@@ -374,21 +375,25 @@ static int64_t grid_size(float bin) {
     return bin < (float)INT32_MAX ? (int64_t)ceilf(bin) : INT32_MAX;
 }
 
-static nn_status run_roi_align(nn_call *c) {
-    const roi_params *p = c->params;
-    const nn_tensor *x = &c->in[0], *bi = &c->in[2];
-    int64_t n_rois = c->in[1].dims[0], channels = x->dims[1], h = x->dims[2], w = x->dims[3];
-    for (int64_t r = 0; r < n_rois; r++) {
-        int64_t b = nn_tensor_get_int(bi, r);
-        if (b < 0 || b >= x->dims[0])
-            return nn_call_error(c, NN_ERR_INVALID, "batch index %lld of roi %lld out of range for %lld images",
-                                 (long long)b, (long long)r, (long long)x->dims[0]);
-    }
-    const float *rois = c->in[1].data, *src = x->data;
-    float *dst = c->out[0].data, offset = p->half_pixel ? 0.5f : 0.0f;
-    int64_t oh = p->out_h, ow = p->out_w;
-#pragma omp parallel for num_threads(c->threads) if (n_rois * channels > 1)
-    for (int64_t rc = 0; rc < n_rois * channels; rc++) {
+typedef struct roi_job {
+    const roi_params *p;
+    const nn_tensor *bi;
+    const float *rois, *src;
+    float *dst;
+    int64_t channels, h, w, oh, ow;
+    float offset;
+} roi_job;
+
+/* Output planes [lo, hi) of run_roi_align: plane rc is roi rc / channels, channel rc % channels. */
+static void roi_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const roi_job *j = ctx;
+    const roi_params *p = j->p;
+    const nn_tensor *bi = j->bi;
+    const float *rois = j->rois, *src = j->src;
+    float *dst = j->dst, offset = j->offset;
+    int64_t channels = j->channels, h = j->h, w = j->w, oh = j->oh, ow = j->ow;
+    for (int64_t rc = lo; rc < hi; rc++) {
         int64_t r = rc / channels, ch = rc % channels;
         const float *roi = rois + r * 4, *plane = src + (nn_tensor_get_int(bi, r) * channels + ch) * h * w;
         float x0 = roi[0] * p->spatial_scale - offset, y0 = roi[1] * p->spatial_scale - offset;
@@ -427,6 +432,30 @@ static nn_status run_roi_align(nn_call *c) {
                 out[py * ow + px] = p->mode == ROI_AVG ? acc / count : acc;
             }
     }
+}
+
+static nn_status run_roi_align(nn_call *c) {
+    const roi_params *p = c->params;
+    const nn_tensor *x = &c->in[0], *bi = &c->in[2];
+    int64_t n_rois = c->in[1].dims[0], channels = x->dims[1], h = x->dims[2], w = x->dims[3];
+    for (int64_t r = 0; r < n_rois; r++) {
+        int64_t b = nn_tensor_get_int(bi, r);
+        if (b < 0 || b >= x->dims[0])
+            return nn_call_error(c, NN_ERR_INVALID, "batch index %lld of roi %lld out of range for %lld images",
+                                 (long long)b, (long long)r, (long long)x->dims[0]);
+    }
+    roi_job j = {.p = p,
+                 .bi = bi,
+                 .rois = c->in[1].data,
+                 .src = x->data,
+                 .dst = c->out[0].data,
+                 .channels = channels,
+                 .h = h,
+                 .w = w,
+                 .oh = p->out_h,
+                 .ow = p->out_w,
+                 .offset = p->half_pixel ? 0.5f : 0.0f};
+    nn_par_for_range(n_rois * channels > 1 ? c->threads : 1, n_rois * channels, 1, roi_range, &j);
     return NN_OK;
 }
 
@@ -550,19 +579,42 @@ static float grid_sample_at(const grid_params *p, const float *plane, int64_t h,
            ly * ((1 - lx) * pixel(plane, h, w, y0 + 1, x0) + lx * pixel(plane, h, w, y0 + 1, x0 + 1));
 }
 
+typedef struct grid_job {
+    const grid_params *p;
+    const float *src, *grid;
+    float *dst;
+    int64_t ch, h, w, oh, ow;
+} grid_job;
+
+/* Output planes [lo, hi) of run_grid_sample (plane nc: image nc / ch). */
+static void grid_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const grid_job *j = ctx;
+    int64_t ch = j->ch, h = j->h, w = j->w, oh = j->oh, ow = j->ow;
+    for (int64_t nc = lo; nc < hi; nc++) {
+        const float *plane = j->src + nc * h * w, *g = j->grid + nc / ch * oh * ow * 2;
+        for (int64_t i = 0; i < oh * ow; i++)
+            j->dst[nc * oh * ow + i] = grid_sample_at(j->p, plane, h, w, g[2 * i], g[2 * i + 1]);
+    }
+}
+
 static nn_status run_grid_sample(nn_call *c) {
     const grid_params *p = c->params;
     const nn_tensor *x = &c->in[0];
     int64_t n = x->dims[0], ch = x->dims[1], h = x->dims[2], w = x->dims[3];
     int64_t oh = c->in[1].dims[1], ow = c->in[1].dims[2];
-    const float *src = x->data, *grid = c->in[1].data;
-    float *dst = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (n * ch > 1 && n * ch * oh * ow > 4096)
-    for (int64_t nc = 0; nc < n * ch; nc++) {
-        const float *plane = src + nc * h * w, *g = grid + nc / ch * oh * ow * 2;
-        for (int64_t i = 0; i < oh * ow; i++)
-            dst[nc * oh * ow + i] = grid_sample_at(p, plane, h, w, g[2 * i], g[2 * i + 1]);
-    }
+    grid_job j = {.p = p,
+                  .src = x->data,
+                  .grid = c->in[1].data,
+                  .dst = c->out[0].data,
+                  .ch = ch,
+                  .h = h,
+                  .w = w,
+                  .oh = oh,
+                  .ow = ow};
+    /* at least ~1024 samples a task */
+    nn_par_for_range(n * ch > 1 && n * ch * oh * ow > 4096 ? c->threads : 1, n * ch, 1024 / (oh * ow > 0 ? oh * ow : 1),
+                     grid_range, &j);
     return NN_OK;
 }
 

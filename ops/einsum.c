@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "par.h"
 
 #define EINSUM_EQ_MAX   256
 #define EINSUM_MAX_IN   8
@@ -319,15 +320,23 @@ static size_t workspace_Einsum(const nn_call *c) {
     return nn_dtype_size(c->in[0].dtype) * (size_t)einsum_gemm_floats(&g);
 }
 
-/* The GEMM path for element type T (c's workspace holds the three copies). */
-#define EINSUM_GEMM_BODY(T)                                                                                            \
-    {                                                                                                                  \
-        T *ap = c->workspace, *bp = ap + g->batch * g->m * g->k, *cp = bp + g->batch * g->k * g->n;                    \
-        nn_copy_strided(ap, c->in[0].data, sizeof(T), g->na, g->a_dims, g->a_str, c->threads);                         \
-        nn_copy_strided(bp, c->in[1].data, sizeof(T), g->nb, g->b_dims, g->b_str, c->threads);                         \
-        int64_t rows = g->batch * g->m, m = g->m, n = g->n, k = g->k;                                                  \
-        _Pragma("omp parallel for num_threads(c->threads) if (rows * n * k > 32768)")                                  \
-        for (int64_t r = 0; r < rows; r++) {                                                                           \
+/* One GEMM's dense copies and sizes, read by the range functions of EINSUM_GEMM. */
+typedef struct gemm_job {
+    const void *ap, *bp;
+    void *cp;
+    int64_t m, n, k;
+} gemm_job;
+
+/* The GEMM path for element type T (c's workspace holds the three copies);
+ * name##_range computes rows [r_lo, r_hi) of C. */
+#define EINSUM_GEMM(name, T)                                                                                           \
+    static void name##_range(void *ctx, int64_t r_lo, int64_t r_hi, int seat) {                                        \
+        (void)seat;                                                                                                    \
+        const gemm_job *gj = ctx;                                                                                      \
+        const T *ap = gj->ap, *bp = gj->bp;                                                                            \
+        T *cp = gj->cp;                                                                                                \
+        int64_t m = gj->m, n = gj->n, k = gj->k;                                                                       \
+        for (int64_t r = r_lo; r < r_hi; r++) {                                                                        \
             const T *a = ap + r * k, *b = bp + r / m * k * n;                                                          \
             T *y = cp + r * n;                                                                                         \
             for (int64_t j = 0; j < n; j++)                                                                            \
@@ -339,25 +348,48 @@ static size_t workspace_Einsum(const nn_call *c) {
                     y[j] += av * br[j];                                                                                \
             }                                                                                                          \
         }                                                                                                              \
+    }                                                                                                                  \
+    static void name(nn_call *c, const einsum_plan *pl, const einsum_gemm *g) {                                        \
+        T *ap = c->workspace, *bp = ap + g->batch * g->m * g->k, *cp = bp + g->batch * g->k * g->n;                    \
+        nn_copy_strided(ap, c->in[0].data, sizeof(T), g->na, g->a_dims, g->a_str, c->threads);                         \
+        nn_copy_strided(bp, c->in[1].data, sizeof(T), g->nb, g->b_dims, g->b_str, c->threads);                         \
+        int64_t rows = g->batch * g->m, m = g->m, n = g->n, k = g->k;                                                  \
+        gemm_job j = {.ap = ap, .bp = bp, .cp = cp, .m = m, .n = n, .k = k};                                           \
+        nn_par_for_range(rows * n * k > 32768 ? c->threads : 1, rows, 4096 / (n * k > 0 ? n * k : 1), name##_range,    \
+                         &j);                                                                                          \
         nn_copy_strided(c->out[0].data, cp, sizeof(T), pl->n_out, pl->out_size, g->c_str, c->threads);                 \
     }
 
+EINSUM_GEMM(einsum_gemm_f64, double)
+EINSUM_GEMM(einsum_gemm_f32, float)
+
 static void einsum_run_gemm(nn_call *c, const einsum_plan *pl, const einsum_gemm *g) {
     if (c->in[0].dtype == NN_DTYPE_DOUBLE)
-        EINSUM_GEMM_BODY(double)
+        einsum_gemm_f64(c, pl, g);
     else
-        EINSUM_GEMM_BODY(float)
+        einsum_gemm_f32(c, pl, g);
 }
 
-/* The direct path for element type T: every output element sums its products in double. */
-#define EINSUM_DIRECT_BODY(T)                                                                                          \
-    {                                                                                                                  \
+/* What the range functions of EINSUM_DIRECT read. */
+typedef struct direct_job {
+    const nn_call *c;
+    const einsum_plan *pl;
+} direct_job;
+
+/* The direct path for element type T: every output element sums its products in double.
+ * name##_range computes output elements [o_lo, o_hi). */
+#define EINSUM_DIRECT(name, T)                                                                                         \
+    static void name##_range(void *ctx, int64_t o_lo, int64_t o_hi, int seat) {                                        \
+        (void)seat;                                                                                                    \
+        const direct_job *dj = ctx;                                                                                    \
+        const nn_call *c = dj->c;                                                                                      \
+        const einsum_plan pl = *dj->pl;                                                                                \
+        int n_in = c->n_in;                                                                                            \
         const T *x[EINSUM_MAX_IN];                                                                                     \
         for (int k = 0; k < n_in; k++)                                                                                 \
             x[k] = c->in[k].data;                                                                                      \
         T *y = c->out[0].data;                                                                                         \
-        _Pragma("omp parallel for num_threads(c->threads) if (total * pl.sum_total > 16384)")                          \
-        for (int64_t o = 0; o < total; o++) {                                                                          \
+        for (int64_t o = o_lo; o < o_hi; o++) {                                                                        \
             int64_t off[EINSUM_MAX_IN] = {0}, rem = o;                                                                 \
             for (int i = pl.n_out - 1; i >= 0; i--) {                                                                  \
                 int64_t idx = rem % pl.out_size[i];                                                                    \
@@ -383,7 +415,15 @@ static void einsum_run_gemm(nn_call *c, const einsum_plan *pl, const einsum_gemm
             }                                                                                                          \
             y[o] = (T)acc;                                                                                             \
         }                                                                                                              \
+    }                                                                                                                  \
+    static void name(nn_call *c, const einsum_plan *pl, int64_t total) {                                               \
+        direct_job j = {.c = c, .pl = pl};                                                                             \
+        nn_par_for_range(total * pl->sum_total > 16384 ? c->threads : 1, total,                                        \
+                         4096 / (pl->sum_total > 0 ? pl->sum_total : 1), name##_range, &j);                            \
     }
+
+EINSUM_DIRECT(einsum_direct_f64, double)
+EINSUM_DIRECT(einsum_direct_f32, float)
 
 static nn_status run_Einsum(nn_call *c) {
     einsum_plan pl;
@@ -396,12 +436,11 @@ static nn_status run_Einsum(nn_call *c) {
         einsum_run_gemm(c, &pl, &g);
         return NN_OK;
     }
-    int n_in = c->n_in;
     int64_t total = nn_shape_elements(pl.out_size, pl.n_out);
     if (c->in[0].dtype == NN_DTYPE_DOUBLE)
-        EINSUM_DIRECT_BODY(double)
+        einsum_direct_f64(c, &pl, total);
     else
-        EINSUM_DIRECT_BODY(float)
+        einsum_direct_f32(c, &pl, total);
     return NN_OK;
 }
 

@@ -7,10 +7,10 @@
  * whole sort, so its `bound` sizes the outputs for all-distinct input and
  * run shrinks them. */
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "op.h"
+#include "par.h"
 
 /* Whether element i of t is not zero (any dtype the engine holds). */
 static bool nonzero_at(const nn_tensor *t, int64_t i) {
@@ -275,20 +275,24 @@ static bool topk_ahead(const nn_tensor *x, bool largest, int64_t base, int64_t s
     return a < b;
 }
 
-static nn_status run_topk(nn_call *c) {
-    const topk_params *p = c->params;
-    const nn_tensor *x = &c->in[0];
-    int64_t axis, k;
-    nn_status st = topk_k(c, &axis, &k);
-    if (st != NN_OK) return st;
-    int64_t len = x->dims[axis], inner = nn_shape_elements(x->dims + axis + 1, x->ndim - (int)axis - 1);
-    int64_t slices = nn_shape_elements(x->dims, (int)axis) * inner;
-    size_t esz = nn_dtype_size(x->dtype);
-    if (k == 0 || slices == 0) return NN_OK;
-    bool largest = p->largest;
-#pragma omp parallel for num_threads(c->threads) if (slices > 1 && slices * len > 4096)
-    for (int64_t s = 0; s < slices; s++) {
-        int64_t *heap = (int64_t *)c->workspace + (size_t)omp_get_thread_num() * (size_t)len;
+typedef struct topk_job {
+    const nn_tensor *x;
+    void *values;
+    int64_t *indices, *heaps; /* heaps: len per seat */
+    int64_t len, inner, k;
+    size_t esz;
+    bool largest;
+} topk_job;
+
+/* Slices [lo, hi) of run_topk, each with its seat's heap in the workspace. */
+static void topk_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    const topk_job *jb = ctx;
+    const nn_tensor *x = jb->x;
+    int64_t len = jb->len, inner = jb->inner, k = jb->k;
+    size_t esz = jb->esz;
+    bool largest = jb->largest;
+    for (int64_t s = lo; s < hi; s++) {
+        int64_t *heap = jb->heaps + (size_t)seat * (size_t)len;
         int64_t o = s / inner, i = s % inner, base = o * len * inner + i, n = 0;
         /* a heap of the best k so far with the last-ranked on top */
         for (int64_t j = 0; j < len; j++) {
@@ -327,11 +331,33 @@ static nn_status run_topk(nn_call *c) {
             }
             if (n) heap[at] = last;
             int64_t dst = o * k * inner + r * inner + i;
-            memcpy((char *)c->out[0].data + dst * (int64_t)esz,
-                   (const char *)x->data + (base + top * inner) * (int64_t)esz, esz);
-            ((int64_t *)c->out[1].data)[dst] = top;
+            memcpy((char *)jb->values + dst * (int64_t)esz, (const char *)x->data + (base + top * inner) * (int64_t)esz,
+                   esz);
+            jb->indices[dst] = top;
         }
     }
+}
+
+static nn_status run_topk(nn_call *c) {
+    const topk_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t axis, k;
+    nn_status st = topk_k(c, &axis, &k);
+    if (st != NN_OK) return st;
+    int64_t len = x->dims[axis], inner = nn_shape_elements(x->dims + axis + 1, x->ndim - (int)axis - 1);
+    int64_t slices = nn_shape_elements(x->dims, (int)axis) * inner;
+    size_t esz = nn_dtype_size(x->dtype);
+    if (k == 0 || slices == 0) return NN_OK;
+    topk_job jb = {.x = x,
+                   .values = c->out[0].data,
+                   .indices = c->out[1].data,
+                   .heaps = c->workspace,
+                   .len = len,
+                   .inner = inner,
+                   .k = k,
+                   .esz = esz,
+                   .largest = p->largest};
+    nn_par_for_range(slices > 1 && slices * len > 4096 ? c->threads : 1, slices, 1, topk_range, &jb);
     return NN_OK;
 }
 

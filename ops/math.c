@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "par.h"
 
 /* ---- CumSum(x, axis): running sums along `axis`.  exclusive leaves the
  * element itself out (the first output is 0); reverse runs from the end. */
@@ -78,8 +79,8 @@ static nn_status infer_CumSum(nn_call *c) {
  * is the previous output row plus one input row; the first is x or 0. */
 #define CUMSUM_BODY(T)                                                                                                 \
     {                                                                                                                  \
-        const T *x = (const T *)c->in[0].data + o * n * inner;                                                         \
-        T *y = (T *)c->out[0].data + o * n * inner;                                                                    \
+        const T *x = (const T *)xd + o * n * inner;                                                                    \
+        T *y = (T *)yd + o * n * inner;                                                                                \
         for (int64_t s = 0; s < n; s++) {                                                                              \
             int64_t k = p->reverse ? n - 1 - s : s, prev = p->reverse ? k + 1 : k - 1;                                 \
             int64_t src = p->exclusive ? prev : k; /* the input row added at this step */                              \
@@ -89,6 +90,36 @@ static nn_status infer_CumSum(nn_call *c) {
             }                                                                                                          \
         }                                                                                                              \
     }
+
+typedef struct cumsum_job {
+    const cumsum_params *p;
+    const void *x;
+    void *y;
+    int64_t n, inner, chunks;
+    nn_dtype t;
+} cumsum_job;
+
+/* Items [lo, hi) of run_CumSum: item it is block it / chunks, columns chunk it % chunks. */
+static void cumsum_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const cumsum_job *jb = ctx;
+    const cumsum_params *p = jb->p;
+    const void *xd = jb->x;
+    void *yd = jb->y;
+    int64_t n = jb->n, inner = jb->inner, chunks = jb->chunks;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t o = it / chunks, j0 = (it % chunks) * CUMSUM_CHUNK;
+        int64_t j1 = j0 + CUMSUM_CHUNK < inner ? j0 + CUMSUM_CHUNK : inner;
+        switch (jb->t) {
+#define CUMSUM_CASE(code, T)                                                                                           \
+    case NN_DTYPE_##code:                                                                                              \
+        CUMSUM_BODY(T) break;
+            CUMSUM_DTYPES(CUMSUM_CASE)
+#undef CUMSUM_CASE
+        default: break; /* infer refused it */
+        }
+    }
+}
 
 static nn_status run_CumSum(nn_call *c) {
     const cumsum_params *p = c->params;
@@ -100,20 +131,9 @@ static nn_status run_CumSum(nn_call *c) {
     int64_t outer = nn_shape_elements(xt->dims, (int)axis), n = xt->dims[axis];
     int64_t inner = nn_shape_elements(xt->dims + axis + 1, xt->ndim - (int)axis - 1);
     int64_t chunks = (inner + CUMSUM_CHUNK - 1) / CUMSUM_CHUNK, items = outer * chunks;
-    nn_dtype t = xt->dtype;
-#pragma omp parallel for num_threads(c->threads) if (items > 1 && outer * n * inner > 32768)
-    for (int64_t it = 0; it < items; it++) {
-        int64_t o = it / chunks, j0 = (it % chunks) * CUMSUM_CHUNK;
-        int64_t j1 = j0 + CUMSUM_CHUNK < inner ? j0 + CUMSUM_CHUNK : inner;
-        switch (t) {
-#define CUMSUM_CASE(code, T)                                                                                           \
-    case NN_DTYPE_##code:                                                                                              \
-        CUMSUM_BODY(T) break;
-            CUMSUM_DTYPES(CUMSUM_CASE)
-#undef CUMSUM_CASE
-        default: break; /* infer refused it */
-        }
-    }
+    cumsum_job jb = {
+        .p = p, .x = xt->data, .y = c->out[0].data, .n = n, .inner = inner, .chunks = chunks, .t = xt->dtype};
+    nn_par_for_range(items > 1 && outer * n * inner > 32768 ? c->threads : 1, items, 1, cumsum_range, &jb);
     return NN_OK;
 }
 

@@ -5,6 +5,7 @@
 #include "epilogue.h"
 #include "gemm.h"
 #include "op.h"
+#include "par.h"
 #include "params.h"
 
 /* B packed ahead is worth its memory only when several rows of A reuse it;
@@ -353,6 +354,23 @@ static bool prepared_fits_gemm(const nn_call *c, const void *prepared, size_t si
     return nn_gemm_block_fits_b(&gm, prepared, size);
 }
 
+typedef struct prefill_job {
+    const float *cv;
+    float *y;
+    const gemm_geom *g;
+    float beta;
+} prefill_job;
+
+/* Rows [lo, hi) of Y = beta * C (C broadcast), before the GEMM accumulates. */
+static void prefill_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const prefill_job *j = ctx;
+    const gemm_geom *g = j->g;
+    for (int64_t i = lo; i < hi; i++)
+        for (int64_t k = 0; k < g->n; k++)
+            j->y[i * g->n + k] = j->beta * j->cv[i * g->c_row + k * g->c_col];
+}
+
 static nn_status run_gemm(nn_call *c) {
     const nn_gemm_params *p = c->params;
     gemm_geom g;
@@ -362,12 +380,9 @@ static nn_status run_gemm(nn_call *c) {
     nn_gemm_packed view;
     nn_gemm gm = gemm_gemm(c, &g, prepared_b(c, &view), &prefill);
     if (prefill) {
-        const float *cv = c->in[2].data;
-        float *y = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (g.m * g.n > 2 * NN_PAR_MIN)
-        for (int64_t i = 0; i < g.m; i++)
-            for (int64_t j = 0; j < g.n; j++)
-                y[i * g.n + j] = p->beta * cv[i * g.c_row + j * g.c_col];
+        prefill_job j = {.cv = c->in[2].data, .y = c->out[0].data, .g = &g, .beta = p->beta};
+        nn_par_for_range(g.m * g.n > 2 * NN_PAR_MIN ? c->threads : 1, g.m, 4096 / (g.n > 0 ? g.n : 1), prefill_range,
+                         &j);
     }
     if (!nn_gemm_run(&gm, c->workspace, c->workspace_size, c->threads))
         return nn_call_error(c, NN_ERR_INTERNAL, "gemm workspace too small or B packed for another kernel");

@@ -350,16 +350,23 @@ static nn_status infer_lrn(nn_call *c) {
     return NN_OK;
 }
 
+typedef struct lrn_job {
+    const lrn_params *p;
+    const float *src;
+    float *dst;
+    int64_t channels, n;
+    float scale;
+} lrn_job;
+
 /* The output plane first holds the channel window's sum of squares. */
-static nn_status run_lrn(nn_call *c) {
-    const lrn_params *p = c->params;
-    const nn_tensor *x = &c->in[0];
-    int64_t channels = x->dims[1], planes = x->dims[0] * channels;
-    int64_t n = nn_shape_elements(x->dims + 2, x->ndim - 2);
-    const float *src = x->data;
-    float *dst = c->out[0].data, scale = p->alpha / (float)p->size;
-#pragma omp parallel for num_threads(c->threads) if (planes * n * p->size > NN_PAR_MIN)
-    for (int64_t pl = 0; pl < planes; pl++) {
+static void lrn_range(void *ctx, int64_t plo, int64_t phi, int seat) {
+    (void)seat;
+    const lrn_job *j = ctx;
+    const lrn_params *p = j->p;
+    const float *src = j->src;
+    float *dst = j->dst, scale = j->scale;
+    int64_t channels = j->channels, n = j->n;
+    for (int64_t pl = plo; pl < phi; pl++) {
         int64_t ch = pl % channels, img = pl - ch;
         int64_t lo = ch - (p->size - 1) / 2, hi = ch + p->size / 2;
         if (lo < 0) lo = 0;
@@ -375,6 +382,19 @@ static nn_status run_lrn(nn_call *c) {
         for (int64_t i = 0; i < n; i++)
             yp[i] = xp[i] / powf(p->bias + scale * yp[i], p->beta);
     }
+}
+
+static nn_status run_lrn(nn_call *c) {
+    const lrn_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    int64_t channels = x->dims[1], planes = x->dims[0] * channels;
+    lrn_job j = {.p = p,
+                 .src = x->data,
+                 .dst = c->out[0].data,
+                 .channels = channels,
+                 .n = nn_shape_elements(x->dims + 2, x->ndim - 2),
+                 .scale = p->alpha / (float)p->size};
+    nn_par_for_range(planes * j.n * p->size > NN_PAR_MIN ? c->threads : 1, planes, 1, lrn_range, &j);
     return NN_OK;
 }
 

@@ -118,6 +118,8 @@ int nn_par_uses_pool(void) {
     return use_pool;
 }
 
+int nn_par_workers(void) { return atomic_load(&n_workers); }
+
 int64_t nn_par_tasks(int64_t n, int64_t min_items, int threads) {
     if (threads <= 1 || n <= 0) return n > 0 ? 1 : 0;
     if (min_items < 1) min_items = 1;

@@ -46,4 +46,8 @@ void nn_par_for_range(int threads, int64_t n, int64_t min_items, nn_par_range_fn
 /* Whether calls run on the engine's workers (false: NN_PAR=omp). */
 int nn_par_uses_pool(void);
 
+/* Workers started so far (tests: the process's threads are its callers and
+ * these, with no OpenMP team beside them). */
+int nn_par_workers(void);
+
 #endif

@@ -116,20 +116,28 @@ typedef struct axis_pass {
     bool include_pad;         /* AveragePool count_include_pad */
 } axis_pass;
 
+/* One pass's shared state, read by the range function of each AXIS_POOL. */
+typedef struct axis_job {
+    const axis_pass *a;
+    const void *src;
+    void *dst;
+    bool runs; /* the pass along the contiguous axis, with some windows wholly inside */
+} axis_job;
+
 /* One pass.  op(acc, v) folds a tap into the accumulator; `finish` runs once
  * per output row with its valid taps [lo, hi); `finish_full` scales the run
  * d[0..n) of single-element rows whose windows lie wholly inside.  Those
  * (the pass along the contiguous axis) loop over taps outermost, so that the
  * loop over outputs vectorizes. */
 #define AXIS_POOL(name, T, empty, op, finish, finish_full)                                                             \
-    static void name(const axis_pass *a, const void *src_v, void *dst_v, int threads) {                                \
-        const T *src = src_v;                                                                                          \
-        T *dst = dst_v;                                                                                                \
-        bool runs = a->inner == 1 && a->full_lo < a->full_hi;                                                          \
-        _Pragma(                                                                                                       \
-            "omp parallel for num_threads(threads) if (a->outer * a->out_len * a->inner > 16384)") for (int64_t q = 0; \
-                                                                                                        q < a->outer;  \
-                                                                                                        q++) {         \
+    static void name##_range(void *ctx, int64_t q_lo, int64_t q_hi, int seat) {                                        \
+        (void)seat;                                                                                                    \
+        const axis_job *aj = ctx;                                                                                      \
+        const axis_pass *a = aj->a;                                                                                    \
+        const T *src = aj->src;                                                                                        \
+        T *dst = aj->dst;                                                                                              \
+        bool runs = aj->runs;                                                                                          \
+        for (int64_t q = q_lo; q < q_hi; q++) {                                                                        \
             const T *s = src + q * a->in_len * a->inner;                                                               \
             T *d = dst + q * a->out_len * a->inner;                                                                    \
             if (runs) {                                                                                                \
@@ -168,6 +176,10 @@ typedef struct axis_pass {
                 finish;                                                                                                \
             }                                                                                                          \
         }                                                                                                              \
+    }                                                                                                                  \
+    static void name(const axis_pass *a, const void *src_v, void *dst_v, int threads) {                                \
+        axis_job j = {.a = a, .src = src_v, .dst = dst_v, .runs = a->inner == 1 && a->full_lo < a->full_hi};           \
+        nn_par_for_range(a->outer * a->out_len * a->inner > 16384 ? threads : 1, a->outer, 1, name##_range, &j);       \
     }
 
 #define MAX_OP(acc, v) ((v) > (acc) ? (v) : (acc))
@@ -328,10 +340,24 @@ static int64_t column_major(const pool_geom *g, int64_t i) {
     return r;
 }
 
-/* Max and the flat input index of its first occurrence. */
-static void max_pool_indices(const pool_geom *g, const float *x, float *y, int64_t *idx, bool col_major, int threads) {
-#pragma omp parallel for num_threads(threads) if (g->planes * g->out_size > 16384)
-    for (int64_t p = 0; p < g->planes; p++) {
+typedef struct max_indices_job {
+    const pool_geom *g;
+    const float *x;
+    float *y;
+    int64_t *idx;
+    bool col_major;
+} max_indices_job;
+
+/* Max and the flat input index of its first occurrence, for planes [lo, hi). */
+static void max_indices_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const max_indices_job *mj = ctx;
+    const pool_geom *g = mj->g;
+    const float *x = mj->x;
+    float *y = mj->y;
+    int64_t *idx = mj->idx;
+    bool col_major = mj->col_major;
+    for (int64_t p = lo; p < hi; p++) {
         const float *xp = x + p * g->in_size;
         int64_t pos[NSP_MAX] = {0}, step = g->dilation[g->nsp - 1];
         for (int64_t o = 0; o < g->out_size; o++) {
@@ -350,6 +376,12 @@ static void max_pool_indices(const pool_geom *g, const float *x, float *y, int64
             idx[p * g->out_size + o] = arg < 0 ? -1 : p * g->in_size + (col_major ? column_major(g, arg) : arg);
         }
     }
+}
+
+/* Max and the flat input index of its first occurrence. */
+static void max_pool_indices(const pool_geom *g, const float *x, float *y, int64_t *idx, bool col_major, int threads) {
+    max_indices_job j = {.g = g, .x = x, .y = y, .idx = idx, .col_major = col_major};
+    nn_par_for_range(g->planes * g->out_size > 16384 ? threads : 1, g->planes, 1, max_indices_range, &j);
 }
 
 static nn_status infer_max_pool(nn_call *c) {

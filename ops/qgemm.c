@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "par.h"
 #include "qgemm_kernel.h"
 
 size_t nn_qgemm_workspace(int64_t m, int64_t n, int64_t k) {
@@ -259,6 +260,45 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, 
     }
 }
 
+/* What the tasks of nn_qgemm_run_isa read: the packed sides, their sums,
+ * and pa / pb, the row blocks / column panels still to pack (0: packed). */
+typedef struct qgemm_job {
+    const nn_qgemm *g;
+    qg_tile_fn tile;
+    qg_tile_q8_fn tile_q8;
+    uint8_t *ap;
+    int8_t *bp;
+    int32_t *rsum, *csum;
+    int64_t k4, blocks, pa, pb;
+    bool simd;
+} qgemm_job;
+
+/* Panel pn: pack it (if B is not packed), then every row block against it. */
+static void qgemm_panel_task(void *ctx, int64_t pn, int seat) {
+    (void)seat;
+    const qgemm_job *j = ctx;
+    if (j->pb) pack_b_panel(j->g, j->k4, j->bp, j->csum, pn, j->simd);
+    for (int64_t blk = 0; blk < j->blocks; blk++)
+        run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, j->csum, j->k4, blk, pn);
+}
+
+/* Task t of the packing: row block t of A, then column panel t - pa of B. */
+static void qgemm_pack_task(void *ctx, int64_t t, int seat) {
+    (void)seat;
+    const qgemm_job *j = ctx;
+    if (t < j->pa) pack_a_block(j->g, j->k4, j->ap, j->rsum, t);
+    else
+        pack_b_panel(j->g, j->k4, j->bp, j->csum, t - j->pa, j->simd);
+}
+
+/* Task t of the tiles: panel t / blocks, row block t % blocks. */
+static void qgemm_tile_task(void *ctx, int64_t t, int seat) {
+    (void)seat;
+    const qgemm_job *j = ctx;
+    int64_t pn = t / j->blocks, blk = t % j->blocks;
+    run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, j->csum, j->k4, blk, pn);
+}
+
 void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa isa) {
     if (g->m <= 0 || g->n <= 0) return;
     int64_t k4 = nn_round_up(g->k, 4), mp = nn_round_up(g->m, QG_MR), np = nn_round_up(g->n, QG_NR);
@@ -281,37 +321,32 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
     if (tile == nn_qg_tile_vnni512) tile_q8 = nn_qg_tile_vnni512_q8;
 #endif
     int64_t pa = g->a_packed ? 0 : blocks, pb = g->b_packed ? 0 : panels;
+    qgemm_job j = {.g = g,
+                   .tile = tile,
+                   .tile_q8 = tile_q8,
+                   .ap = ap,
+                   .bp = bp,
+                   .rsum = rsum,
+                   .csum = csum,
+                   .k4 = k4,
+                   .blocks = blocks,
+                   .pa = pa,
+                   .pb = pb,
+                   .simd = simd};
+    int par = g->m * g->n * g->k > NN_PAR_MIN ? threads : 1;
     /* With A packed already and panels enough to share: each thread packs
      * a panel of B and runs every row block against it while it is in
      * cache; panels are taken on demand and no thread waits for another
      * until the end. */
     if (pa == 0 && panels >= 4 * (int64_t)threads) {
-#pragma omp parallel for schedule(dynamic) num_threads(threads) if (g->m * g->n * g->k > NN_PAR_MIN)
-        for (int64_t pn = 0; pn < panels; pn++) {
-            if (pb) pack_b_panel(g, k4, bp, csum, pn, simd);
-            for (int64_t blk = 0; blk < blocks; blk++)
-                run_tile(g, tile, tile_q8, ap, bp, rsum, csum, k4, blk, pn);
-        }
+        nn_par_for(par, panels, qgemm_panel_task, &j);
         return;
     }
     /* Otherwise one parallel region: packing (both sides in one loop) and
      * the tiles, handed out on demand so that a late thread delays only
      * what it has taken. */
-#pragma omp parallel num_threads(threads) if (g->m * g->n * g->k > NN_PAR_MIN)
-    {
-        if (pa + pb > 0) {
-#pragma omp for schedule(dynamic)
-            for (int64_t t = 0; t < pa + pb; t++) {
-                if (t < pa) pack_a_block(g, k4, ap, rsum, t);
-                else
-                    pack_b_panel(g, k4, bp, csum, t - pa, simd);
-            }
-        }
-#pragma omp for collapse(2) schedule(dynamic)
-        for (int64_t pn = 0; pn < panels; pn++)
-            for (int64_t blk = 0; blk < blocks; blk++)
-                run_tile(g, tile, tile_q8, ap, bp, rsum, csum, k4, blk, pn);
-    }
+    if (pa + pb > 0) nn_par_for(par, pa + pb, qgemm_pack_task, &j);
+    nn_par_for(par, panels * blocks, qgemm_tile_task, &j);
 }
 
 void nn_qgemm_run(const nn_qgemm *g, void *workspace, int threads) {

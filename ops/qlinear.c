@@ -17,12 +17,12 @@
  * channel; b per tensor or per column.  Other layouts (a per-row a_zero_point,
  * batched b scales) are refused. */
 #include <limits.h>
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "geom.h"
 #include "op.h"
+#include "par.h"
 #include "qgemm.h"
 #include "qgemm_kernel.h"
 #include "quant.h"
@@ -256,13 +256,22 @@ static void gather_strided(uint8_t *restrict dst, const uint8_t *restrict src, i
             dst[o] = src[o * stride];
 }
 
-/* col[(ci * K + kk) * P + pos] = x at the tap, or `pad` outside the plane. */
-static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, uint8_t pad, uint8_t *col,
-                         int threads) {
+typedef struct im2col_job {
+    const nn_conv_geom *g;
+    const uint8_t *x;
+    uint8_t pad;
+    uint8_t *col;
+} im2col_job;
+
+/* Rows [lo, hi) of qconv_im2col. */
+static void im2col_range(void *ctx, int64_t lo_row, int64_t hi_row, int seat) {
+    (void)seat;
+    const im2col_job *j = ctx;
+    const nn_conv_geom *g = j->g;
+    const uint8_t *x = j->x;
+    uint8_t pad = j->pad, *col = j->col;
     int nsp = g->nsp;
-    int64_t rows = cg * g->kernel_size;
-#pragma omp parallel for num_threads(threads) if (rows * g->out_size > NN_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = lo_row; r < hi_row; r++) {
         int64_t ci = r / g->kernel_size, kk = r % g->kernel_size, tap[NSP_MAX];
         for (int d = nsp - 1; d >= 0; d--) {
             tap[d] = kk % g->kernel[d];
@@ -303,6 +312,14 @@ static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, ui
             dst[pos] = inside ? plane[off] : pad;
         }
     }
+}
+
+/* col[(ci * K + kk) * P + pos] = x at the tap, or `pad` outside the plane. */
+static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, uint8_t pad, uint8_t *col,
+                         int threads) {
+    int64_t rows = cg * g->kernel_size;
+    im2col_job j = {.g = g, .x = x, .pad = pad, .col = col};
+    nn_par_for_range(rows * g->out_size > NN_PAR_MIN ? threads : 1, rows, 1, im2col_range, &j);
 }
 
 /* A 2-D depthwise conv (one input and one output channel per group): a GEMM
@@ -477,6 +494,20 @@ static void qconv_depthwise_plane(const qdw *d, int64_t t) {
         }
 }
 
+typedef struct qdw_job {
+    const qdw *d;
+    const qdw_layout *l;
+} qdw_job;
+
+/* Plane t of the depthwise conv, with seat's scratch when phased. */
+static void qdw_task(void *ctx, int64_t t, int seat) {
+    const qdw_job *j = ctx;
+    const qdw *d = j->d;
+    if (d->scratch) qdw_plane_phased(d, j->l, t, d->scratch + j->l->bytes * (size_t)seat);
+    else
+        qconv_depthwise_plane(d, t);
+}
+
 /* Scratch: the im2col bytes, int32 accumulators (QLinearConv), the GEMM's packing. */
 static size_t qconv_workspace_of(const nn_call *c, const qio *io) {
     nn_conv_geom g;
@@ -538,12 +569,8 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
             d.scratch = gemm_ws;
             d.tap = nn_qg_dw_tap_for(nn_isa_active());
         }
-#pragma omp parallel for schedule(dynamic) num_threads(c->threads) if (planes * P * g.kernel_size > NN_PAR_MIN)
-        for (int64_t t = 0; t < planes; t++) {
-            if (d.scratch) qdw_plane_phased(&d, &l, t, d.scratch + l.bytes * (size_t)omp_get_thread_num());
-            else
-                qconv_depthwise_plane(&d, t);
-        }
+        qdw_job j = {.d = &d, .l = &l};
+        nn_par_for(planes * P * g.kernel_size > NN_PAR_MIN ? c->threads : 1, planes, qdw_task, &j);
         return NN_OK;
     }
     for (int64_t n = 0; n < g.batch; n++)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "par.h"
 #include "quant.h"
 
 typedef nn_qdq_params qdq_params;
@@ -108,6 +109,36 @@ static void quantize_chunk(const float *restrict x, uint8_t *restrict y, int64_t
         y[i] = (uint8_t)nn_quantize_value(x[i], sc, zp, lo, hi);
 }
 
+typedef struct quantize_job {
+    const nn_call *c;
+    const float *x, *s;
+    uint8_t *y;
+    int64_t n, inner, len;
+    float sc;
+    int32_t zp, lo, hi;
+} quantize_job;
+
+/* Per tensor: chunks [lo, hi) of 4096 values. */
+static void quantize_flat_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const quantize_job *j = ctx;
+    for (int64_t t = lo; t < hi; t++)
+        quantize_chunk(j->x + t * 4096, j->y + t * 4096, j->n - t * 4096 < 4096 ? j->n - t * 4096 : 4096, j->sc, j->zp,
+                       j->lo, j->hi);
+}
+
+/* Per axis: rows [lo, hi) of inner values, each with its scale. */
+static void quantize_rows_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const quantize_job *j = ctx;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t a = r % j->len;
+        float sc = j->s[a];
+        int32_t zp = nn_quant_zero(j->c, 2, a);
+        quantize_chunk(j->x + r * j->inner, j->y + r * j->inner, j->inner, sc, zp, j->lo, j->hi);
+    }
+}
+
 static nn_status run_quantize(nn_call *c) {
     const qdq_params *p = c->params;
     nn_quant_view v;
@@ -117,23 +148,17 @@ static nn_status run_quantize(nn_call *c) {
     bool sgn = c->out[0].dtype == NN_DTYPE_INT8;
     int32_t lo = sgn ? -128 : 0, hi = sgn ? 127 : 255;
     uint8_t *y = c->out[0].data;
+    quantize_job j = {.c = c, .x = x, .s = s, .y = y, .inner = v.inner, .len = v.len, .lo = lo, .hi = hi};
     if (v.len == 1) { /* per tensor: one flat loop, so that all threads share it */
         int64_t n = v.outer * v.inner, chunks = (n + 4095) / 4096;
-        float sc = s[0];
-        int32_t zp = nn_quant_zero(c, 2, 0);
-#pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
-        for (int64_t t = 0; t < chunks; t++)
-            quantize_chunk(x + t * 4096, y + t * 4096, n - t * 4096 < 4096 ? n - t * 4096 : 4096, sc, zp, lo, hi);
+        j.n = n;
+        j.sc = s[0];
+        j.zp = nn_quant_zero(c, 2, 0);
+        nn_par_for_range(n > NN_PAR_MIN ? c->threads : 1, chunks, 1, quantize_flat_range, &j);
         return NN_OK;
     }
     int64_t rows = v.outer * v.len;
-#pragma omp parallel for num_threads(c->threads) if (rows * v.inner > NN_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t a = r % v.len;
-        float sc = s[a];
-        int32_t zp = nn_quant_zero(c, 2, a);
-        quantize_chunk(x + r * v.inner, y + r * v.inner, v.inner, sc, zp, lo, hi);
-    }
+    nn_par_for_range(rows * v.inner > NN_PAR_MIN ? c->threads : 1, rows, 1, quantize_rows_range, &j);
     return NN_OK;
 }
 
@@ -165,6 +190,41 @@ static nn_status infer_dequantize(nn_call *c) {
     return NN_OK;
 }
 
+typedef struct dequantize_job {
+    const nn_call *c;
+    const nn_tensor *x;
+    const float *s;
+    float *y;
+    int64_t len, inner, total;
+} dequantize_job;
+
+static void dequantize_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const dequantize_job *j = ctx;
+    const nn_tensor *x = j->x;
+    float *y = j->y;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t a = r % j->len;
+        float sc = j->s[a];
+        int32_t zp = nn_quant_zero(j->c, 2, a);
+        int64_t i0 = r * j->inner, i1 = i0 + j->inner < j->total ? i0 + j->inner : j->total;
+        switch (x->dtype) {
+        case NN_DTYPE_UINT8:
+            for (int64_t i = i0; i < i1; i++)
+                y[i] = (float)(((const uint8_t *)x->data)[i] - zp) * sc;
+            break;
+        case NN_DTYPE_INT8:
+            for (int64_t i = i0; i < i1; i++)
+                y[i] = (float)(((const int8_t *)x->data)[i] - zp) * sc;
+            break;
+        default:
+            for (int64_t i = i0; i < i1; i++)
+                y[i] = (float)((const int32_t *)x->data)[i] * sc;
+            break;
+        }
+    }
+}
+
 static nn_status run_dequantize(nn_call *c) {
     const qdq_params *p = c->params;
     nn_quant_view v;
@@ -183,27 +243,8 @@ static nn_status run_dequantize(nn_call *c) {
         for (int64_t a = 0; a < v.len; a++)
             if (nn_quant_zero(c, 2, a) != 0)
                 return nn_call_error(c, NN_ERR_INVALID, "an int32 x needs a zero x_zero_point");
-#pragma omp parallel for num_threads(c->threads) if (total > NN_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t a = r % v.len;
-        float sc = s[a];
-        int32_t zp = nn_quant_zero(c, 2, a);
-        int64_t i0 = r * inner, i1 = i0 + inner < total ? i0 + inner : total;
-        switch (x->dtype) {
-        case NN_DTYPE_UINT8:
-            for (int64_t i = i0; i < i1; i++)
-                y[i] = (float)(((const uint8_t *)x->data)[i] - zp) * sc;
-            break;
-        case NN_DTYPE_INT8:
-            for (int64_t i = i0; i < i1; i++)
-                y[i] = (float)(((const int8_t *)x->data)[i] - zp) * sc;
-            break;
-        default:
-            for (int64_t i = i0; i < i1; i++)
-                y[i] = (float)((const int32_t *)x->data)[i] * sc;
-            break;
-        }
-    }
+    dequantize_job j = {.c = c, .x = x, .s = s, .y = y, .len = v.len, .inner = inner, .total = total};
+    nn_par_for_range(total > NN_PAR_MIN ? c->threads : 1, rows, 1, dequantize_range, &j);
     return NN_OK;
 }
 
@@ -230,6 +271,24 @@ static nn_status infer_dynquant(nn_call *c) {
     return NN_OK;
 }
 
+typedef struct dynquant_job {
+    const float *x;
+    uint8_t *y;
+    float scale;
+    int32_t zp;
+} dynquant_job;
+
+static void dynquant_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const dynquant_job *j = ctx;
+    const float *x = j->x;
+    uint8_t *y = j->y;
+    float scale = j->scale;
+    int32_t zp = j->zp;
+    for (int64_t i = lo; i < hi; i++)
+        y[i] = (uint8_t)nn_quantize_value(x[i], scale, zp, 0, 255);
+}
+
 static nn_status run_dynquant(nn_call *c) {
     const float *x = c->in[0].data;
     int64_t n = nn_tensor_elements(&c->in[0]);
@@ -244,9 +303,8 @@ static nn_status run_dynquant(nn_call *c) {
     z = !(z >= 0.0f) ? 0.0f : z > 255.0f ? 255.0f : z; /* NaN (an infinite x) too */
     int32_t zp = (int32_t)rintf(z);
     uint8_t *y = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        y[i] = (uint8_t)nn_quantize_value(x[i], scale, zp, 0, 255);
+    dynquant_job j = {.x = x, .y = y, .scale = scale, .zp = zp};
+    nn_par_for_range(n > NN_PAR_MIN ? c->threads : 1, n, 4096, dynquant_range, &j);
     if (c->n_out > 1 && c->out[1].data) *(float *)c->out[1].data = scale;
     if (c->n_out > 2 && c->out[2].data) *(uint8_t *)c->out[2].data = (uint8_t)zp;
     return NN_OK;
@@ -321,6 +379,34 @@ QADD_CHUNK(qadd_ss, int8_t, int8_t)
 QADD_CHUNK(qadd_su, int8_t, uint8_t)
 QADD_CHUNK(qadd_us, uint8_t, int8_t)
 
+typedef struct qadd_job {
+    const uint8_t *pa, *pb;
+    uint8_t *y;
+    int64_t n;
+    float sa, sb, sc;
+    int32_t za, zb, zc, lo, hi;
+    bool sa8, sb8;
+} qadd_job;
+
+static void qadd_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const qadd_job *j = ctx;
+    const uint8_t *pa = j->pa, *pb = j->pb;
+    uint8_t *y = j->y;
+    float sa = j->sa, sb = j->sb, sc = j->sc;
+    int32_t za = j->za, zb = j->zb, zc = j->zc, qlo = j->lo, qhi = j->hi;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t i0 = t * 4096, len = i0 + 4096 < j->n ? 4096 : j->n - i0;
+        if (!j->sa8 && !j->sb8) qadd_uu(pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, qlo, qhi);
+        else if (j->sa8 && j->sb8)
+            qadd_ss((const int8_t *)pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, qlo, qhi);
+        else if (j->sa8)
+            qadd_su((const int8_t *)pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, qlo, qhi);
+        else
+            qadd_us(pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, qlo, qhi);
+    }
+}
+
 static nn_status run_qadd(nn_call *c) {
     nn_status st = qadd_check(c);
     if (st != NN_OK) return st;
@@ -332,17 +418,9 @@ static nn_status run_qadd(nn_call *c) {
     int32_t lo = sgn ? -128 : 0, hi = sgn ? 127 : 255;
     uint8_t *y = c->out[0].data;
     int64_t n = nn_tensor_elements(&c->in[0]), chunks = (n + 4095) / 4096;
-#pragma omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)
-    for (int64_t t = 0; t < chunks; t++) {
-        int64_t i0 = t * 4096, len = i0 + 4096 < n ? 4096 : n - i0;
-        if (!sa8 && !sb8) qadd_uu(pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
-        else if (sa8 && sb8)
-            qadd_ss((const int8_t *)pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
-        else if (sa8)
-            qadd_su((const int8_t *)pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
-        else
-            qadd_us(pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, lo, hi);
-    }
+    qadd_job j = {.pa = pa, .pb = pb, .y = y, .n = n, .sa = sa, .sb = sb, .sc = sc, .za = za, .zb = zb, .zc = zc,
+                  .lo = lo, .hi = hi, .sa8 = sa8, .sb8 = sb8};
+    nn_par_for_range(n > NN_PAR_MIN ? c->threads : 1, chunks, 1, qadd_range, &j);
     return NN_OK;
 }
 

@@ -441,6 +441,26 @@ ARG_DTYPES(DEFINE_ARG_DTYPE)
 #define ARG_FN_ROW(sfx, T) {argmin_##sfx, argmax_##sfx},
 static const arg_item_fn arg_fns[][2] = {ARG_DTYPES(ARG_FN_ROW)};
 
+typedef struct arg_job {
+    const void *x;
+    int64_t *y;
+    arg_item_fn fn;
+    int64_t n, inner, chunks;
+    bool last;
+} arg_job;
+
+/* Items [lo, hi): item it is columns chunk it % chunks of block it / chunks. */
+static void arg_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const arg_job *aj = ctx;
+    int64_t inner = aj->inner, chunks = aj->chunks;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t o = it / chunks, j0 = (it % chunks) * REDUCE_CHUNK;
+        int w = (int)(inner - j0 < REDUCE_CHUNK ? inner - j0 : REDUCE_CHUNK);
+        aj->fn(aj->x, aj->y, aj->n, inner, o, j0, w, aj->last);
+    }
+}
+
 static nn_status run_arg(nn_call *c) {
     const arg_params *p = c->params;
     const nn_tensor *x = &c->in[0];
@@ -452,13 +472,8 @@ static nn_status run_arg(nn_call *c) {
     int64_t chunks = (inner + REDUCE_CHUNK - 1) / REDUCE_CHUNK, items = outer * chunks;
     bool last = p->select_last_index != 0;
     arg_item_fn fn = arg_fns[dtype_row(x->dtype)][p->is_max];
-    int64_t *y = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (items > 1 && outer * n * inner > NN_PAR_MIN)
-    for (int64_t it = 0; it < items; it++) {
-        int64_t o = it / chunks, j0 = (it % chunks) * REDUCE_CHUNK;
-        int w = (int)(inner - j0 < REDUCE_CHUNK ? inner - j0 : REDUCE_CHUNK);
-        fn(x->data, y, n, inner, o, j0, w, last);
-    }
+    arg_job j = {.x = x->data, .y = c->out[0].data, .fn = fn, .n = n, .inner = inner, .chunks = chunks, .last = last};
+    nn_par_for_range(items > 1 && outer * n * inner > NN_PAR_MIN ? c->threads : 1, items, 1, arg_range, &j);
     return NN_OK;
 }
 

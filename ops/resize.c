@@ -17,6 +17,7 @@
 
 #include "geom.h"
 #include "op.h"
+#include "par.h"
 
 typedef enum coord_mode {
     COORD_HALF_PIXEL,
@@ -467,37 +468,37 @@ static void blend_row(float *out, const float *s, const resize_tap *tw, int64_t 
     }
 }
 
-static nn_status run_resize(nn_call *c) {
-    const resize_params *p = c->params;
-    const nn_tensor *x = &c->in[0];
-    nn_tensor *y = &c->out[0];
-    resize_geom g;
-    nn_status st = resize_geometry(c, &g);
-    if (st != NN_OK) return st;
-    int nd = x->ndim;
-    if (c->workspace_size < workspace_resize(c))
-        return nn_call_error(c, NN_ERR_INTERNAL, "workspace of %zu bytes, need %zu", c->workspace_size,
-                             workspace_resize(c));
-    int64_t rows = nn_shape_elements(y->dims, nd - 1), w = y->dims[nd - 1];
-    if (rows == 0 || w == 0) return NN_OK;
+/* Everything a range of output rows (the last axis) reads. */
+typedef struct resize_job {
+    const resize_params *p;
+    const resize_tap *taps[NN_MAX_DIMS], *tw; /* tw: the last axis's taps */
+    const int64_t *out_dims;
+    const float *src;
+    float *dst;
+    int64_t w;
+    float fill;
+    int nd, last_taps;
+} resize_job;
 
-    resize_tap *taps[NN_MAX_DIMS];
-    all_taps(p, &g, x, c->workspace, taps);
-
-    const float *src = x->data;
-    float *dst = y->data;
-    const resize_tap *tw = taps[nd - 1];
-    const float fill = p->extrapolation;
-    const int last_taps = p->mode == MODE_LINEAR ? 2 : RESIZE_TAPS;
-#pragma omp parallel for num_threads(c->threads) if (rows * w > 16384)
-    for (int64_t row = 0; row < rows; row++) {
+static void resize_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const resize_job *rj = ctx;
+    const resize_params *p = rj->p;
+    const resize_tap *const *taps = rj->taps, *tw = rj->tw;
+    const int64_t *out_dims = rj->out_dims;
+    const float *src = rj->src;
+    float *dst = rj->dst;
+    const int64_t w = rj->w;
+    const float fill = rj->fill;
+    const int nd = rj->nd, last_taps = rj->last_taps;
+    for (int64_t row = lo; row < hi; row++) {
         const resize_tap *t[NN_MAX_DIMS];
         int j[NN_MAX_DIMS] = {0};
         bool outside = false;
         int64_t rem = row;
         for (int d = nd - 2; d >= 0; d--) {
-            t[d] = &taps[d][rem % y->dims[d]];
-            rem /= y->dims[d];
+            t[d] = &taps[d][rem % out_dims[d]];
+            rem /= out_dims[d];
             outside |= t[d]->n == 0;
         }
         float *out = dst + row * w;
@@ -532,6 +533,38 @@ static nn_status run_resize(nn_call *c) {
             for (int64_t i = 0; i < w; i++)
                 if (tw[i].n == 0) out[i] = fill;
     }
+}
+
+static nn_status run_resize(nn_call *c) {
+    const resize_params *p = c->params;
+    const nn_tensor *x = &c->in[0];
+    nn_tensor *y = &c->out[0];
+    resize_geom g;
+    nn_status st = resize_geometry(c, &g);
+    if (st != NN_OK) return st;
+    int nd = x->ndim;
+    if (c->workspace_size < workspace_resize(c))
+        return nn_call_error(c, NN_ERR_INTERNAL, "workspace of %zu bytes, need %zu", c->workspace_size,
+                             workspace_resize(c));
+    int64_t rows = nn_shape_elements(y->dims, nd - 1), w = y->dims[nd - 1];
+    if (rows == 0 || w == 0) return NN_OK;
+
+    resize_tap *taps[NN_MAX_DIMS];
+    all_taps(p, &g, x, c->workspace, taps);
+
+    resize_job j = {.p = p,
+                    .tw = taps[nd - 1],
+                    .out_dims = y->dims,
+                    .src = x->data,
+                    .dst = y->data,
+                    .w = w,
+                    .fill = p->extrapolation,
+                    .nd = nd,
+                    .last_taps = p->mode == MODE_LINEAR ? 2 : RESIZE_TAPS};
+    for (int d = 0; d < nd; d++)
+        j.taps[d] = taps[d];
+    /* a task writes at least ~4096 outputs */
+    nn_par_for_range(rows * w > 16384 ? c->threads : 1, rows, 4096 / w + 1, resize_range, &j);
     return NN_OK;
 }
 

@@ -20,6 +20,7 @@
 
 #include "gemm.h"
 #include "op.h"
+#include "par.h"
 
 typedef enum rnn_kind { RNN_LSTM, RNN_GRU, RNN_SIMPLE } rnn_kind;
 
@@ -482,6 +483,41 @@ static int64_t seq_len(const nn_call *c, int64_t b, int64_t seq) {
 /* Gate values per step below which one thread does a step's gates alone. */
 #define RNN_PARALLEL_GATES 16384
 
+/* One step's gates and outputs, for batch entries [lo, hi). */
+typedef struct gates_job {
+    const nn_call *c;
+    const rnn_params *p;
+    const rnn_geom *g;
+    const float *xp, *peep, *rbh;
+    float *hr, *h, *cst, *tmp, *y;
+    int64_t s; /* the step */
+    int d;
+    bool reverse;
+} gates_job;
+
+static void gates_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const gates_job *j = ctx;
+    const nn_call *c = j->c;
+    const rnn_params *p = j->p;
+    const rnn_geom g = *j->g;
+    int64_t S = g.seq, Bn = g.batch, H = g.hidden, gh = g.gates * H, s = j->s;
+    int d = j->d;
+    bool reverse = j->reverse;
+    const float *xp = j->xp, *peep = j->peep, *rbh = j->rbh;
+    float *hr = j->hr, *h = j->h, *cst = j->cst, *tmp = j->tmp, *y = j->y;
+    for (int64_t b = lo; b < hi; b++) {
+        int64_t len = seq_len(c, b, S);
+        if (s >= len) continue; /* done: h holds its final state */
+        int64_t t = reverse ? len - 1 - s : s;
+        const float *xr = xp + (p->layout ? b * S + t : t * Bn + b) * gh;
+        gates_row(p, d, H, xr, hr + b * gh, h + b * H, cst + b * H, peep, rbh, tmp + b * H);
+        if (y)
+            memcpy(y + (p->layout ? (b * S + t) * g.dirs + d : (t * g.dirs + d) * Bn + b) * H, h + b * H,
+                   sizeof(float) * (size_t)H);
+    }
+}
+
 static nn_status run_rnn(nn_call *c) {
     const rnn_params *p = c->params;
     rnn_geom g;
@@ -546,6 +582,19 @@ static nn_status run_rnn(nn_call *c) {
             }
         }
         const float *peep = pp ? pp + d * 3 * H : NULL;
+        gates_job gj = {.c = c,
+                        .p = p,
+                        .g = &g,
+                        .xp = xp,
+                        .peep = peep,
+                        .rbh = rbh,
+                        .hr = hr,
+                        .h = h,
+                        .cst = cst,
+                        .tmp = tmp,
+                        .y = y,
+                        .d = d,
+                        .reverse = reverse};
         for (int64_t s = 0; s < S; s++) {
             if (!nn_gemm_run(&s0, gscratch, wl.gemm_bytes, c->threads))
                 return nn_call_error(c, NN_ERR_INTERNAL, "recurrence: GEMM workspace too small");
@@ -566,17 +615,8 @@ static nn_status run_rnn(nn_call *c) {
                 if (!nn_gemm_run(&s1, gscratch, wl.gemm_bytes, c->threads))
                     return nn_call_error(c, NN_ERR_INTERNAL, "recurrence: GEMM workspace too small");
             }
-#pragma omp parallel for num_threads(c->threads) if (c->threads > 1 && Bn * gh >= RNN_PARALLEL_GATES)
-            for (int64_t b = 0; b < Bn; b++) {
-                int64_t len = seq_len(c, b, S);
-                if (s >= len) continue; /* done: h holds its final state */
-                int64_t t = reverse ? len - 1 - s : s;
-                const float *xr = xp + (p->layout ? b * S + t : t * Bn + b) * gh;
-                gates_row(p, d, H, xr, hr + b * gh, h + b * H, cst + b * H, peep, rbh, tmp + b * H);
-                if (y)
-                    memcpy(y + (p->layout ? (b * S + t) * g.dirs + d : (t * g.dirs + d) * Bn + b) * H, h + b * H,
-                           sizeof(float) * (size_t)H);
-            }
+            gj.s = s;
+            nn_par_for_range(c->threads > 1 && Bn * gh >= RNN_PARALLEL_GATES ? c->threads : 1, Bn, 1, gates_range, &gj);
         }
         for (int64_t b = 0; b < Bn; b++) {
             int64_t dst = (p->layout ? b * g.dirs + d : d * Bn + b) * H;

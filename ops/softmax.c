@@ -244,17 +244,19 @@ static nn_status check_Hardmax(const void *params, char *err, size_t err_size) {
     return NN_OK;
 }
 
-static nn_status run_hardmax(nn_call *c) {
-    int64_t outer, n, inner;
-    nn_status st = softmax_view(c, &outer, &n, &inner);
-    if (st != NN_OK) return st;
-    const float *x = c->in[0].data;
-    float *y = c->out[0].data;
-    int64_t total = outer * n * inner;
-    memset(y, 0, sizeof(float) * (size_t)total);
-    if (n == 0) return NN_OK;
-#pragma omp parallel for num_threads(c->threads) if (total > 16384)
-    for (int64_t it = 0; it < outer * inner; it++) {
+typedef struct hardmax_job {
+    const float *x;
+    float *y;
+    int64_t n, inner;
+} hardmax_job;
+
+static void hardmax_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const hardmax_job *hj = ctx;
+    const float *x = hj->x;
+    float *y = hj->y;
+    int64_t n = hj->n, inner = hj->inner;
+    for (int64_t it = lo; it < hi; it++) {
         int64_t o = it / inner, j = it % inner;
         const float *xr = x + o * n * inner + j;
         int64_t best = 0;
@@ -264,6 +266,20 @@ static nn_status run_hardmax(nn_call *c) {
         }
         y[o * n * inner + best * inner + j] = 1.0f;
     }
+}
+
+static nn_status run_hardmax(nn_call *c) {
+    int64_t outer, n, inner;
+    nn_status st = softmax_view(c, &outer, &n, &inner);
+    if (st != NN_OK) return st;
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    int64_t total = outer * n * inner;
+    memset(y, 0, sizeof(float) * (size_t)total);
+    if (n == 0) return NN_OK;
+    hardmax_job j = {.x = x, .y = y, .n = n, .inner = inner};
+    /* each item scans n values: a task gets at least ~4096 of them */
+    nn_par_for_range(total > 16384 ? c->threads : 1, outer * inner, 4096 / n + 1, hardmax_range, &j);
     return NN_OK;
 }
 

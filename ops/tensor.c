@@ -488,6 +488,50 @@ static int64_t pad_source(int64_t p, int64_t n, int mode) {
     return -1;
 }
 
+/* Everything a range of Pad output rows (`len` elements each) reads. */
+typedef struct pad_job {
+    const char *src;
+    char *dst;
+    const int64_t *x_dims, *y_dims, *before, *strides;
+    uint64_t value; /* one element of x's dtype */
+    size_t esz;
+    int64_t len, n_last, b_last, lo, hi; /* lo, hi: the unpadded middle of a row */
+    int r, mode;
+} pad_job;
+
+static void pad_range(void *ctx, int64_t row_lo, int64_t row_hi, int seat) {
+    (void)seat;
+    const pad_job *pj = ctx;
+    const char *src = pj->src;
+    size_t esz = pj->esz;
+    int64_t len = pj->len, n_last = pj->n_last, b_last = pj->b_last, lo = pj->lo, hi = pj->hi;
+    int r = pj->r, mode = pj->mode;
+    for (int64_t row = row_lo; row < row_hi; row++) {
+        char *dst = pj->dst + row * len * (int64_t)esz;
+        int64_t off = 0, q = row;
+        bool inside = true;
+        for (int k = r - 2; k >= 0; k--) {
+            int64_t s = pad_source(q % pj->y_dims[k] - pj->before[k], pj->x_dims[k], mode);
+            q /= pj->y_dims[k];
+            if (s < 0) inside = false;
+            off += s * pj->strides[k];
+        }
+        if (!inside) {
+            nn_copy_run(dst, (const char *)&pj->value, esz, len, 0);
+            continue;
+        }
+        for (int64_t j = 0; j < len; j++) {
+            if (j == lo && hi > lo) {
+                memcpy(dst + j * esz, src + (off + lo - b_last) * (int64_t)esz, (size_t)(hi - lo) * esz);
+                j = hi - 1;
+                continue;
+            }
+            int64_t s = pad_source(j - b_last, n_last, mode);
+            memcpy(dst + j * esz, s < 0 ? (const char *)&pj->value : src + (off + s) * (int64_t)esz, esz);
+        }
+    }
+}
+
 static nn_status run_pad(nn_call *c) {
     const pad_params *p = c->params;
     const nn_tensor *x = &c->in[0];
@@ -507,36 +551,28 @@ static nn_status run_pad(nn_call *c) {
     if (p->n_pads >= 0) nn_store_double(&value, x->dtype, p->value);
     else if (nn_present(c, 2) && nn_tensor_elements(&c->in[2]) > 0) memcpy(&value, c->in[2].data, esz);
     dense_strides(x, strides);
-    const char *src = x->data;
     int64_t n_last = x->dims[r - 1], b_last = before[r - 1];
     /* the unpadded middle of each output row is one contiguous input run */
     int64_t lo = b_last < 0 ? 0 : b_last > len ? len : b_last;
     int64_t hi = b_last + n_last < lo ? lo : b_last + n_last > len ? len : b_last + n_last;
-#pragma omp parallel for num_threads(c->threads) if (rows > 1 && rows * len * (int64_t)esz > PARALLEL_BYTES)
-    for (int64_t row = 0; row < rows; row++) {
-        char *dst = (char *)y->data + row * len * (int64_t)esz;
-        int64_t off = 0, q = row;
-        bool inside = true;
-        for (int k = r - 2; k >= 0; k--) {
-            int64_t s = pad_source(q % y->dims[k] - before[k], x->dims[k], p->mode);
-            q /= y->dims[k];
-            if (s < 0) inside = false;
-            off += s * strides[k];
-        }
-        if (!inside) {
-            nn_copy_run(dst, (const char *)&value, esz, len, 0);
-            continue;
-        }
-        for (int64_t j = 0; j < len; j++) {
-            if (j == lo && hi > lo) {
-                memcpy(dst + j * esz, src + (off + lo - b_last) * (int64_t)esz, (size_t)(hi - lo) * esz);
-                j = hi - 1;
-                continue;
-            }
-            int64_t s = pad_source(j - b_last, n_last, p->mode);
-            memcpy(dst + j * esz, s < 0 ? (const char *)&value : src + (off + s) * (int64_t)esz, esz);
-        }
-    }
+    pad_job j = {.src = x->data,
+                 .dst = y->data,
+                 .x_dims = x->dims,
+                 .y_dims = y->dims,
+                 .before = before,
+                 .strides = strides,
+                 .value = value,
+                 .esz = esz,
+                 .len = len,
+                 .n_last = n_last,
+                 .b_last = b_last,
+                 .lo = lo,
+                 .hi = hi,
+                 .r = r,
+                 .mode = p->mode};
+    /* a task copies at least ~4 KiB */
+    nn_par_for_range(rows > 1 && rows * len * (int64_t)esz > PARALLEL_BYTES ? c->threads : 1, rows,
+                     4096 / (len * (int64_t)esz) + 1, pad_range, &j);
     return NN_OK;
 }
 
@@ -694,6 +730,25 @@ static nn_status infer_gather(nn_call *c) {
     return NN_OK;
 }
 
+/* Output rows [lo, hi) of Gather: row t is input row (t / n_idx, idx[t % n_idx]). */
+typedef struct gather_job {
+    const char *src;
+    char *dst;
+    const nn_tensor *idx;
+    int64_t dim, n_idx, row; /* row: bytes */
+} gather_job;
+
+static void gather_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const gather_job *j = ctx;
+    int64_t dim = j->dim, n_idx = j->n_idx, row = j->row;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t o = t / n_idx, i = nn_tensor_get_int(j->idx, t % n_idx);
+        if (i < 0) i += dim;
+        memcpy(j->dst + t * row, j->src + (o * dim + i) * row, (size_t)row);
+    }
+}
+
 static nn_status run_gather(nn_call *c) {
     const axis_params *p = c->params;
     const nn_tensor *x = &c->in[0], *idx = &c->in[1];
@@ -711,14 +766,9 @@ static nn_status run_gather(nn_call *c) {
     int64_t row = nn_shape_elements(x->dims + axis + 1, x->ndim - (int)axis - 1) * (int64_t)esz;
     int64_t n = outer * n_idx;
     if (n * row == 0) return NN_OK;
-    const char *src = x->data;
-    char *dst = c->out[0].data;
-#pragma omp parallel for num_threads(c->threads) if (n > 1 && n * row > PARALLEL_BYTES)
-    for (int64_t t = 0; t < n; t++) {
-        int64_t o = t / n_idx, i = nn_tensor_get_int(idx, t % n_idx);
-        if (i < 0) i += dim;
-        memcpy(dst + t * row, src + (o * dim + i) * row, (size_t)row);
-    }
+    gather_job j = {.src = x->data, .dst = c->out[0].data, .idx = idx, .dim = dim, .n_idx = n_idx, .row = row};
+    /* a task copies at least ~4 KiB */
+    nn_par_for_range(n > 1 && n * row > PARALLEL_BYTES ? c->threads : 1, n, 4096 / row + 1, gather_range, &j);
     return NN_OK;
 }
 

@@ -79,37 +79,55 @@ static void copy_data(const nn_call *c) {
 #define NEGV(x) _Generic((x), float: -(x), default: (0 - (uint64_t)(x)))
 #define ABSV(x) _Generic((x), float: fabsf((float)(x)), default: ((x) < 0 ? NEGV(x) : (uint64_t)(x)))
 
-/* Dtype lists: X(code, C type, expr) for each dtype an op accepts. */
-#define T_FLOAT(X, e) X(FLOAT, float, e)
-#define T_SIGNED(X, e) X(FLOAT, float, e) X(INT8, int8_t, e) X(INT32, int32_t, e) X(INT64, int64_t, e)
-#define T_BOOL(X, e) X(BOOL, uint8_t, e)
+/* Dtype lists: X(code, C type, ...) for each dtype an op accepts, the rest passed on. */
+#define T_FLOAT(X, ...) X(FLOAT, float, __VA_ARGS__)
+#define T_SIGNED(X, ...)                                                                       \
+    X(FLOAT, float, __VA_ARGS__) X(INT8, int8_t, __VA_ARGS__) X(INT32, int32_t, __VA_ARGS__)   \
+    X(INT64, int64_t, __VA_ARGS__)
+#define T_BOOL(X, ...) X(BOOL, uint8_t, __VA_ARGS__)
 #define T_FLOAT_MASK DT(FLOAT)
 #define T_SIGNED_MASK (DT(FLOAT) | DT(INT8) | DT(INT32) | DT(INT64))
 #define T_BOOL_MASK DT(BOOL)
 
-/* y[i] = expr(x[i]) over the whole tensor, for element type T. */
-#define MAP_CASE(code, T, expr)                                                                \
-    case NN_DTYPE_##code: {                                                                    \
-        const T *src = c->in[0].data;                                                          \
-        T *dst = c->out[0].data;                                                               \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
-        for (int64_t i = 0; i < n; i++) {                                                      \
+/* What the range functions of the elementwise loops below read. */
+typedef struct map_job {
+    const void *src;
+    void *dst;
+    const void *p; /* the op's params */
+} map_job;
+
+/* y[i] = expr(x[i]) over items [i_lo, i_hi) of the tensor, for op Name and element type T. */
+#define MAP_RANGE(code, T, Name, expr)                                                         \
+    static void range_##Name##_##code(void *ctx, int64_t i_lo, int64_t i_hi, int seat) {       \
+        (void)seat;                                                                            \
+        const map_job *j = ctx;                                                                \
+        const act_params *p = j->p;                                                            \
+        (void)p;                                                                               \
+        const T *src = j->src;                                                                 \
+        T *dst = j->dst;                                                                       \
+        for (int64_t i = i_lo; i < i_hi; i++) {                                                \
             T x = src[i];                                                                      \
             dst[i] = (T)(expr);                                                                \
         }                                                                                      \
-        break;                                                                                 \
     }
+
+/* The whole tensor, for element type T. */
+#define MAP_CASE(code, T, Name)                                                                \
+    case NN_DTYPE_##code:                                                                      \
+        nn_par_for_range(n > NN_PAR_MIN ? c->threads : 1, n, 4096, range_##Name##_##code, &j); \
+        break;
 
 /* One generic body per operator: `expr` computes y from x and the params p;
  * `act_fn` is the as_activation hook (NULL when the op cannot be fused). */
 #define UNARY(Name, TYPES, parse_fn, check_fn, act_fn, expr)                                 \
+    TYPES(MAP_RANGE, Name, expr)                                                               \
     static nn_status infer_##Name(nn_call *c) { return infer_same(c, TYPES##_MASK); }         \
     static nn_status run_##Name(nn_call *c) {                                                  \
         const act_params *p = c->params ? c->params : &no_params;                              \
-        (void)p;                                                                               \
         int64_t n = elements(&c->in[0]);                                                       \
+        map_job j = {.src = c->in[0].data, .dst = c->out[0].data, .p = p};                     \
         switch (c->in[0].dtype) {                                                              \
-            TYPES(MAP_CASE, expr)                                                              \
+            TYPES(MAP_CASE, Name)                                                              \
         default: return reject_dtype(c, c->in[0].dtype);                                       \
         }                                                                                      \
         return NN_OK;                                                                          \
@@ -275,18 +293,38 @@ static nn_status infer_Clip(nn_call *c) {
 
 /* min(max(x, lo), hi): when lo > hi every element becomes hi, as ONNX specifies;
  * NaN passes through. */
+#define CLIP_RANGE(code, T)                                                                    \
+    typedef struct clip_job_##code {                                                           \
+        const T *src;                                                                          \
+        T *dst;                                                                                \
+        T lo, hi;                                                                              \
+    } clip_job_##code;                                                                         \
+    static void clip_range_##code(void *ctx, int64_t i_lo, int64_t i_hi, int seat) {           \
+        (void)seat;                                                                            \
+        const clip_job_##code *j = ctx;                                                        \
+        const T *src = j->src;                                                                 \
+        T *dst = j->dst;                                                                       \
+        T lo = j->lo, hi = j->hi;                                                              \
+        for (int64_t i = i_lo; i < i_hi; i++) {                                                \
+            T v = src[i] < lo ? lo : src[i];                                                   \
+            dst[i] = v > hi ? hi : v;                                                          \
+        }                                                                                      \
+    }
+
+CLIP_RANGE(FLOAT, float)
+CLIP_RANGE(INT8, int8_t)
+CLIP_RANGE(UINT8, uint8_t)
+CLIP_RANGE(INT32, int32_t)
+CLIP_RANGE(INT64, int64_t)
+
+/* The bounds in type T, then the whole tensor. */
 #define CLIP_CASE(code, T, lowest, highest)                                                    \
     case NN_DTYPE_##code: {                                                                    \
         T lo = nn_present(c, 1) ? *(const T *)c->in[1].data : (lowest);                        \
         T hi = nn_present(c, 2) ? *(const T *)c->in[2].data : (highest);                       \
         if (p->from_attrs) lo = (T)p->lo, hi = (T)p->hi;                                       \
-        const T *src = c->in[0].data;                                                          \
-        T *dst = c->out[0].data;                                                               \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            T v = src[i] < lo ? lo : src[i];                                                   \
-            dst[i] = v > hi ? hi : v;                                                          \
-        }                                                                                      \
+        clip_job_##code j = {.src = c->in[0].data, .dst = c->out[0].data, .lo = lo, .hi = hi}; \
+        nn_par_for_range(n > NN_PAR_MIN ? c->threads : 1, n, 4096, clip_range_##code, &j);     \
         break;                                                                                 \
     }
 
@@ -541,17 +579,28 @@ static nn_status infer_Cast(nn_call *c) { return infer_cast_to(c, ((const cast_p
      : _Generic((x), float: SATURATE(TD, (double)(x), lo, hi), double: SATURATE(TD, (double)(x), lo, hi), \
                 default: (TD)(x)))
 
-#define CAST_FROM(SCODE, TS, TV, load, DCODE, TD, lo, hi)                                     \
-    case NN_DTYPE_##SCODE: {                                                                   \
-        const TS *src = c->in[0].data;                                                         \
-        TD *dst = c->out[0].data;                                                              \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
-        for (int64_t i = 0; i < n; i++) {                                                      \
+/* Items [i_lo, i_hi) from source type SCODE / TS to target type DCODE / TD. */
+#define CAST_RANGE(SCODE, TS, TV, load, DCODE, TD, lo, hi)                                     \
+    static void cast_##SCODE##_to_##DCODE(void *ctx, int64_t i_lo, int64_t i_hi, int seat) {   \
+        (void)seat;                                                                            \
+        const map_job *j = ctx;                                                                \
+        const TS *src = j->src;                                                                \
+        TD *dst = j->dst;                                                                      \
+        for (int64_t i = i_lo; i < i_hi; i++) {                                                \
             TV x = load(src[i]);                                                               \
             dst[i] = CONVERT(DCODE, TD, lo, hi, x);                                            \
         }                                                                                      \
-        break;                                                                                 \
     }
+
+#define CAST_RANGES(DCODE, TD, lo, hi, unused) CAST_SOURCES(CAST_RANGE, DCODE, TD, lo, hi)
+
+CAST_TARGETS(CAST_RANGES, 0)
+
+#define CAST_FROM(SCODE, TS, TV, load, DCODE, TD, lo, hi)                                      \
+    case NN_DTYPE_##SCODE:                                                                     \
+        nn_par_for_range(n > NN_PAR_MIN ? c->threads : 1, n, 4096, cast_##SCODE##_to_##DCODE,  \
+                         &j);                                                                  \
+        break;
 
 #define CAST_TO(DCODE, TD, lo, hi, unused)                                                     \
     case NN_DTYPE_##DCODE:                                                                     \
@@ -569,6 +618,7 @@ static nn_status run_Cast(nn_call *c) {
         copy_data(c);
         return NN_OK;
     }
+    map_job j = {.src = c->in[0].data, .dst = c->out[0].data};
     switch (c->out[0].dtype) {
         CAST_TARGETS(CAST_TO, 0)
     default: return reject_dtype(c, c->out[0].dtype);
@@ -646,7 +696,7 @@ static inline int64_t sat_int(double v, int64_t lo, int64_t hi) {
     SHRINK_V(x, (double)(x) < -(double)p->alpha  ? (double)(x) + p->beta                       \
                 : (double)(x) > (double)p->alpha ? (double)(x) - p->beta                       \
                                                  : 0.0)
-#define T_SHRINK(X, e) T_SIGNED(X, e) X(UINT8, uint8_t, e)
+#define T_SHRINK(X, ...) T_SIGNED(X, __VA_ARGS__) X(UINT8, uint8_t, __VA_ARGS__)
 #define T_SHRINK_MASK (T_SIGNED_MASK | DT(UINT8))
 
 UNARY(Celu, T_FLOAT, parse_Celu, check_Celu, NULL, fmaxf(x, 0.0f) + fminf(0.0f, p->alpha * expm1f(x / p->alpha)))
@@ -684,17 +734,22 @@ static nn_status infer_to_bool(nn_call *c) {
 }
 
 #define PREDICATE(Name, expr)                                                                  \
-    static nn_status run_##Name(nn_call *c) {                                                  \
-        const isinf_params *p = c->params;                                                     \
+    static void range_##Name(void *ctx, int64_t i_lo, int64_t i_hi, int seat) {                \
+        (void)seat;                                                                            \
+        const map_job *j = ctx;                                                                \
+        const isinf_params *p = j->p;                                                          \
         (void)p;                                                                               \
-        const float *src = c->in[0].data;                                                      \
-        uint8_t *dst = c->out[0].data;                                                         \
-        int64_t n = elements(&c->in[0]);                                                       \
-        _Pragma("omp parallel for num_threads(c->threads) if (n > NN_PAR_MIN)")                   \
-        for (int64_t i = 0; i < n; i++) {                                                      \
+        const float *src = j->src;                                                             \
+        uint8_t *dst = j->dst;                                                                 \
+        for (int64_t i = i_lo; i < i_hi; i++) {                                                \
             float x = src[i];                                                                  \
             dst[i] = (uint8_t)(expr);                                                          \
         }                                                                                      \
+    }                                                                                          \
+    static nn_status run_##Name(nn_call *c) {                                                  \
+        map_job j = {.src = c->in[0].data, .dst = c->out[0].data, .p = c->params};             \
+        int64_t n = elements(&c->in[0]);                                                       \
+        nn_par_for_range(n > NN_PAR_MIN ? c->threads : 1, n, 4096, range_##Name, &j);          \
         return NN_OK;                                                                          \
     }
 

@@ -42,6 +42,10 @@ done
 for isa in scalar avx2 avx512; do
     suite "isa $isa" env NN_ISA=$isa "$BUILD/tests/test_isa"
 done
+# one thread pool: every parallel loop of the kernels and the engine goes through nn_par_for (ops/par.h);
+# an OpenMP region would start libomp's team, whose threads spin for 200 ms beside the pool's afterwards
+# (an object calling __kmpc_fork_call opens one; only par.o may, for NN_PAR=omp)
+suite "one thread pool" sh -c "! nm -A '$BUILD/libnn.a' | grep ' U __kmpc_fork_call' | grep -v ':par.o:'"
 # the parallel for's OpenMP path (NN_PAR=omp, the A/B switch)
 # (libomp keeps the root it allocates for each application thread that opens a parallel region after
 # that thread exits: LeakSanitizer is told so for this suite alone, where only libomp runs our tasks)

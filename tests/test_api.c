@@ -2,6 +2,7 @@
  * validation errors name what is wrong, batching splits and gathers (also
  * over micro-batch lanes),
  * concurrent predictions on one model are safe. */
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../ops/par.h"
 #include "../ops/registry.h"
 #include "check.h"
 #include "nn.h"
@@ -643,6 +645,24 @@ static void test_lane_error(void) {
     }
 }
 
+/* Every kernel, the lanes of a micro-batched call and the load's hashing
+ * run on the engine's one pool (ops/par.h): after every load and prediction
+ * above (2 threads, lanes, Gather, the plan cache), the process holds its
+ * main thread and the pool's workers, and no OpenMP team, whose threads
+ * would spin beside the pool's for 200 ms after each region. */
+static void test_one_pool(void) {
+    check_set_case("test_one_pool");
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return; /* not Linux */
+    int threads = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        threads += e->d_name[0] != '.';
+    closedir(d);
+    CHECK(nn_par_workers() >= 1, "no pool worker started: the calls above ran on one thread");
+    CHECK(threads == 1 + nn_par_workers(), "%d threads in the process: expected the main thread and %d pool workers",
+          threads, nn_par_workers());
+}
+
 static void test_op_table(void) {
     check_set_case("test_op_table");
     CHECK(nn_op_table_check() == 0, "ops/ops.def out of order or mislabelled at line %d", nn_op_table_check());
@@ -667,6 +687,7 @@ int main(void) {
     test_micro_batch_refused();
     test_batch_follows();
     test_lane_error();
+    test_one_pool();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", nn_test_dir);

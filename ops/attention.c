@@ -12,6 +12,7 @@
 #include "gemm.h"
 #include "isa.h"
 #include "par.h"
+#include "softmax_row.h"
 
 /* Score rows per block: the buffer (rows x n floats) stays within about
  * 32 KiB, an L1 data cache, while it goes from one GEMM to the other. */
@@ -198,12 +199,10 @@ static const float *mask_row(const mask_ref *mr, int64_t row) {
     return mr->data + off;
 }
 
-/* Softmax of one score row in place, after adding the masks: the maximum
- * and the sum in ROW_LANES running lanes and a score far below the maximum
- * exactly 0, as ops/softmax.c's rows, so that every loop vectorizes.  One
- * chain of dependent float adds and compares kept the row scalar: ViT-B/16's
- * 12 x 12 x 197 rows of 197 took 29.5 of its 213 ms at batch 1 (Zen 4). */
-#define ROW_LANES 16
+/* Softmax of one score row in place, after adding the masks: the steps of
+ * ops/softmax.c's rows (softmax_row.h), which vectorize.  The plain loops
+ * kept the row scalar: ViT-B/16's 12 x 12 x 197 rows of 197 took 29.5 of
+ * its 213 ms at batch 1 (Zen 4). */
 static inline __attribute__((always_inline)) void score_row_body(float *x, int64_t n, const mask_ref *masks,
                                                                  int n_masks, int64_t row) {
     for (int i = 0; i < n_masks; i++) {
@@ -215,37 +214,9 @@ static inline __attribute__((always_inline)) void score_row_body(float *x, int64
             for (int64_t j = 0; j < n; j++)
                 x[j] += mk[0];
     }
-    float lane[ROW_LANES], mx = -INFINITY;
-    for (int l = 0; l < ROW_LANES; l++)
-        lane[l] = -INFINITY;
-    int64_t j = 0;
-    for (; j + ROW_LANES <= n; j += ROW_LANES)
-        for (int l = 0; l < ROW_LANES; l++)
-            lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
-    for (; j < n; j++)
-        mx = x[j] > mx ? x[j] : mx;
-    for (int l = 0; l < ROW_LANES; l++)
-        mx = lane[l] > mx ? lane[l] : mx;
+    float mx = nn_softmax_row_max(x, n);
     if (mx == -INFINITY) mx = 0; /* a fully masked row: exp gives 0s, the division NaN, as unfused */
-    float sum = 0.0f;
-    for (int l = 0; l < ROW_LANES; l++)
-        lane[l] = 0.0f;
-    for (j = 0; j + ROW_LANES <= n; j += ROW_LANES)
-        for (int l = 0; l < ROW_LANES; l++) {
-            float d = x[j + l] - mx;
-            x[j + l] = d < NN_EXP_MIN ? 0.0f : nn_exp(d);
-            lane[l] += x[j + l];
-        }
-    for (; j < n; j++) {
-        float d = x[j] - mx;
-        x[j] = d < NN_EXP_MIN ? 0.0f : nn_exp(d);
-        sum += x[j];
-    }
-    for (int l = 0; l < ROW_LANES; l++)
-        sum += lane[l];
-    float inv = 1.0f / sum;
-    for (j = 0; j < n; j++)
-        x[j] *= inv;
+    nn_softmax_row_exp(x, x, n, mx);
 }
 
 /* `rows` score rows from flat row `row0` on, compiled once per ISA. */

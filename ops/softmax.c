@@ -12,8 +12,9 @@
 #include "act.h"
 #include "geom.h"
 #include "op.h"
-#include "params.h"
 #include "par.h"
+#include "params.h"
+#include "softmax_row.h"
 
 
 static nn_status parse_softmax(nn_parse_ctx *ctx) {
@@ -76,60 +77,21 @@ static nn_status infer_softmax(nn_call *c) {
  * walk each row of the block contiguously, small enough for the stack. */
 #define SOFTMAX_CHUNK 256
 
-#define ROW_LANES 16
-
-/* The maximum of n floats (NaN where one is NaN), in lanes that vectorize. */
-static float row_max(const float *x, int64_t n) {
-    float lane[ROW_LANES];
-    for (int l = 0; l < ROW_LANES; l++) lane[l] = -INFINITY;
-    int64_t k = 0;
-    bool nan = false;
-    for (; k + ROW_LANES <= n; k += ROW_LANES)
-        for (int l = 0; l < ROW_LANES; l++) {
-            nan |= x[k + l] != x[k + l];
-            lane[l] = x[k + l] > lane[l] ? x[k + l] : lane[l];
-        }
-    float mx = -INFINITY;
-    for (; k < n; k++) {
-        nan |= x[k] != x[k];
-        mx = x[k] > mx ? x[k] : mx;
-    }
-    for (int l = 0; l < ROW_LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
-    return nan ? NAN : mx;
-}
-
 /* One row, contiguous (inner == 1).  Subtracting the maximum keeps exp()
  * from overflowing; log-softmax then is x - max - log(sum).  Softmax itself
  * takes nn_exp (a few ulp, branch-free) and sums in lanes, so that the
  * rows of attention scores vectorize (a masked score, far below the
  * maximum, still gives exactly 0). */
 static void softmax_row(const float *x, float *y, int64_t n, bool log_form) {
-    float mx = log_form ? -INFINITY : row_max(x, n);
-    if (log_form)
-        for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
-    float sum = 0.0f;
-    if (log_form) {
-        for (int64_t k = 0; k < n; k++) sum += expf(x[k] - mx);
-        float shift = mx + logf(sum);
-        for (int64_t k = 0; k < n; k++) y[k] = x[k] - shift;
-    } else {
-        float lane[ROW_LANES] = {0};
-        int64_t k = 0;
-        for (; k + ROW_LANES <= n; k += ROW_LANES)
-            for (int l = 0; l < ROW_LANES; l++) {
-                float d = x[k + l] - mx;
-                y[k + l] = d < NN_EXP_MIN ? 0.0f : nn_exp(d);
-                lane[l] += y[k + l];
-            }
-        for (; k < n; k++) {
-            float d = x[k] - mx;
-            y[k] = d < NN_EXP_MIN ? 0.0f : nn_exp(d);
-            sum += y[k];
-        }
-        for (int l = 0; l < ROW_LANES; l++) sum += lane[l];
-        float inv = 1.0f / sum;
-        for (int64_t k = 0; k < n; k++) y[k] *= inv;
+    if (!log_form) {
+        nn_softmax_row_exp(x, y, n, nn_softmax_row_max(x, n));
+        return;
     }
+    float mx = -INFINITY, sum = 0.0f;
+    for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
+    for (int64_t k = 0; k < n; k++) sum += expf(x[k] - mx);
+    float shift = mx + logf(sum);
+    for (int64_t k = 0; k < n; k++) y[k] = x[k] - shift;
 }
 
 /* Columns [j0, j0 + w) of one [n, inner] block: the same steps as

@@ -623,10 +623,11 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
         len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : " stride ", (long long)g.stride[d]);
     if (g.group > 1 && len < (int)size)
         len += snprintf(buf + len, size - (size_t)len, " group %lld", (long long)g.group);
-    static const char *const names[] = {"depthwise", "direct", "grouped", "winograd F(4x4,3x3)", "gemm", "gemm per tap"};
+    static const char *const names[] = {"depthwise",           "direct", "grouped",
+                                        "winograd F(4x4,3x3)", "gemm",   "gemm per tap"};
     const conv_prepared *p = c->prepared;
     conv_path path = conv_choose_path(c, &g, p, &ws, &ph, &pw);
-    /* a Winograd conv not yet prepared runs the GEMM on its weights as they are */
+    /* a Winograd or per-tap conv not yet prepared runs the GEMM on its weights as they are */
     if ((path == PATH_WINOGRAD || path == PATH_TAPS) && !p && !c->in[1].data) path = PATH_GEMM;
     if (len < (int)size)
         len += snprintf(buf + len, size - (size_t)len, ", %s%s", names[path], path == PATH_GEMM && c->bf16 ? " bf16" : "");

@@ -342,9 +342,8 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
         nn_par_for(par, panels, qgemm_panel_task, &j);
         return;
     }
-    /* Otherwise one parallel region: packing (both sides in one loop) and
-     * the tiles, handed out on demand so that a late thread delays only
-     * what it has taken. */
+    /* Otherwise the packing (both sides, one call), then the tiles, each
+     * taken on demand so that a late thread delays only what it has taken. */
     if (pa + pb > 0) nn_par_for(par, pa + pb, qgemm_pack_task, &j);
     nn_par_for(par, panels * blocks, qgemm_tile_task, &j);
 }

@@ -78,11 +78,19 @@ static bool taps_enabled(void) {
 
 bool nn_conv_taps_fits(const conv_geom *g) {
     if (g->nsp != 2 || g->group != 1 || g->kernel_size < 2 || !taps_enabled()) return false;
-    int64_t pairs;
+    int64_t pairs, live[2] = {0, 0}, lo, hi;
     live_taps(g, &pairs, NULL);
-    /* at most half the pairs reach the input: below that the per-tap GEMMs'
-     * gathers and scatters cost less than the zeros they skip */
-    return pairs * 2 <= g->kernel_size * g->out_size;
+    /* taps that reach the input somewhere along each dim: the kernel that
+     * conv.c's trim_taps cuts it to (DeepLab's rates 24 and 36 on 14x14: its
+     * centre alone, a plain 1x1 GEMM that needs no gather) */
+    for (int d = 0; d < 2; d++)
+        for (int64_t t = 0; t < g->kernel[d]; t++) {
+            tap_range(g, d, t, &lo, &hi);
+            live[d] += hi > lo;
+        }
+    /* at most half the pairs of that kernel reach the input: below that the
+     * per-tap GEMMs' gathers and scatters cost less than the zeros they skip */
+    return pairs * 2 <= live[0] * live[1] * g->out_size;
 }
 
 /* Images per chunk: as many as keep both buffers within CHUNK_FLOATS, at least one. */

@@ -93,12 +93,13 @@ bool nn_conv_taps_fits(const conv_geom *g) {
     return pairs * 2 <= live[0] * live[1] * g->out_size;
 }
 
-/* Images per chunk: as many as keep both buffers within CHUNK_FLOATS, at least one. */
+/* Images per chunk: as many as keep both buffers within CHUNK_FLOATS, at
+ * least one (also for an empty batch, which runs no chunk). */
 static int64_t chunk_images(const conv_geom *g, int64_t largest) {
     int64_t per = (g->in_ch + g->out_ch) * (largest > 0 ? largest : 1);
     int64_t nb = CHUNK_FLOATS / per;
-    if (nb < 1) nb = 1;
-    return nb < g->batch ? nb : g->batch;
+    if (nb > g->batch) nb = g->batch;
+    return nb < 1 ? 1 : nb;
 }
 
 /* The GEMM of one tap: W_t (packed, or not yet when `packed` is NULL) times

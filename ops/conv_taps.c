@@ -46,16 +46,14 @@ static int64_t tap_rect(const conv_geom *g, int64_t ky, int64_t kx, int64_t r[4]
 }
 
 /* Taps that reach the input, and the largest rectangle among them. */
-static int64_t live_taps(const conv_geom *g, int64_t *pairs, int64_t *largest) {
-    int64_t n = 0, sum = 0, big = 0, r[4];
+static int64_t live_taps(const conv_geom *g, int64_t *largest) {
+    int64_t n = 0, big = 0, r[4];
     for (int64_t ky = 0; ky < g->kernel[0]; ky++)
         for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
             int64_t a = tap_rect(g, ky, kx, r);
             n += a > 0;
-            sum += a;
             big = a > big ? a : big;
         }
-    if (pairs) *pairs = sum;
     if (largest) *largest = big;
     return n;
 }
@@ -78,19 +76,21 @@ static bool taps_enabled(void) {
 
 bool nn_conv_taps_fits(const conv_geom *g) {
     if (g->nsp != 2 || g->group != 1 || g->kernel_size < 2 || !taps_enabled()) return false;
-    int64_t pairs, live[2] = {0, 0}, lo, hi;
-    live_taps(g, &pairs, NULL);
-    /* taps that reach the input somewhere along each dim: the kernel that
-     * conv.c's trim_taps cuts it to (DeepLab's rates 24 and 36 on 14x14: its
-     * centre alone, a plain 1x1 GEMM that needs no gather) */
+    /* along each dim: the outputs its taps reach, summed (a tap's pairs are
+     * the product of its two ranges, so the pairs are the product of the
+     * sums), and the taps that reach the input somewhere: the kernel conv.c's
+     * trim_taps cuts it to (DeepLab's rates 24 and 36 on 14x14: its centre
+     * alone, a plain 1x1 GEMM that needs no gather) */
+    int64_t reached[2] = {0, 0}, live[2] = {0, 0}, lo, hi;
     for (int d = 0; d < 2; d++)
         for (int64_t t = 0; t < g->kernel[d]; t++) {
             tap_range(g, d, t, &lo, &hi);
+            reached[d] += hi - lo;
             live[d] += hi > lo;
         }
     /* at most half the pairs of that kernel reach the input: below that the
      * per-tap GEMMs' gathers and scatters cost less than the zeros they skip */
-    return pairs * 2 <= live[0] * live[1] * g->out_size;
+    return reached[0] * reached[1] * 2 <= live[0] * live[1] * g->out_size;
 }
 
 /* Images per chunk: as many as keep both buffers within CHUNK_FLOATS, at
@@ -128,14 +128,14 @@ static nn_gemm pack_gemm(const conv_geom *g, const float *slices, int64_t live) 
 }
 
 size_t nn_conv_taps_prepared_size(const conv_geom *g) {
-    int64_t live = live_taps(g, NULL, NULL);
+    int64_t live = live_taps(g, NULL);
     if (live == 0) return 0;
     nn_gemm gm = pack_gemm(g, NULL, live);
     return nn_gemm_pack_a_block_bytes(&gm);
 }
 
 bool nn_conv_taps_prepare(const conv_geom *g, const float *w, void *block) {
-    int64_t live = live_taps(g, NULL, NULL), mc = g->out_ch * g->in_ch, r[4];
+    int64_t live = live_taps(g, NULL), mc = g->out_ch * g->in_ch, r[4];
     if (live == 0) return true;
     float *slices = malloc(sizeof(float) * (size_t)(live * mc));
     if (!slices) return false;
@@ -155,7 +155,7 @@ bool nn_conv_taps_prepare(const conv_geom *g, const float *w, void *block) {
 }
 
 bool nn_conv_taps_prepared_fits(const conv_geom *g, const void *block, size_t size) {
-    int64_t live = live_taps(g, NULL, NULL);
+    int64_t live = live_taps(g, NULL);
     if (live == 0) return size == 0;
     nn_gemm gm = pack_gemm(g, NULL, live);
     return nn_gemm_block_fits_a(&gm, block, size);
@@ -168,7 +168,7 @@ static size_t buffer_floats(const conv_geom *g, int64_t nb, int64_t largest) {
 
 size_t nn_conv_taps_workspace(const conv_geom *g, int threads) {
     int64_t largest;
-    live_taps(g, NULL, &largest);
+    live_taps(g, &largest);
     int64_t nb = chunk_images(g, largest), last = g->batch % nb, r[4];
     size_t most = 0;
     /* the GEMM's scratch follows its plan, which follows n: the most over
@@ -259,11 +259,10 @@ static void finish_planes(void *ctx, int64_t lo, int64_t hi, int seat) {
 
 bool nn_conv_taps_run(const conv_geom *g, const void *block, const float *x, const float *bias, float *y,
                       const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size, int threads) {
-    if (workspace_size < nn_conv_taps_workspace(g, threads)) return false;
-    int64_t largest;
-    live_taps(g, NULL, &largest);
-    int64_t nb = chunk_images(g, largest);
-    nn_gemm_packed all = live_taps(g, NULL, NULL) ? nn_gemm_block_view(block) : (nn_gemm_packed){0};
+    int64_t largest, live = live_taps(g, &largest), nb = chunk_images(g, largest);
+    /* the buffers here; each GEMM checks its own scratch after them */
+    if (workspace_size < sizeof(float) * buffer_floats(g, nb, largest) + 64) return false;
+    nn_gemm_packed all = live ? nn_gemm_block_view(block) : (nn_gemm_packed){0};
     float *buf = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     float *t = buf + g->in_ch * nb * largest;
     float *scratch = buf + buffer_floats(g, nb, largest);

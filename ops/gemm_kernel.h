@@ -59,6 +59,10 @@ typedef struct gemm_kernel {
     /* rows [p0, p0 + kc) of an implicit im2col matrix, or kc rows of a plain B, into NR panels */
     void (*pack_conv)(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst);
     void (*pack_plain)(const float *src, int64_t ld, int64_t kc, int64_t nc, int nr, float *dst, const b_prologue *pr);
+    /* Rows [0, mc) x K [0, kc) of a row-major A (row stride ld), times
+     * alpha, into MR panels, rows past mc zero: a transposition, in
+     * registers where the family has it (NULL: pack_rows_body). */
+    void (*pack_rows)(const float *src, int64_t ld, int64_t kc, int64_t mc, float alpha, float *dst);
 } gemm_kernel;
 
 /* Activations applied to the accumulators in registers; tanh and GELU run
@@ -209,6 +213,17 @@ static inline __attribute__((always_inline)) void pack_plain_body(const float *s
             for (int64_t j = n; j < nr; j++)
                 row[j] = 0.0f;
         }
+    }
+}
+
+/* The reference for pack_rows: one row at a time, each float to its own
+ * place MR floats after the last. */
+static inline void pack_rows_body(const float *src, int64_t ld, int64_t kc, int64_t mc, float alpha, int mr,
+                                  float *dst) {
+    for (int64_t i = 0; i < (mc + mr - 1) / mr * mr; i++) {
+        float *d = dst + i / mr * mr * kc + i % mr;
+        for (int64_t p = 0; p < kc; p++)
+            d[p * mr] = i < mc ? alpha * src[i * ld + p] : 0.0f;
     }
 }
 

@@ -161,20 +161,19 @@ void nn_gemm_pack_a_panels(const gemm_kernel *kd, const nn_gemm *g, const float 
         pack_pairs(i < mc ? src : NULL, g->trans_a ? g->lda : 1, kc, g->alpha, mr,
                    (uint32_t *)(dst + i / mr * mr * kc) + i % mr);
     }
-    for (int64_t i = 0; i < mcp && !kd->pairs; i++) {
+    if (kd->pairs) return;
+    if (!g->trans_a) {
+        if (kd->pack_rows)
+            kd->pack_rows(a + m0 * g->lda + p0, g->lda, kc, mc, g->alpha, dst);
+        else
+            pack_rows_body(a + m0 * g->lda + p0, g->lda, kc, mc, g->alpha, mr, dst);
+        return;
+    }
+    for (int64_t i = 0; i < mcp; i++) { /* a transposed A scaled by alpha */
         float *d = dst + i / mr * mr * kc + i % mr;
-        if (i >= mc) {
-            for (int64_t p = 0; p < kc; p++)
-                d[p * mr] = 0.0f;
-        } else if (g->trans_a) {
-            const float *src = a + p0 * g->lda + m0 + i;
-            for (int64_t p = 0; p < kc; p++)
-                d[p * mr] = g->alpha * src[p * g->lda];
-        } else {
-            const float *src = a + (m0 + i) * g->lda + p0;
-            for (int64_t p = 0; p < kc; p++)
-                d[p * mr] = g->alpha * src[p];
-        }
+        const float *src = a + p0 * g->lda + m0 + i;
+        for (int64_t p = 0; p < kc; p++)
+            d[p * mr] = i < mc ? g->alpha * src[p * g->lda] : 0.0f;
     }
 }
 
@@ -195,13 +194,12 @@ size_t nn_gemm_pack_b_floats(const nn_gemm *g) {
 static nn_gemm_packed packed_a_layout(const nn_gemm *g) {
     int ki = gemm_kernel_index(g);
     int64_t mp = nn_round_up(g->m, nn_gemm_kernel_at(ki)->mr);
-    return (nn_gemm_packed){
-        .kernel = ki,
-        .kc = (int)k_blocks(nn_gemm_kernel_at(ki), g->k).size,
-        .rows = g->m,
-        .k = g->k,
-        .count = batch_count(g, 1),
-        .stride = (size_t)(mp * g->k)};
+    return (nn_gemm_packed){.kernel = ki,
+                            .kc = (int)k_blocks(nn_gemm_kernel_at(ki), g->k).size,
+                            .rows = g->m,
+                            .k = g->k,
+                            .count = batch_count(g, 1),
+                            .stride = (size_t)(mp * g->k)};
 }
 
 static nn_gemm_packed packed_b_layout(const nn_gemm *g) {
@@ -279,8 +277,9 @@ static bool block_fits(nn_gemm_packed want, const void *block, size_t size) {
     nn_gemm_packed have;
     if (size < NN_GEMM_BLOCK_DATA) return false;
     memcpy(&have, block, sizeof have);
-    return have.kernel == want.kernel && have.kc == want.kc && have.rows == want.rows && have.k == want.k && have.count == want.count &&
-           have.stride == want.stride && (size - NN_GEMM_BLOCK_DATA) / sizeof(float) >= want.count * want.stride;
+    return have.kernel == want.kernel && have.kc == want.kc && have.rows == want.rows && have.k == want.k &&
+           have.count == want.count && have.stride == want.stride &&
+           (size - NN_GEMM_BLOCK_DATA) / sizeof(float) >= want.count * want.stride;
 }
 
 bool nn_gemm_block_fits_a(const nn_gemm *g, const void *block, size_t size) {

@@ -211,6 +211,102 @@ T256 static void pack_plain_avx2(const float *src, int64_t ld, int64_t kc, int64
     }
 }
 
+/* pack_rows for MR 14: per 16 K steps, the panel's rows as 16 vectors
+ * (the two past MR zero), transposed in registers (pairs of rows
+ * interleaved, then quads, then the 128-bit lanes gathered across the four
+ * quads), each K step's 14 floats one masked store.  The scalar loop
+ * stored one float at a time, MR floats apart: 6-8% of a transformer's
+ * time at batch 1 (docs/perf-notes.md, "GEMM: A packed in registers"). */
+T512 static void pack_rows_avx512(const float *src, int64_t ld, int64_t kc, int64_t mc, float alpha, float *dst) {
+    const __mmask16 panel = (1u << V16_MR) - 1;
+    const __m512 scale = _mm512_set1_ps(alpha);
+    for (int64_t i0 = 0; i0 < mc; i0 += V16_MR, dst += V16_MR * kc) {
+        int rows = (int)min64(V16_MR, mc - i0);
+        const float *s = src + i0 * ld;
+        for (int64_t p = 0; p < kc; p += 16) {
+            __mmask16 k = kc - p >= 16 ? 0xffff : (__mmask16)((1u << (kc - p)) - 1);
+            __m512 r[16], t[16], u[16];
+#pragma clang loop unroll(full)
+            for (int i = 0; i < 16; i++) {
+                r[i] = i < rows ? _mm512_maskz_loadu_ps(k, s + i * ld + p) : _mm512_setzero_ps();
+                if (alpha != 1.0f) r[i] = _mm512_mul_ps(r[i], scale);
+            }
+#pragma clang loop unroll(full)
+            for (int i = 0; i < 16; i += 2) { /* lane L: r_i[4L], r_i+1[4L], r_i[4L+1], ... */
+                t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            }
+#pragma clang loop unroll(full)
+            for (int q = 0; q < 16; q += 4) { /* u[q + c], lane L: rows q..q+3 at column 4L + c */
+                u[q] = _mm512_shuffle_ps(t[q], t[q + 2], 0x44);
+                u[q + 1] = _mm512_shuffle_ps(t[q], t[q + 2], 0xee);
+                u[q + 2] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+                u[q + 3] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0xee);
+            }
+            float *d = dst + p * V16_MR;
+            int64_t n = min64(16, kc - p);
+#pragma clang loop unroll(full)
+            for (int c = 0; c < 4; c++) { /* columns c, 4 + c, 8 + c, 12 + c: lane L of each quad's u */
+                __m512 even_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88),
+                       odd_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+                __m512 even_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88),
+                       odd_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+                __m512 col[4] = {
+                    _mm512_shuffle_f32x4(even_lo, even_hi, 0x88), _mm512_shuffle_f32x4(odd_lo, odd_hi, 0x88),
+                    _mm512_shuffle_f32x4(even_lo, even_hi, 0xdd), _mm512_shuffle_f32x4(odd_lo, odd_hi, 0xdd)};
+#pragma clang loop unroll(full)
+                for (int l = 0; l < 4; l++)
+                    if (4 * l + c < n) _mm512_mask_storeu_ps(d + (4 * l + c) * V16_MR, panel, col[l]);
+            }
+        }
+    }
+}
+
+/* pack_rows for MR 6: 8 K steps at a time, the rows (two zero ones past
+ * MR) transposed as 8 x 8, each K step's 6 floats stored as 4 and 2. */
+T256 static void pack_rows_avx2(const float *src, int64_t ld, int64_t kc, int64_t mc, float alpha, float *dst) {
+    const __m256 scale = _mm256_set1_ps(alpha);
+    for (int64_t i0 = 0; i0 < mc; i0 += V8_MR, dst += V8_MR * kc) {
+        int rows = (int)min64(V8_MR, mc - i0);
+        const float *s = src + i0 * ld;
+        for (int64_t p = 0; p < kc; p += 8) {
+            int64_t n = min64(8, kc - p);
+            __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            __m256 r[8], t[8], u[8];
+#pragma clang loop unroll(full)
+            for (int i = 0; i < 8; i++) {
+                r[i] = i < rows ? _mm256_maskload_ps(s + i * ld + p, k) : _mm256_setzero_ps();
+                if (alpha != 1.0f) r[i] = _mm256_mul_ps(r[i], scale);
+            }
+#pragma clang loop unroll(full)
+            for (int i = 0; i < 8; i += 2) {
+                t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+            }
+#pragma clang loop unroll(full)
+            for (int q = 0; q < 8; q += 4) { /* u[q + c], half H: rows q..q+3 at column 4H + c */
+                u[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
+                u[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xee);
+                u[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+                u[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xee);
+            }
+            float *d = dst + p * V8_MR;
+#pragma clang loop unroll(full)
+            for (int c = 0; c < 4; c++) {
+                __m256 col[2] = {_mm256_permute2f128_ps(u[c], u[4 + c], 0x20),
+                                 _mm256_permute2f128_ps(u[c], u[4 + c], 0x31)};
+#pragma clang loop unroll(full)
+                for (int h = 0; h < 2; h++)
+                    if (4 * h + c < n) {
+                        float *o = d + (4 * h + c) * V8_MR;
+                        _mm_storeu_ps(o, _mm256_castps256_ps128(col[h]));
+                        _mm_storel_pi((__m64 *)(o + 4), _mm256_extractf128_ps(col[h], 1));
+                    }
+            }
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) T512 void pack_vec_avx512(const vec_desc *dv, const int32_t *idx,
                                                                        const float *plane, float *d) {
     __m512 val;
@@ -276,7 +372,8 @@ const gemm_kernel nn_gemm_kernel_avx512 = {.name = "avx512",
                                            .dot = dot_avx512,
                                            .axpy = axpy_avx512,
                                            .pack_conv = pack_conv_avx512,
-                                           .pack_plain = pack_plain_avx512};
+                                           .pack_plain = pack_plain_avx512,
+                                           .pack_rows = pack_rows_avx512};
 
 const gemm_kernel nn_gemm_kernel_avx2 = {.name = "avx2",
                                          .mr = V8_MR,
@@ -288,5 +385,6 @@ const gemm_kernel nn_gemm_kernel_avx2 = {.name = "avx2",
                                          .dot = dot_avx2,
                                          .axpy = axpy_avx2,
                                          .pack_conv = pack_conv_avx2,
-                                         .pack_plain = pack_plain_avx2};
+                                         .pack_plain = pack_plain_avx2,
+                                         .pack_rows = pack_rows_avx2};
 #endif

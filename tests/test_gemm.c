@@ -9,6 +9,7 @@
 
 #include "../ops/epilogue.h"
 #include "../ops/gemm.h"
+#include "../ops/gemm_kernel.h"
 #include "check.h"
 
 static uint32_t seed = 12345;
@@ -461,6 +462,40 @@ static void test_act(void) {
     }
 }
 
+/* The active kernel's pack_rows (A row-major, packed in registers) against
+ * the one-float-at-a-time reference, bit for bit: partial panels, K tails
+ * of every length around the vector width, alpha, a row stride past K,
+ * and nothing written past the panels. */
+static void test_pack_rows(void) {
+    const gemm_kernel *kd = nn_gemm_kernel_at((int)nn_isa_active());
+    if (!kd->pack_rows) return;
+    static const int64_t rows[] = {1, 5, 6, 7, 13, 14, 15, 29, 42};
+    static const int64_t ks[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 40, 96};
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (int scaled = 0; scaled < 2; scaled++) {
+                int64_t mc = rows[ri], kc = ks[ki], ld = kc + 3, mr = kd->mr;
+                size_t panels = (size_t)((mc + mr - 1) / mr * mr * kc), guard = 32;
+                float *src = rand_buf((size_t)(mc * ld)), alpha = scaled ? 0.5f : 1.0f;
+                float *got = malloc(sizeof(float) * (panels + guard)), *want = malloc(sizeof(float) * panels);
+                for (size_t i = 0; i < panels + guard; i++)
+                    got[i] = -7.0f;
+                kd->pack_rows(src, ld, kc, mc, alpha, got);
+                pack_rows_body(src, ld, kc, mc, alpha, kd->mr, want);
+                size_t bad = 0;
+                for (size_t i = 0; i < panels; i++)
+                    bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+                for (size_t i = panels; i < panels + guard; i++)
+                    bad += got[i] != -7.0f;
+                CHECK(bad == 0,
+                      "pack_rows %lld rows x %lld K alpha %g: %zu floats differ or were written past the panels",
+                      (long long)mc, (long long)kc, alpha, bad);
+                free(src);
+                free(got);
+                free(want);
+            }
+}
+
 int main(void) {
     static const char *const names[] = {"avx512", "avx2", "scalar"};
     for (int i = 0; i < 3; i++) {
@@ -469,6 +504,8 @@ int main(void) {
             continue;
         }
         int before = check_failures();
+        check_set_case("%s A rows packed", names[i]);
+        test_pack_rows();
         check_set_case("%s products", names[i]);
         test_products();
         check_set_case("%s convolutions", names[i]);

@@ -15,11 +15,13 @@ typedef void (*pool_row_fn)(const float *, int64_t, float *, int64_t, int64_t, i
 /* What a pooling kernel shares with its tasks (ops/par.h). */
 typedef struct pool_job {
     const nn_pool_geom *g;
-    const void *taps; /* max_pool_flat_planes: its nn_flat_taps */
+    const void *taps; /* pool_flat_planes: its nn_flat_taps */
     const float *x;
     float *y;
     pool_row_fn row;
     int64_t ph_n, pw_n;
+    bool in_place; /* direct_pool: rows read the input plane itself, not a padded copy */
+    float fill;    /* the copy's padding */
 } pool_job;
 
 #if NN_HAVE_X86
@@ -403,18 +405,47 @@ static nn_status infer_max_pool(nn_call *c) {
 
 static size_t workspace_max_pool(const nn_call *c) { return pool_workspace(c, nn_dtype_size(c->in[0].dtype)); }
 
-/* 2-D float max pooling of planes small enough for a copy padded with
- * -inf on the stack (the CNNs' pools, 56x56 and below): a plane per task,
- * every window inside the copy, so a row's outputs have no edge cases and
- * go 16 to a vector.  On such planes this beats the two separable passes
- * (GoogLeNet's 13 pools: 2.7-3.1 ms against 3.7-5.4 ms at batch 1). */
+/* 2-D float pooling a window row at a time, a plane per task (the CNNs'
+ * pools).  Where every window lies inside the input (no pads: Inception's
+ * 3x3/2 pools, DenseNet's 2x2/2 transitions) the rows read the plane in
+ * place, whatever its size; otherwise from a copy of the plane padded with
+ * the pool's empty value on the stack (-inf; zeros for a mean that counts
+ * its pads, as Inception's branch pools do once passes/fuse_pad.c has
+ * given them the Pad before them), for planes up to MAX_POOL_PLANE_MAX.
+ * Either way a row's outputs have no edge cases and go 16 to a vector.
+ * Against the two separable passes: GoogLeNet's 13 pools 2.7-3.1 ms
+ * instead of 3.7-5.4 ms at batch 1. */
 #define MAX_POOL_PLANE_MAX 16384
 
-static bool max_pool_2d_direct(const pool_geom *g, nn_dtype dtype, int64_t *ph_n, int64_t *pw_n) {
+typedef struct direct_pool {
+    bool in_place;
+    int64_t ph_n, pw_n; /* the plane the rows read: the input's, or the padded copy's */
+} direct_pool;
+
+/* Whether the direct rows can run this pool, and on which plane.  A mean
+ * that does not count its pads divides each window by its own count,
+ * which the rows do not; nor do they see past the padded plane, where
+ * ceil_mode's last windows may reach.  The AVX2 max rows read up to
+ * POOL_SLACK floats past a row's end, which only the copy has. */
+static bool pool_2d_direct(const pool_geom *g, nn_dtype dtype, bool mean, bool include_pad, direct_pool *dp) {
     if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || g->dilation[0] != 1 || g->dilation[1] != 1) return false;
-    *ph_n = nn_padded_extent(g->out[0], g->stride[0], g->kernel[0], 1, g->pad[0], g->in[0]);
-    *pw_n = nn_padded_extent(g->out[1], g->stride[1], g->kernel[1], 1, g->pad[1], g->in[1]);
-    return *ph_n * *pw_n <= MAX_POOL_PLANE_MAX;
+    if (mean && (nn_isa_active() != NN_ISA_AVX512 || g->stride[1] > 2)) return false; /* pool_row512's only */
+    bool inside = true, padded_inside = true;
+    for (int d = 0; d < 2; d++) {
+        int64_t reach = (g->out[d] - 1) * g->stride[d] + g->kernel[d];
+        inside &= g->pad[d] == 0 && g->pad_end[d] == 0 && reach <= g->in[d];
+        padded_inside &= reach <= g->pad[d] + g->in[d] + g->pad_end[d];
+    }
+    if (mean && !inside && !(include_pad && padded_inside)) return false;
+    dp->in_place = inside && (mean || nn_isa_active() != NN_ISA_AVX2);
+    if (dp->in_place) {
+        dp->ph_n = g->in[0];
+        dp->pw_n = g->in[1];
+        return true;
+    }
+    dp->ph_n = nn_padded_extent(g->out[0], g->stride[0], g->kernel[0], 1, g->pad[0], g->in[0]);
+    dp->pw_n = nn_padded_extent(g->out[1], g->stride[1], g->kernel[1], 1, g->pad[1], g->in[1]);
+    return dp->ph_n * dp->pw_n <= MAX_POOL_PLANE_MAX;
 }
 
 /* One output row: the max over kh_n rows of the padded plane, kw_n taps
@@ -463,8 +494,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void pool_row512
             for (int64_t kh = 0; kh < kh_n; kh++, at += pw_n) {
                 __m512 v = _mm512_maskz_loadu_ps(lo, buf + at);
                 if (sw == 2) v = _mm512_permutex2var_ps(v, evens, _mm512_maskz_loadu_ps(hi, buf + at + 16));
-                acc = mean ? _mm512_add_ps(acc, v)
-                           : _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, acc, _CMP_GT_OQ), acc, v); /* MAX_OP */
+                acc = mean ? _mm512_add_ps(acc, v) : _mm512_max_ps(v, acc); /* MAX_OP: v > acc ? v : acc */
             }
         }
         if (mean) acc = _mm512_mul_ps(acc, _mm512_set1_ps(1.0f / (float)(kh_n * kw_n)));
@@ -512,44 +542,16 @@ __attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64
 #endif
 
 #if NN_HAVE_X86
-/* AveragePool without pads whose windows all lie inside the input
- * (DenseNet's 2x2/2 transitions): the mean of whole windows, read in place,
- * instead of the separable passes through scratch. */
-static bool average_pool_2d_direct(const pool_geom *g) {
-    if (g->nsp != 2 || nn_isa_active() != NN_ISA_AVX512 || g->stride[1] > 2) return false;
-    for (int d = 0; d < 2; d++)
-        if (g->dilation[d] != 1 || g->pad[d] != 0 || g->pad_end[d] != 0 ||
-            (g->out[d] - 1) * g->stride[d] + g->kernel[d] > g->in[d])
-            return false;
-    return true;
-}
-
 __attribute__((target("avx512f"))) static void mean_row_avx512(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
                                                                int64_t kh_n, int64_t kw_n, int64_t sw) {
     pool_row512(buf, pw_n, yr, ow_n, kh_n, kw_n, sw, true);
 }
 
-static void average_pool_range(void *ctx, int64_t lo, int64_t hi, int seat) {
-    (void)seat;
-    const pool_job *j = ctx;
-    const pool_geom *g = j->g;
-    int64_t iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1], sh = g->stride[0];
-    for (int64_t p = lo; p < hi; p++)
-        for (int64_t oh = 0; oh < oh_n; oh++)
-            mean_row_avx512(j->x + p * g->in_size + oh * sh * iw_n, iw_n, j->y + p * g->out_size + oh * ow_n, ow_n,
-                            g->kernel[0], g->kernel[1], g->stride[1]);
-}
-
-static void average_pool_2d(const pool_geom *g, const float *x, float *y, int threads) {
-    pool_job j = {.g = g, .x = x, .y = y};
-    nn_par_for_range(g->planes * g->out_size * g->kernel[0] * g->kernel[1] > NN_PAR_MIN ? threads : 1, g->planes, 1,
-                     average_pool_range, &j);
-}
-
-/* Stride-1 pools that keep the plane's size (GoogLeNet's 3x3/1 pad 1 on
- * 28x28 and smaller planes): a pass along rows, then one along columns, on
- * the flat plane (window.h). */
-static bool max_pool_flat(const pool_geom *g, nn_dtype dtype, nn_flat_taps *t) {
+/* Stride-1 pools that keep the plane's size (GoogLeNet's 3x3/1 pad 1 max
+ * pools on 28x28 and smaller planes, Inception-v3's 3x3/1 pad 1 means that
+ * count their pads on 17x17 and 8x8): a pass along rows, then one along
+ * columns, on the flat plane (window.h). */
+static bool pool_flat(const pool_geom *g, nn_dtype dtype, nn_flat_taps *t) {
     if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || nn_isa_active() != NN_ISA_AVX512) return false;
     for (int d = 0; d < 2; d++)
         if (g->stride[d] != 1 || g->dilation[d] != 1 || g->out[d] != g->in[d]) return false;
@@ -557,66 +559,91 @@ static bool max_pool_flat(const pool_geom *g, nn_dtype dtype, nn_flat_taps *t) {
 }
 
 /* One pass over a flat plane: taps `step` apart (1: along a row, w: along
- * a column), lanes from `lanes`. */
-__attribute__((target("avx512f"))) static void flat_pass(const nn_flat_taps *t, const float *src, float *dst,
-                                                         int64_t taps, int64_t pad, int64_t step,
-                                                         const uint16_t (*lanes)[NN_FLAT_TAPS]) {
-    const __m512 empty = _mm512_set1_ps(-INFINITY);
+ * a column), lanes from `lanes`; the max, or the sum times `scale` (taps
+ * outside the plane are zeros: the mean of a stride-1 pool that keeps the
+ * plane's size and counts its pads, whose every window holds kh x kw). */
+static inline __attribute__((always_inline, target("avx512f"))) void flat_pass(
+    const nn_flat_taps *t, const float *src, float *dst, int64_t taps, int64_t pad, int64_t step,
+    const uint16_t (*lanes)[NN_FLAT_TAPS], const bool mean, float scale) {
+    const __m512 empty = _mm512_set1_ps(mean ? 0.0f : -INFINITY);
     for (int64_t v = 0; v < t->vecs; v++) {
         __m512 acc = empty;
         for (int64_t k = 0; k < taps; k++) {
             __m512 x = _mm512_mask_loadu_ps(empty, lanes[v][k], src + v * 16 + (k - pad) * step);
-            acc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, acc, _CMP_GT_OQ), acc, x); /* MAX_OP */
+            acc = mean ? _mm512_add_ps(acc, x) : _mm512_max_ps(x, acc); /* MAX_OP: x > acc ? x : acc */
         }
+        if (mean && scale != 1.0f) acc = _mm512_mul_ps(acc, _mm512_set1_ps(scale));
         _mm512_mask_storeu_ps(dst + v * 16, nn_flat_lanes(t->n, v), acc);
     }
 }
 
-static void max_pool_flat_range(void *ctx, int64_t lo, int64_t hi, int seat) {
-    (void)seat;
-    const pool_job *j = ctx;
+static inline __attribute__((always_inline, target("avx512f"))) void flat_planes(const pool_job *j, int64_t lo,
+                                                                                 int64_t hi, const bool mean) {
     const nn_flat_taps *t = j->taps;
     for (int64_t p = lo; p < hi; p++) {
         float rows[NN_FLAT_VECS * 16];
-        flat_pass(t, j->x + p * t->n, rows, t->kw, t->pl, 1, t->row_tap);
-        flat_pass(t, rows, j->y + p * t->n, t->kh, t->pt, t->w, t->col_tap);
+        flat_pass(t, j->x + p * t->n, rows, t->kw, t->pl, 1, t->row_tap, mean, 1.0f);
+        flat_pass(t, rows, j->y + p * t->n, t->kh, t->pt, t->w, t->col_tap, mean, 1.0f / (float)(t->kh * t->kw));
     }
 }
 
-static void max_pool_flat_planes(const nn_flat_taps *t, int64_t planes, const float *x, float *y, int threads) {
+__attribute__((target("avx512f"))) static void max_flat_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    flat_planes(ctx, lo, hi, false);
+}
+
+__attribute__((target("avx512f"))) static void mean_flat_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    flat_planes(ctx, lo, hi, true);
+}
+
+static void pool_flat_planes(const nn_flat_taps *t, bool mean, int64_t planes, const float *x, float *y,
+                             int threads) {
     pool_job j = {.taps = t, .x = x, .y = y};
-    nn_par_for_range(planes * t->n * (t->kh + t->kw) > 2 * NN_PAR_MIN ? threads : 1, planes, 1, max_pool_flat_range,
-                     &j);
+    nn_par_for_range(planes * t->n * (t->kh + t->kw) > 2 * NN_PAR_MIN ? threads : 1, planes, 1,
+                     mean ? mean_flat_range : max_flat_range, &j);
 }
 
 #endif
 
-static void max_pool_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+static void direct_pool_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     (void)seat;
     const pool_job *j = ctx;
     const pool_geom *g = j->g;
-    int64_t ih_n = g->in[0], iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1];
-    int64_t kh_n = g->kernel[0], kw_n = g->kernel[1], sh = g->stride[0], sw = g->stride[1];
-    int64_t pt = g->pad[0], pl = g->pad[1], ph_n = j->ph_n, pw_n = j->pw_n;
+    int64_t oh_n = g->out[0], ow_n = g->out[1], kh_n = g->kernel[0], kw_n = g->kernel[1];
+    int64_t sh = g->stride[0], sw = g->stride[1], ph_n = j->ph_n, pw_n = j->pw_n;
     for (int64_t p = lo; p < hi; p++) {
         float buf[MAX_POOL_PLANE_MAX + POOL_SLACK];
-        nn_pad_plane(buf, ph_n, pw_n, POOL_SLACK, j->x + p * g->in_size, ih_n, iw_n, pt, pl, -INFINITY);
+        const float *plane = j->x + p * g->in_size;
+        if (!j->in_place) {
+            nn_pad_plane(buf, ph_n, pw_n, POOL_SLACK, plane, g->in[0], g->in[1], g->pad[0], g->pad[1], j->fill);
+            plane = buf;
+        }
         for (int64_t oh = 0; oh < oh_n; oh++)
-            j->row(buf + oh * sh * pw_n, pw_n, j->y + p * g->out_size + oh * ow_n, ow_n, kh_n, kw_n, sw);
+            j->row(plane + oh * sh * pw_n, pw_n, j->y + p * g->out_size + oh * ow_n, ow_n, kh_n, kw_n, sw);
     }
 }
 
-static void max_pool_2d(const pool_geom *g, int64_t ph_n, int64_t pw_n, const float *x, float *y, int threads) {
+static void run_direct_pool(const pool_geom *g, const direct_pool *dp, bool mean, const float *x, float *y, int threads) {
     pool_row_fn row = max_row_portable;
 #if NN_HAVE_X86
-    if (nn_isa_active() == NN_ISA_AVX512)
+    if (mean)
+        row = mean_row_avx512; /* pool_2d_direct: AVX-512 only */
+    else if (nn_isa_active() == NN_ISA_AVX512)
         row = max_row_avx512;
     else if (nn_isa_active() == NN_ISA_AVX2)
         row = max_row_avx2;
 #endif
-    pool_job j = {.g = g, .x = x, .y = y, .row = row, .ph_n = ph_n, .pw_n = pw_n};
+    pool_job j = {.g = g,
+                  .x = x,
+                  .y = y,
+                  .row = row,
+                  .ph_n = dp->ph_n,
+                  .pw_n = dp->pw_n,
+                  .in_place = dp->in_place,
+                  .fill = mean ? 0.0f : -INFINITY};
     nn_par_for_range(g->planes * g->out_size * g->kernel[0] * g->kernel[1] > NN_PAR_MIN ? threads : 1, g->planes, 1,
-                     max_pool_range, &j);
+                     direct_pool_range, &j);
 }
 
 static nn_status run_max_pool(nn_call *c) {
@@ -630,14 +657,14 @@ static nn_status run_max_pool(nn_call *c) {
     }
 #if NN_HAVE_X86
     nn_flat_taps flat;
-    if (max_pool_flat(&g, c->in[0].dtype, &flat)) {
-        max_pool_flat_planes(&flat, g.planes, c->in[0].data, c->out[0].data, c->threads);
+    if (pool_flat(&g, c->in[0].dtype, &flat)) {
+        pool_flat_planes(&flat, false, g.planes, c->in[0].data, c->out[0].data, c->threads);
         return NN_OK;
     }
 #endif
-    int64_t ph_n, pw_n;
-    if (max_pool_2d_direct(&g, c->in[0].dtype, &ph_n, &pw_n)) {
-        max_pool_2d(&g, ph_n, pw_n, c->in[0].data, c->out[0].data, c->threads);
+    direct_pool dp;
+    if (pool_2d_direct(&g, c->in[0].dtype, false, false, &dp)) {
+        run_direct_pool(&g, &dp, false, c->in[0].data, c->out[0].data, c->threads);
         return NN_OK;
     }
     size_t esize = nn_dtype_size(c->in[0].dtype);
@@ -665,11 +692,17 @@ static nn_status run_average_pool(nn_call *c) {
     nn_status st = pool_resolve(c, &g);
     if (st != NN_OK) return st;
 #if NN_HAVE_X86
-    if (average_pool_2d_direct(&g)) {
-        average_pool_2d(&g, c->in[0].data, c->out[0].data, c->threads);
+    nn_flat_taps flat;
+    if (p->count_include_pad && pool_flat(&g, c->in[0].dtype, &flat)) {
+        pool_flat_planes(&flat, true, g.planes, c->in[0].data, c->out[0].data, c->threads);
         return NN_OK;
     }
 #endif
+    direct_pool dp;
+    if (pool_2d_direct(&g, c->in[0].dtype, true, p->count_include_pad != 0, &dp)) {
+        run_direct_pool(&g, &dp, true, c->in[0].data, c->out[0].data, c->threads);
+        return NN_OK;
+    }
     if (c->workspace_size < pool_workspace(c, sizeof(float)))
         return nn_call_error(c, NN_ERR_INTERNAL, "pool workspace too small");
     pool_separable(&g, avg_axis, p->count_include_pad != 0, c->in[0].data, c->out[0].data, c->workspace, sizeof(float),

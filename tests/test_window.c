@@ -15,8 +15,10 @@
  * channel counts and row widths that leave partial blocks, every kind of
  * epilogue; and one grouped conv.
  *
- * MaxPool, exactly: row widths that leave partial vectors, strides 1 to 3,
- * pads, ceil mode, the kernels of ResNet's, GoogLeNet's and VGG's pools. */
+ * MaxPool (exactly) and AveragePool, with and without count_include_pad,
+ * on every kernel family: row widths that leave partial vectors, strides 1
+ * to 3, pads, ceil mode, windows inside the input (read in place), the pools
+ * of ResNet, GoogLeNet, VGG, DenseNet and Inception-v3. */
 #include "../ops/act.h"
 #include "../ops/conv_kernels.h"
 #include "../ops/gemm.h"
@@ -119,17 +121,23 @@ static int64_t pool_out(int64_t in, int k, int stride, int64_t pad, int64_t pad_
     return out;
 }
 
-static void check_max_pool(const pool_case *c) {
+/* MaxPool, or AveragePool with or without count_include_pad, against the
+ * definition: the max of the taps inside the input, or their sum divided by
+ * their count, counting the pads with count_include_pad (but not taps past
+ * the end pad, where ceil mode's last window may reach). */
+static void check_pool(const pool_case *c, const char *kernel, bool mean, int include_pad) {
     int64_t kernel_shape[2] = {c->k, c->k}, strides[2] = {c->stride, c->stride};
     nn_attr attrs[] = {attr_ints("kernel_shape", 2, kernel_shape), attr_ints("strides", 2, strides),
-                       attr_ints("pads", 4, c->pads), attr_int("ceil_mode", c->ceil_mode)};
+                       attr_ints("pads", 4, c->pads), attr_int("ceil_mode", c->ceil_mode),
+                       attr_int("count_include_pad", include_pad)};
     nn_tensor in[1] = {rand_tensor(-1, 1, 4, 2, c->channels, c->h, c->w)};
-    char label[160];
-    snprintf(label, sizeof label, "MaxPool, %d thread(s): C=%d %dx%d k%d s%d pads %lld,%lld,%lld,%lld ceil %d",
-             cpu_threads, c->channels, c->h, c->w, c->k, c->stride, (long long)c->pads[0], (long long)c->pads[1],
+    char label[200];
+    snprintf(label, sizeof label, "%s%s, %s, %d thread(s): C=%d %dx%d k%d s%d pads %lld,%lld,%lld,%lld ceil %d",
+             mean ? "AveragePool" : "MaxPool", mean && include_pad ? " count_include_pad" : "", kernel, cpu_threads,
+             c->channels, c->h, c->w, c->k, c->stride, (long long)c->pads[0], (long long)c->pads[1],
              (long long)c->pads[2], (long long)c->pads[3], c->ceil_mode);
     op_run r;
-    if (cpu_run(&r, "MaxPool", 12, attrs, 4, NULL, in, 1, 1, NULL)) {
+    if (cpu_run(&r, mean ? "AveragePool" : "MaxPool", mean ? 19 : 12, attrs, mean ? 5 : 4, NULL, in, 1, 1, NULL)) {
         const float *x = r.in[0].data;
         int64_t oh_n = r.out[0].dims[2], ow_n = r.out[0].dims[3], n = 2LL * c->channels * oh_n * ow_n;
         int64_t want_h = pool_out(c->h, c->k, c->stride, c->pads[0], c->pads[2], c->ceil_mode),
@@ -141,16 +149,25 @@ static void check_max_pool(const pool_case *c) {
         for (int64_t p = 0; p < 2LL * c->channels; p++)
             for (int64_t oh = 0; oh < oh_n; oh++)
                 for (int64_t ow = 0; ow < ow_n; ow++) {
-                    float m = -INFINITY;
+                    double m = -INFINITY, sum = 0;
+                    int count = 0;
                     for (int kh = 0; kh < c->k; kh++)
                         for (int kw = 0; kw < c->k; kw++) {
                             int64_t ih = oh * c->stride - c->pads[0] + kh, iw = ow * c->stride - c->pads[1] + kw;
-                            if (ih >= 0 && ih < c->h && iw >= 0 && iw < c->w && x[(p * c->h + ih) * c->w + iw] > m)
-                                m = x[(p * c->h + ih) * c->w + iw];
+                            bool inside = ih >= 0 && ih < c->h && iw >= 0 && iw < c->w;
+                            bool padded = ih < c->h + c->pads[2] && iw < c->w + c->pads[3];
+                            count += inside || (include_pad && padded);
+                            if (!inside) continue;
+                            float v = x[(p * c->h + ih) * c->w + iw];
+                            sum += v;
+                            if (v > m) m = v;
                         }
-                    want[(p * oh_n + oh) * ow_n + ow] = m;
+                    want[(p * oh_n + oh) * ow_n + ow] = (float)(mean ? sum / count : m);
                 }
-        CHECK_CLOSE(label, r.out[0].data, want, n, 0.0, 0.0);
+        if (mean)
+            CHECK_CLOSE(label, r.out[0].data, want, n, 1e-6, 1e-6);
+        else
+            CHECK_CLOSE(label, r.out[0].data, want, n, 0.0, 0.0);
         free(want);
     }
     release(&r);
@@ -309,10 +326,28 @@ int main(void) {
         {2, 9, 23, 5, 3, 0, {2, 2, 2, 2}},
         {3, 10, 17, 2, 1, 0, {0, 1, 1, 0}},
         {2, 5, 5, 2, 2, 1, {1, 1, 1, 1}}, /* ceil mode: a last window in the end padding, dropped */
+        /* windows inside the input, read in place: Inception's 3x3/2 on a
+         * plane larger than a padded copy may be, a window as large as the
+         * plane, DenseNet's 2x2/2 transitions, and a stride of 3 */
+        {2, 147, 147, 3, 2, 0, {0, 0, 0, 0}},
+        {3, 6, 9, 6, 1, 0, {0, 0, 0, 0}},
+        {5, 28, 28, 2, 2, 0, {0, 0, 0, 0}},
+        {2, 20, 23, 3, 3, 0, {0, 0, 0, 0}},
+        /* Inception's branch pools once passes/fuse_pad.c gave them their Pad */
+        {6, 17, 17, 3, 1, 0, {1, 1, 1, 1}},
+        {3, 35, 35, 3, 1, 0, {1, 1, 1, 1}},
     };
-    for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
-        for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++)
-            check_max_pool(&pools[i]);
+    /* every kernel family: each has its own rows; an AveragePool with its
+     * pads counted or not, which goes to the separable passes */
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        if (!nn_gemm_use_kernel(kernels[k])) continue;
+        for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+            for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+                check_pool(&pools[i], kernels[k], false, 0);
+                check_pool(&pools[i], kernels[k], true, 0);
+                check_pool(&pools[i], kernels[k], true, 1);
+            }
+    }
     printf("window ops: %d kernel families\n", families);
     return check_summary();
 }

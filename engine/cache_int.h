@@ -25,8 +25,9 @@
 #include "cache.h"
 
 /* Bump when the layout of the file, of an op's params or of a prepared
- * block changes: older files then read as stale. */
-#define CACHE_FORMAT 11
+ * block changes, or when the optimizer makes a faster graph of the same
+ * model (12: passes/fuse_pad.c): older files then read as stale. */
+#define CACHE_FORMAT 12
 #define CACHE_MAGIC  "nnplan\n"
 enum {
     DATA_ALIGN = 64,

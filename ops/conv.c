@@ -672,3 +672,10 @@ bool nn_conv_window(const void *params, nn_window_attrs *w, int64_t *group) {
     *group = p->group;
     return true;
 }
+
+bool nn_conv_set_window(void *params, const nn_window_attrs *w) {
+    conv_params *p = params;
+    if (!p || p->n_out_padding >= 0 || p->n_out_shape >= 0) return false;
+    p->w = *w;
+    return true;
+}

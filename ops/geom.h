@@ -19,6 +19,9 @@ nn_status nn_conv_resolve(const nn_call *c, bool transpose, nn_conv_geom *g);
 /* A Conv node's window attributes and group (for passes/fuse_qdq.c, which
  * turns the node into a QLinearConv); false for ConvTranspose-only fields. */
 bool nn_conv_window(const void *params, nn_window_attrs *w, int64_t *group);
+/* Replace a Conv node's window attributes (passes/fuse_pad.c, on the
+ * node's own copy of its params); false as nn_conv_window. */
+bool nn_conv_set_window(void *params, const nn_window_attrs *w);
 
 /* MaxPool and AveragePool (ops/pool.c) */
 typedef struct nn_pool_params {

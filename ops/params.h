@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../engine/nn.h" /* NN_MAX_DIMS */
+
 /* BatchNormalization, InstanceNormalization, LayerNormalization */
 typedef struct nn_norm_params {
     float epsilon;
@@ -24,6 +26,16 @@ typedef struct nn_gemm_params {
 typedef struct nn_gelu_params {
     int64_t tanh;
 } nn_gelu_params;
+
+/* Pad (read by passes/fuse_pad.c): the mode, and before opset 11 the pads
+ * and the constant, which later opsets take as inputs (n_pads -1) */
+enum { NN_PAD_CONSTANT, NN_PAD_REFLECT, NN_PAD_EDGE };
+typedef struct nn_pad_params {
+    int mode;
+    int n_pads;
+    float value;
+    int64_t pads[2 * NN_MAX_DIMS];
+} nn_pad_params;
 
 /* ops with a single `axis` attribute: Concat, Gather, ... */
 typedef struct nn_axis_params {

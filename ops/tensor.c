@@ -380,14 +380,8 @@ const nn_op_desc nn_op_Slice = {.name = "Slice", .min_inputs = 1, .max_inputs = 
 
 /* ---- Pad */
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE };
-
-typedef struct pad_params {
-    int mode;
-    int n_pads;  /* opset < 11: the pads attribute; -1 from opset 11 */
-    float value; /* opset < 11 constant */
-    int64_t pads[2 * NN_MAX_DIMS];
-} pad_params;
+enum { PAD_CONSTANT = NN_PAD_CONSTANT, PAD_REFLECT = NN_PAD_REFLECT, PAD_EDGE = NN_PAD_EDGE };
+typedef nn_pad_params pad_params; /* params.h: passes/fuse_pad.c reads it */
 
 static nn_status parse_pad(nn_parse_ctx *ctx) {
     pad_params *p = nn_params_alloc(ctx, sizeof *p);

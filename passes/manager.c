@@ -10,7 +10,8 @@
  * folding would dequantize their constant weights to float.  Folding next, so every later pass sees static
  * shapes and constant weights; no-op removal before the fusions so that an
  * Identity between a Conv and its BatchNormalization does not hide the
- * pair; decompositions (LayerNorm, GELU) and attention (MatMul, scale, mask,
+ * pair (a Pad by zeros then joins the Conv or AveragePool reading it);
+ * decompositions (LayerNorm, GELU) and attention (MatMul, scale, mask,
  * Softmax, MatMul) are recognized before the elementwise fusions take their pieces; bias Adds join their MatMul/Gemm before residual Adds are looked
  * for; the residual Add is absorbed before the activation, so Conv+Add+Relu
  * becomes one node; chains of elementwise ops are fused after that, from
@@ -26,6 +27,7 @@ const nn_pass *const nn_default_pipeline[] = {
     &nn_pass_fuse_qdq,
     &nn_pass_fold_constants,
     &nn_pass_eliminate_noops,
+    &nn_pass_fuse_pad,
     &nn_pass_fold_batchnorm,
     &nn_pass_fuse_layernorm,
     &nn_pass_fuse_gelu,

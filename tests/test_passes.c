@@ -782,6 +782,82 @@ static void test_verifier(void) {
     builder_free(&b);
 }
 
+/* ---- fuse_pad */
+enum pad_kind { PAD_ZEROS, PAD_REFLECT, PAD_VALUE, PAD_CHANNELS, PAD_CROP };
+enum pad_host { HOST_CONV, HOST_AVG, HOST_AVG_OWN_PADS, HOST_AVG_CEIL };
+
+/* x [-1, 3, 9, 9] -> Pad -> a Conv (3x3, pads 1) or an AveragePool (3x3,
+ * stride 1) -> y; `also_read`: the Pad's output is a second graph output. */
+static const char *pad_model(builder *b, enum pad_kind kind, enum pad_host host, bool also_read) {
+    builder_init(b);
+    graph_input(b, "x", 4, (int64_t[]){-1, 3, 9, 9});
+    graph_output(b, "y", 4, (int64_t[]){-1, -1, -1, -1});
+    if (also_read) graph_output(b, "p", 4, (int64_t[]){-1, -1, -1, -1});
+    /* begins then ends, per axis N, C, H, W: asymmetric, as TensorFlow's SAME pads are */
+    int64_t pads[8] = {0, 0, 1, 2, 0, 0, 2, 1};
+    if (kind == PAD_CHANNELS) pads[1] = 1;
+    if (kind == PAD_CROP) pads[6] = -1;
+    int64_init(b, "pads", 1, (int64_t[]){8}, 8, pads);
+    float_init(b, "value", 0, NULL, 1, (float[]){kind == PAD_VALUE ? 0.5f : 0.0f});
+    const char *in[3] = {"x", "pads", "value"}, *out = "p";
+    Onnx__NodeProto *pad = node_io(b, "Pad", "pad", 3, in, 1, &out);
+    if (kind == PAD_REFLECT) {
+        Onnx__AttributeProto *a = attr_new(b, pad, "mode", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+        a->has_s = 1;
+        a->s.data = (uint8_t *)"reflect";
+        a->s.len = 7;
+    }
+    if (host == HOST_CONV) {
+        add_conv(b, "conv", "p", "y", kind == PAD_CHANNELS ? 4 : 3, 4, true, 41);
+    } else {
+        Onnx__NodeProto *n = node(b, "AveragePool", "pool", "p", NULL, "y");
+        attr_ints(b, n, "kernel_shape", 2, (int64_t[]){3, 3});
+        if (host == HOST_AVG_OWN_PADS) attr_ints(b, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        if (host == HOST_AVG_CEIL) {
+            attr_ints(b, n, "strides", 2, (int64_t[]){2, 2});
+            attr_int(b, n, "ceil_mode", 1);
+        }
+    }
+    return save(b, "pad.onnx");
+}
+
+static void pad_case(enum pad_kind kind, enum pad_host host, bool also_read, bool fused, const char *what) {
+    check_set_case("fuse_pad: %s", what);
+    builder b;
+    const char *path = pad_model(&b, kind, host, also_read);
+    nn_model *m = load(path, "fuse_pad");
+    if (m) {
+        const char *host_op = host == HOST_CONV ? "Conv" : "AveragePool";
+        char want[64];
+        snprintf(want, sizeof want, "%s%s", fused ? "" : "Pad ", host_op);
+        CHECK_OPS(m, want);
+        nn_node *n = find_op(m, host == HOST_CONV ? NN_OP_Conv : NN_OP_AveragePool);
+        if (n && fused) {
+            CHECK(!strcmp(input_name(m, n, 0), "x"), "%s input: expected 'x', got '%s'", host_op, input_name(m, n, 0));
+            CHECK(n->fused && !strcmp(n->fused, "Pad"), "fused label: expected 'Pad', got '%s'",
+                  n->fused ? n->fused : "(null)");
+        }
+        CHECK_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
+static void test_fuse_pad(void) {
+    /* must rewrite: zeros on H and W only, the Pad read by its host alone */
+    pad_case(PAD_ZEROS, HOST_CONV, false, true, "Pad by zeros + Conv with pads of its own");
+    pad_case(PAD_ZEROS, HOST_AVG, false, true, "Pad by zeros + AveragePool (counts them: count_include_pad)");
+    /* must not: other values, modes or axes, a crop, a second reader, pads
+     * an AveragePool does not count, ceil mode's windows past the end */
+    pad_case(PAD_REFLECT, HOST_CONV, false, false, "reflect Pad + Conv");
+    pad_case(PAD_VALUE, HOST_AVG, false, false, "Pad by 0.5 + AveragePool");
+    pad_case(PAD_CHANNELS, HOST_CONV, false, false, "Pad along channels + Conv");
+    pad_case(PAD_CROP, HOST_CONV, false, false, "Pad that crops + Conv");
+    pad_case(PAD_ZEROS, HOST_CONV, true, false, "Pad also a graph output + Conv");
+    pad_case(PAD_ZEROS, HOST_AVG_OWN_PADS, false, false, "Pad + AveragePool with uncounted pads of its own");
+    pad_case(PAD_ZEROS, HOST_AVG_CEIL, false, false, "Pad + AveragePool in ceil mode");
+}
+
 int main(void) {
     if (!mkdtemp(nn_test_dir)) {
         perror("mkdtemp");
@@ -801,6 +877,7 @@ int main(void) {
     test_fuse_leaky_gemm();
     test_fuse_bias();
     test_fuse_residual();
+    test_fuse_pad();
     test_views();
     test_plan_chain();
     test_plan_branches();

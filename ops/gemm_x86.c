@@ -212,11 +212,11 @@ T256 static void pack_plain_avx2(const float *src, int64_t ld, int64_t kc, int64
 }
 
 /* pack_rows for MR 14: per 16 K steps, the panel's rows as 16 vectors
- * (the two past MR zero), transposed in registers (pairs of rows
- * interleaved, then quads, then the 128-bit lanes gathered across the four
- * quads), each K step's 14 floats one masked store.  The scalar loop
- * stored one float at a time, MR floats apart: 6-8% of a transformer's
- * time at batch 1 (docs/perf-notes.md, "GEMM: A packed in registers"). */
+ * (the two past MR zero), transposed in registers (transpose16, the
+ * transposed-C store's), each K step's 14 floats one masked store.  The
+ * scalar loop stored one float at a time, MR floats apart: 6-8% of a
+ * transformer's time at batch 1 (docs/perf-notes.md, "GEMM: A packed in
+ * registers"). */
 T512 static void pack_rows_avx512(const float *src, int64_t ld, int64_t kc, int64_t mc, float alpha, float *dst) {
     const __mmask16 panel = (1u << V16_MR) - 1;
     const __m512 scale = _mm512_set1_ps(alpha);
@@ -225,39 +225,18 @@ T512 static void pack_rows_avx512(const float *src, int64_t ld, int64_t kc, int6
         const float *s = src + i0 * ld;
         for (int64_t p = 0; p < kc; p += 16) {
             __mmask16 k = kc - p >= 16 ? 0xffff : (__mmask16)((1u << (kc - p)) - 1);
-            __m512 r[16], t[16], u[16];
+            __m512 r[16];
 #pragma clang loop unroll(full)
             for (int i = 0; i < 16; i++) {
                 r[i] = i < rows ? _mm512_maskz_loadu_ps(k, s + i * ld + p) : _mm512_setzero_ps();
                 if (alpha != 1.0f) r[i] = _mm512_mul_ps(r[i], scale);
             }
-#pragma clang loop unroll(full)
-            for (int i = 0; i < 16; i += 2) { /* lane L: r_i[4L], r_i+1[4L], r_i[4L+1], ... */
-                t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-                t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-            }
-#pragma clang loop unroll(full)
-            for (int q = 0; q < 16; q += 4) { /* u[q + c], lane L: rows q..q+3 at column 4L + c */
-                u[q] = _mm512_shuffle_ps(t[q], t[q + 2], 0x44);
-                u[q + 1] = _mm512_shuffle_ps(t[q], t[q + 2], 0xee);
-                u[q + 2] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0x44);
-                u[q + 3] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0xee);
-            }
+            transpose16(r); /* r[j]: K step p + j of each row */
             float *d = dst + p * V16_MR;
             int64_t n = min64(16, kc - p);
 #pragma clang loop unroll(full)
-            for (int c = 0; c < 4; c++) { /* columns c, 4 + c, 8 + c, 12 + c: lane L of each quad's u */
-                __m512 even_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88),
-                       odd_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
-                __m512 even_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88),
-                       odd_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
-                __m512 col[4] = {
-                    _mm512_shuffle_f32x4(even_lo, even_hi, 0x88), _mm512_shuffle_f32x4(odd_lo, odd_hi, 0x88),
-                    _mm512_shuffle_f32x4(even_lo, even_hi, 0xdd), _mm512_shuffle_f32x4(odd_lo, odd_hi, 0xdd)};
-#pragma clang loop unroll(full)
-                for (int l = 0; l < 4; l++)
-                    if (4 * l + c < n) _mm512_mask_storeu_ps(d + (4 * l + c) * V16_MR, panel, col[l]);
-            }
+            for (int j = 0; j < 16; j++)
+                if (j < n) _mm512_mask_storeu_ps(d + j * V16_MR, panel, r[j]);
         }
     }
 }

@@ -22,4 +22,24 @@ static inline __attribute__((always_inline, target("avx2"))) void nn_store_first
     memcpy(p, part, sizeof(float) * (size_t)n);
 }
 
+/* r[0..7] (rows) become their columns: r[j] lane i is row i's lane j. */
+static inline __attribute__((always_inline, target("avx2"))) void nn_transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    /* u[4h + j], 128-bit half L: column j + 4L of rows 4h..4h+3 */
+    for (int h = 0; h < 8; h += 4) {
+        u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+        u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xee);
+        u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+        u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        r[j + 4] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+
 #endif

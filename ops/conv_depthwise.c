@@ -417,26 +417,6 @@ static size_t dw_blocked_workspace(const conv_geom *g, int threads) {
 }
 
 #if NN_HAVE_X86
-/* r[0..7] (rows) become their columns. */
-static inline __attribute__((always_inline)) T256 void transpose8(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    /* u[4h + j], 128-bit half L: column j + 4L of rows 4h..4h+3 */
-    for (int h = 0; h < 8; h += 4) {
-        u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
-        u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xee);
-        u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
-        u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xee);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-        r[j + 4] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-    }
-}
-
 /* nch (<= 8) channels: planes x (in_n apart) into y (out_n apart). */
 static inline __attribute__((always_inline)) T256 void dw_block8(const int K, const dw_blocked *b, int64_t nch,
                                                                  const float *x, const float *w, const float *bias,
@@ -448,7 +428,7 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
             r[c] = c >= nch    ? _mm256_setzero_ps()
                    : left >= 8 ? _mm256_loadu_ps(x + c * b->in_n + p)
                                : nn_load_first8(x + c * b->in_n + p, left);
-        transpose8(r);
+        nn_transpose8(r);
         for (int64_t i = 0; i < 8 && p + i < b->in_n; i++)
             _mm256_storeu_ps(pixels + (int64_t)b->in_pixel[p + i] * 8, r[i]);
     }
@@ -477,7 +457,7 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
         __m256 r[8];
         for (int i = 0; i < 8; i++)
             r[i] = _mm256_loadu_ps(outs + (o + i) * 8);
-        transpose8(r);
+        nn_transpose8(r);
         int64_t left = b->out_n - o;
         for (int c = 0; c < nch; c++) {
             if (left >= 8)

@@ -8,6 +8,7 @@
 #if NN_HAVE_X86
 #include <immintrin.h>
 
+#include "avx2.h"
 #include "gemm_x86_store.h"
 
 /* ---- AVX2 kernel: 6 x 16 */
@@ -251,37 +252,20 @@ T256 static void pack_rows_avx2(const float *src, int64_t ld, int64_t kc, int64_
         for (int64_t p = 0; p < kc; p += 8) {
             int64_t n = min64(8, kc - p);
             __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            __m256 r[8], t[8], u[8];
+            __m256 r[8];
 #pragma clang loop unroll(full)
             for (int i = 0; i < 8; i++) {
                 r[i] = i < rows ? _mm256_maskload_ps(s + i * ld + p, k) : _mm256_setzero_ps();
                 if (alpha != 1.0f) r[i] = _mm256_mul_ps(r[i], scale);
             }
-#pragma clang loop unroll(full)
-            for (int i = 0; i < 8; i += 2) {
-                t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-                t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-            }
-#pragma clang loop unroll(full)
-            for (int q = 0; q < 8; q += 4) { /* u[q + c], half H: rows q..q+3 at column 4H + c */
-                u[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
-                u[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xee);
-                u[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
-                u[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xee);
-            }
+            nn_transpose8(r); /* r[j]: K step p + j of each row */
             float *d = dst + p * V8_MR;
 #pragma clang loop unroll(full)
-            for (int c = 0; c < 4; c++) {
-                __m256 col[2] = {_mm256_permute2f128_ps(u[c], u[4 + c], 0x20),
-                                 _mm256_permute2f128_ps(u[c], u[4 + c], 0x31)};
-#pragma clang loop unroll(full)
-                for (int h = 0; h < 2; h++)
-                    if (4 * h + c < n) {
-                        float *o = d + (4 * h + c) * V8_MR;
-                        _mm_storeu_ps(o, _mm256_castps256_ps128(col[h]));
-                        _mm_storel_pi((__m64 *)(o + 4), _mm256_extractf128_ps(col[h], 1));
-                    }
-            }
+            for (int j = 0; j < 8; j++)
+                if (j < n) {
+                    _mm_storeu_ps(d + j * V8_MR, _mm256_castps256_ps128(r[j]));
+                    _mm_storel_pi((__m64 *)(d + j * V8_MR + 4), _mm256_extractf128_ps(r[j], 1));
+                }
         }
     }
 }

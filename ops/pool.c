@@ -624,7 +624,8 @@ static void direct_pool_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     }
 }
 
-static void run_direct_pool(const pool_geom *g, const direct_pool *dp, bool mean, const float *x, float *y, int threads) {
+static void run_direct_pool(const pool_geom *g, const direct_pool *dp, bool mean, const float *x, float *y,
+                            int threads) {
     pool_row_fn row = max_row_portable;
 #if NN_HAVE_X86
     if (mean)

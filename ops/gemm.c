@@ -80,12 +80,16 @@ typedef struct plan {
  * a tile reads each of its K rows from another page, which the prefetchers
  * do not follow.  A small B still in cache (a pointwise conv at batch 1,
  * right after the layer that wrote it) used by few rows is cheaper to read
- * where it lies, while its K rows are few (one K block).  Three cases do:
+ * where it lies, while its K rows are few: one K block, or up to
+ * B_IN_PLACE_MAX_K in several (KC is 176 on a 32 KiB L1d, and the 1x1
+ * convs from 192 to 576 channels of MobileNet-like models took 0.6-0.93x
+ * the time read in place; DenseNet's K = 752 lost 14%).  Three cases do:
  * few rows and a B under 1 MB; up to 960 rows while B is small and its rows
  * short (a 14x14 or 7x7 plane: a tile's K rows lie close together); and at
  * most two tiles of rows whatever B's size, a packed float serving no more
  * than two tiles.  The limits are measured (docs/perf-notes.md, "GEMM: B
  * read in place"). */
+#define B_IN_PLACE_MAX_K           704
 #define B_IN_PLACE_MAX_ROWS        192
 #define B_IN_PLACE_MAX_BYTES       nn_cpu_l2_share(1 << 20, 1, 1) /* L2, 1 MiB where measured */
 #define B_IN_PLACE_SHORT_MAX_ROWS  960
@@ -100,7 +104,8 @@ static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
     bool two_tiles = g->m <= 2 * kd->mr;
     /* OpenBLAS packs B itself: a plain B is passed as it lies, whatever its size */
     return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && !g->b_scale &&
-           (kd->block || (g->k <= gemm_blocks(kd).kc && (few_rows || short_rows || two_tiles)));
+           (kd->block || ((g->k <= gemm_blocks(kd).kc || g->k <= B_IN_PLACE_MAX_K) &&
+                          (few_rows || short_rows || two_tiles)));
 }
 
 static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) {

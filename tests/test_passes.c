@@ -843,6 +843,28 @@ static void pad_case(enum pad_kind kind, enum pad_host host, bool also_read, boo
     builder_free(&b);
 }
 
+/* Opset 10: the pads and the constant are attributes. */
+static void pad_attr_case(float value, bool fused, const char *what) {
+    check_set_case("fuse_pad: %s", what);
+    builder b;
+    builder_init(&b);
+    b.opset.version = 10;
+    graph_input(&b, "x", 4, (int64_t[]){-1, 3, 9, 9});
+    graph_output(&b, "y", 4, (int64_t[]){-1, -1, -1, -1});
+    Onnx__NodeProto *pad = node(&b, "Pad", "pad", "x", NULL, "p");
+    attr_ints(&b, pad, "pads", 8, (int64_t[]){0, 0, 2, 0, 0, 0, 1, 2});
+    attr_float(&b, pad, "value", value);
+    add_conv(&b, "conv", "p", "y", 3, 4, false, 43);
+    const char *path = save(&b, "pad10.onnx");
+    nn_model *m = load(path, "fuse_pad");
+    if (m) {
+        CHECK_OPS(m, fused ? "Conv" : "Pad Conv");
+        CHECK_SAME_OUTPUTS(path, m);
+    }
+    nn_free(m);
+    builder_free(&b);
+}
+
 static void test_fuse_pad(void) {
     /* must rewrite: zeros on H and W only, the Pad read by its host alone */
     pad_case(PAD_ZEROS, HOST_CONV, false, true, "Pad by zeros + Conv with pads of its own");
@@ -856,6 +878,8 @@ static void test_fuse_pad(void) {
     pad_case(PAD_ZEROS, HOST_CONV, true, false, "Pad also a graph output + Conv");
     pad_case(PAD_ZEROS, HOST_AVG_OWN_PADS, false, false, "Pad + AveragePool with uncounted pads of its own");
     pad_case(PAD_ZEROS, HOST_AVG_CEIL, false, false, "Pad + AveragePool in ceil mode");
+    pad_attr_case(0.0f, true, "opset 10 Pad by zeros (attributes) + Conv");
+    pad_attr_case(-1.0f, false, "opset 10 Pad by -1 + Conv");
 }
 
 int main(void) {

@@ -237,16 +237,6 @@ static T512 void score_rows_avx512(float *x, int64_t rows, int64_t n, const mask
 }
 #endif
 
-static score_rows_fn score_rows_for_isa(void) {
-    switch (nn_isa_active()) {
-#if NN_HAVE_X86
-    case NN_ISA_AVX512: return score_rows_avx512;
-    case NN_ISA_AVX2: return score_rows_avx2;
-#endif
-    default: return score_rows_portable;
-    }
-}
-
 /* One task: query rows [i0, i0 + rb) of one (batch, head), its scores in
  * the seat's scratch. */
 typedef struct attn_job {
@@ -301,7 +291,7 @@ static nn_status run_FusedAttention(nn_call *c) {
         return nn_call_error(c, NN_ERR_INTERNAL, "workspace too small");
     attn_job job = {.p = p, .masks = masks, .ws = (float *)(((uintptr_t)c->workspace + 63) & ~(uintptr_t)63),
                     .per = per, .rb = rb, .blocks = blocks, .q = c->in[0].data, .k = c->in[1].data,
-                    .v = c->in[2].data, .out = c->out[0].data, .score_rows = score_rows_for_isa()};
+                    .v = c->in[2].data, .out = c->out[0].data, .score_rows = NN_ISA_PICK(score_rows)};
     double work = (double)tasks * (double)rb * (double)p->n * (double)(p->d + p->dv);
     nn_par_for(work > NN_PAR_MIN ? threads : 1, tasks, attn_task, &job);
     int failed = atomic_load_explicit(&job.failed, memory_order_relaxed);

@@ -312,16 +312,6 @@ static T512 void run_range_avx512(const nn_ew_program *p, const walk *operands, 
 }
 #endif
 
-static range_fn range_for_isa(void) {
-    switch (nn_isa_active()) {
-#if NN_HAVE_X86
-    case NN_ISA_AVX512: return run_range_avx512;
-    case NN_ISA_AVX2: return run_range_avx2;
-#endif
-    default: return run_range_portable;
-    }
-}
-
 typedef struct ew_job {
     range_fn run;
     const nn_ew_program *p;
@@ -351,7 +341,7 @@ static nn_status run_FusedElementwise(nn_call *c) {
     if (total == 0) return NN_OK;
     /* a few pieces per work item, many work items per thread */
     int64_t chunk = 4 * BLOCK, n_chunks = (total + chunk - 1) / chunk;
-    ew_job j = {.run = range_for_isa(),
+    ew_job j = {.run = NN_ISA_PICK(run_range),
                 .p = p, .operands = operands, .x = c->in[0].data, .y = c->out[0].data, .chunk = chunk, .total = total};
     nn_par_for_range(total > NN_PAR_MIN ? c->threads : 1, n_chunks, 1, ew_range, &j);
     return NN_OK;

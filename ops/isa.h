@@ -30,6 +30,15 @@ typedef enum nn_isa {
  * CPU lacks gives the best it has below it), and every later call returns
  * the same until nn_isa_select. */
 nn_isa nn_isa_active(void);
+/* The variant of a loop compiled once per ISA (the library's baseline is
+ * SSE2: only code with a target attribute gets wider vectors) that the
+ * active ISA runs: NAME##_avx512, NAME##_avx2 (x86 only) or NAME##_portable. */
+#if NN_HAVE_X86
+#define NN_ISA_PICK(NAME)                                                                                              \
+    (nn_isa_active() == NN_ISA_AVX512 ? NAME##_avx512 : nn_isa_active() == NN_ISA_AVX2 ? NAME##_avx2 : NAME##_portable)
+#else
+#define NN_ISA_PICK(NAME) (NAME##_portable)
+#endif
 /* "avx512", "avx2", "scalar". */
 const char *nn_isa_name(nn_isa isa);
 /* Whether this build and this CPU can run `isa`'s kernels. */

@@ -26,8 +26,9 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes, or when the optimizer makes a faster graph of the same
- * model (12: passes/fuse_pad.c): older files then read as stale. */
-#define CACHE_FORMAT 12
+ * model (13: KxK convs on small planes pack their weights as B, ops/conv.c
+ * im2col_rows): older files then read as stale. */
+#define CACHE_FORMAT 13
 #define CACHE_MAGIC  "nnplan\n"
 enum {
     DATA_ALIGN = 64,

@@ -259,17 +259,42 @@ static void cut_weights(const conv_geom *g, const float *w, float *to) {
     }
 }
 
-/* A pointwise conv on at most this many positions (a 7x7 plane) computes
- * positions x channels, its output stored transposed into NCHW: its rows
- * (positions) pad to the kernel's 14-row tiles instead of its columns to
- * 32-column ones (49 positions: 56 computed instead of 64), and its
- * columns (channels) come in multiples of 32.  On a 14x14 plane the
- * transposition costs as much as the padding it saves (docs/perf-notes.md,
- * "Pointwise convs on 7x7 planes"). */
+/* A conv on at most this many positions (a 7x7 plane) computes positions
+ * x channels, its output stored transposed into NCHW: its rows (positions)
+ * pad to the kernel's 14-row tiles instead of its columns to 32-column
+ * ones (49 positions: 56 computed instead of 64), and its columns
+ * (channels) come in multiples of 32.  On a 14x14 plane the transposition
+ * costs as much as the padding it saves (docs/perf-notes.md, "Pointwise
+ * convs on 7x7 planes").  A pointwise conv's rows are its input read
+ * transposed; a 2-D KxK conv's are its im2col matrix, packed as A an
+ * image at a time (im2col_rows, nn_gemm_pack_conv_a). */
 #define POSITIONS_AS_ROWS_MAX 64
+/* A KxK conv packs its im2col matrix (K x positions) before the GEMM, a
+ * pass that costs about as much as IM2COL_ROWS_COST multiply-adds per
+ * float packed, measured (docs/perf-notes.md, "KxK convs on 7x7 planes");
+ * it goes positions x channels where that and the padded tiles together
+ * come under IM2COL_ROWS_GAIN of the padded channels x positions.  Judged
+ * with the AVX-512 kernel's 14 x 32 tiles whatever kernel runs, so that
+ * the choice (and the weights prepared for it) is the conv's alone; the
+ * packed A is bounded by IM2COL_ROWS_MAX_FLOATS (ResNet's 3x3 convs on
+ * 7x7 planes, 4608 x 56). */
+#define IM2COL_ROWS_COST       40.0
+#define IM2COL_ROWS_GAIN       0.95
+#define IM2COL_ROWS_MAX_FLOATS (1 << 18)
+static bool im2col_rows(const nn_call *c, const conv_geom *g) {
+    if (is_pointwise(g) || g->nsp != 2 || g->group != 1 || c->prologue || g->out_size <= 1 ||
+        g->out_size > POSITIONS_AS_ROWS_MAX ||
+        g->in_ch * g->kernel_size * nn_round_up(g->out_size, 14) > IM2COL_ROWS_MAX_FLOATS)
+        return false;
+    double as_rows = (double)(nn_round_up(g->out_size, 14) * nn_round_up(g->out_ch, 32));
+    double as_cols = (double)(nn_round_up(g->out_ch, 14) * nn_round_up(g->out_size, 32));
+    return as_rows / as_cols + IM2COL_ROWS_COST / (double)g->out_ch < IM2COL_ROWS_GAIN;
+}
 static bool positions_as_rows(const nn_call *c, const conv_geom *g) {
     /* one position is a matrix-vector product (squeeze-excitation's convs), which the GEMM runs as one */
-    return is_pointwise(g) && g->group == 1 && !c->prologue && g->out_size > 1 && g->out_size <= POSITIONS_AS_ROWS_MAX;
+    return (is_pointwise(g) && g->group == 1 && !c->prologue && g->out_size > 1 &&
+            g->out_size <= POSITIONS_AS_ROWS_MAX) ||
+           im2col_rows(c, g);
 }
 
 /* The GEMM for all (image, group) products of a Conv; `packed` is the
@@ -319,16 +344,18 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
         .bf16 = c->bf16,
     };
     if (!positions_as_rows(c, g)) return gm;
-    /* positions x in_ch times in_ch x out_ch: X and W read transposed, C stored transposed (group 1, no prologue) */
+    /* positions x K times K x out_ch: X (or its im2col matrix) and W read
+     * transposed, C stored transposed (group 1, no prologue) */
     gm.m = g->out_size;
     gm.n = g->out_ch;
-    gm.k = g->in_ch;
+    gm.k = kdim;
     gm.a = c->in[0].data;
     gm.lda = g->in_size;
     gm.trans_a = true;
     gm.a_packed = NULL;
     gm.b = c->in[1].data;
-    gm.ldb = g->in_ch;
+    gm.ldb = kdim;
+    gm.b_conv = NULL; /* the im2col matrix is A here */
     gm.trans_b = true;
     gm.b_packed = packed;
     gm.trans_c = true;
@@ -430,7 +457,8 @@ static size_t workspace_conv(const nn_call *c) {
     gemm_taps(&g, p && p->kind == PREP_GEMM);
     nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
     nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
-    return nn_gemm_workspace(&gm, c->threads);
+    size_t im2col = im2col_rows(c, &g) ? nn_gemm_conv_a_bytes(&gm, &cv, c->threads) : 0;
+    return im2col + nn_gemm_workspace(&gm, c->threads);
 }
 
 /* What prepare makes: Winograd weights, packed GEMM weights, or nothing
@@ -588,8 +616,29 @@ static nn_status run_conv(nn_call *c) {
     gemm_taps(&g, p && p->kind == PREP_GEMM);
     nn_gemm_packed packed = p ? nn_gemm_block_view(prepared_data(p)) : (nn_gemm_packed){0};
     nn_gemm gm = conv_gemm(c, &g, &cv, p ? &packed : NULL);
-    if (!nn_gemm_run(&gm, c->workspace, c->workspace_size, c->threads))
-        return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small or weights packed for another kernel");
+    if (!im2col_rows(c, &g)) {
+        if (!nn_gemm_run(&gm, c->workspace, c->workspace_size, c->threads))
+            return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small or weights packed for another kernel");
+        return NN_OK;
+    }
+    /* an image at a time: its im2col matrix packed as A, then the GEMM */
+    size_t a_bytes = nn_gemm_conv_a_bytes(&gm, &cv, c->threads);
+    int64_t out_image = g.out_ch * g.out_size;
+    for (int64_t n = 0; n < g.batch; n++) {
+        nn_gemm one = gm;
+        nn_gemm_packed a;
+        if (c->workspace_size < a_bytes ||
+            !nn_gemm_pack_conv_a(&gm, &cv, (const float *)c->in[0].data + n * g.in_ch * g.in_size, c->workspace,
+                                 a_bytes, c->threads, &a))
+            return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small for its im2col matrix");
+        one.batch[0] = one.batch[1] = 1;
+        one.a = NULL;
+        one.a_packed = &a;
+        one.c = (float *)c->out[0].data + n * out_image;
+        if (one.residual) one.residual += n * out_image;
+        if (!nn_gemm_run(&one, (char *)c->workspace + a_bytes, c->workspace_size - a_bytes, c->threads))
+            return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small or weights packed for another kernel");
+    }
     return NN_OK;
 }
 
@@ -635,6 +684,8 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
     gemm_taps(&cut, path == PATH_GEMM && p && p->kind == PREP_GEMM);
     for (int d = 0; d < g.nsp && cut.kernel_size != g.kernel_size && len < (int)size; d++)
         len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : " on taps cut to ", (long long)cut.kernel[d]);
+    if (path == PATH_GEMM && positions_as_rows(c, &cut) && len < (int)size)
+        snprintf(buf + len, size - (size_t)len, ", positions x channels");
 }
 
 const nn_op_desc nn_op_Conv = {.name = "Conv",

@@ -132,6 +132,17 @@ bool nn_gemm_block_fits_b(const nn_gemm *g, const void *block, size_t size);
  * the ISA in use allows it (NN_ISA below avx512 does not). */
 bool nn_gemm_bf16_available(void);
 
+/* A conv's GEMM with positions as rows (ops/conv.c): A is the transposed
+ * im2col matrix of one image, m = its positions, k = channels x taps.
+ * nn_gemm_pack_conv_a packs it from the image's first channel plane x, in
+ * parallel by K blocks, for the kernel g runs with, into `mem` (at least
+ * nn_gemm_conv_a_bytes, its scratch after the packed A), and gives the
+ * packed A's header, to pass as g's a_packed.  false when g or the size
+ * does not fit. */
+size_t nn_gemm_conv_a_bytes(const nn_gemm *g, const nn_gemm_conv *cv, int threads);
+bool nn_gemm_pack_conv_a(const nn_gemm *g, const nn_gemm_conv *cv, const float *x, void *mem, size_t size, int threads,
+                         nn_gemm_packed *out);
+
 /* Scratch bytes nn_gemm_run needs for this problem with `threads` threads. */
 size_t nn_gemm_workspace(const nn_gemm *g, int threads);
 /* Run the product.  false when the workspace is too small, when an

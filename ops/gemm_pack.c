@@ -2,6 +2,7 @@
  * (gemm_kernel.h), ahead of time (nn_gemm_pack_*) or per block while a
  * product runs, and the implicit im2col's table. */
 #include "gemm_kernel.h"
+#include "par.h"
 
 static int64_t conv_taps(const nn_gemm_conv *cv) {
     int64_t t = 1;
@@ -102,6 +103,91 @@ void nn_gemm_table_build(const nn_gemm_conv *cv, int64_t n0, int64_t nc, int64_t
                 classify(idx + v * VEC, step, &desc[v]);
         }
     }
+}
+
+/* ---- a conv's im2col matrix as a packed, transposed A (gemm.h) */
+
+static int64_t conv_positions(const nn_gemm_conv *cv) {
+    int64_t n = 1;
+    for (int d = 0; d < cv->nsp; d++)
+        n *= cv->out[d];
+    return n;
+}
+
+/* The scratch of nn_gemm_pack_conv_a past the packed A: the index table,
+ * then per thread one K block of the im2col matrix, rows of ld floats. */
+typedef struct conv_a_layout {
+    const gemm_kernel *kd;
+    kblocks kb;
+    int64_t ld, mp;                     /* im2col row; rows of A rounded to MR */
+    size_t packed, table, block, total; /* floats */
+} conv_a_layout;
+
+static conv_a_layout conv_a_layout_of(const nn_gemm *g, const nn_gemm_conv *cv, int threads) {
+    conv_a_layout l = {.kd = nn_gemm_kernel_at(gemm_kernel_index(g))};
+    l.kb = k_blocks(l.kd, g->k);
+    l.ld = nn_round_up(conv_positions(cv), VEC);
+    l.mp = nn_round_up(g->m, l.kd->mr);
+    l.packed = (size_t)nn_round_up(l.mp * g->k, 16);
+    l.table = (size_t)nn_round_up((int64_t)nn_gemm_table_floats(cv, l.ld), 16);
+    l.block = (size_t)(l.kb.size * l.ld);
+    l.total = l.packed + l.table + (size_t)(threads < 1 ? 1 : threads) * l.block;
+    return l;
+}
+
+size_t nn_gemm_conv_a_bytes(const nn_gemm *g, const nn_gemm_conv *cv, int threads) {
+    return sizeof(float) * conv_a_layout_of(g, cv, threads).total + 64;
+}
+
+typedef struct conv_a_job {
+    const nn_gemm *g;
+    const conv_a_layout *l;
+    const conv_table *t;
+    const gemm_kernel *fp32; /* its im2col packer (the bf16 family's packs pairs) */
+    const float *x;
+    float *packed, *blocks;
+} conv_a_job;
+
+/* K block `task`: its rows of the im2col matrix into the thread's block,
+ * then packed into MR panels where the packed A keeps that block. */
+static void conv_a_block(void *ctx, int64_t task, int seat) {
+    const conv_a_job *j = ctx;
+    const conv_a_layout *l = j->l;
+    int64_t p0 = task * l->kb.size, kc = min64(l->kb.size, j->g->k - p0);
+    float *block = j->blocks + (size_t)seat * l->block;
+    j->fp32->pack_conv(j->t, j->x, p0, kc, (int)l->ld, block);
+    nn_gemm view = *j->g;
+    view.a = block;
+    view.lda = l->ld;
+    nn_gemm_pack_a_panels(l->kd, &view, block, 0, kc, 0, j->g->m, j->packed + p0 * l->mp);
+}
+
+bool nn_gemm_pack_conv_a(const nn_gemm *g, const nn_gemm_conv *cv, const float *x, void *mem, size_t size, int threads,
+                         nn_gemm_packed *out) {
+    if (threads < 1) threads = 1;
+    conv_a_layout l = conv_a_layout_of(g, cv, threads);
+    if (!g->trans_a || g->m != conv_positions(cv) || g->k != cv->channels * conv_taps(cv) ||
+        size < sizeof(float) * l.total + 64)
+        return false;
+    float *base = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+    conv_table t;
+    nn_gemm_table_build(cv, 0, g->m, l.ld, base + l.packed, &t);
+    conv_a_job j = {.g = g,
+                    .l = &l,
+                    .t = &t,
+                    .fp32 = nn_gemm_kernel_at(kernel_index()),
+                    .x = x,
+                    .packed = base,
+                    .blocks = base + l.packed + l.table};
+    nn_par_for(g->m * g->k > NN_PAR_MIN ? threads : 1, l.kb.count, conv_a_block, &j);
+    *out = (nn_gemm_packed){.kernel = gemm_kernel_index(g),
+                            .kc = (int)l.kb.size,
+                            .rows = g->m,
+                            .k = g->k,
+                            .count = 1,
+                            .stride = (size_t)(l.mp * g->k),
+                            .data = base};
+    return true;
 }
 
 /* ---- packing */

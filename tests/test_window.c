@@ -66,6 +66,8 @@ static void reference(const conv_case *c, const float *x, const float *w, const 
 
 /* with cpu_prepare: 1 when the case must run per-tap GEMMs (conv_taps.c), -1 when it must not, 0 either */
 static int check_taps;
+/* 1 when the case must run its GEMM positions x channels (conv.c), -1 when it must not, 0 either */
+static int check_rows;
 
 static void check_case(const conv_case *c, const char *kernel) {
     int64_t kernel_shape[2] = {c->k, c->k}, strides[2] = {c->stride, c->stride},
@@ -85,9 +87,9 @@ static void check_case(const conv_case *c, const char *kernel) {
     char label[200];
     snprintf(label, sizeof label,
              "%s%s, %d thread(s): N=%d C=%d M=%d group %d %dx%d k%d s%d d%d pads %lld,%lld,%lld,%lld%s act %d%s",
-             kernel, cpu_prepare ? " prepared" : "", cpu_threads, c->batch, c->in_ch, c->out_ch, c->group, c->h, c->w, c->k, c->stride, c->dilation,
-             (long long)c->pads[0], (long long)c->pads[1], (long long)c->pads[2], (long long)c->pads[3],
-             c->bias ? " bias" : "", (int)c->ep.act, residual ? " residual" : "");
+             kernel, cpu_prepare ? " prepared" : "", cpu_threads, c->batch, c->in_ch, c->out_ch, c->group, c->h, c->w,
+             c->k, c->stride, c->dilation, (long long)c->pads[0], (long long)c->pads[1], (long long)c->pads[2],
+             (long long)c->pads[3], c->bias ? " bias" : "", (int)c->ep.act, residual ? " residual" : "");
     op_run r;
     bool fused = residual || c->ep.act != NN_ACT_NONE;
     if (cpu_run(&r, "Conv", 13, attrs, 5, NULL, in, n_in, 1, fused ? &c->ep : NULL)) {
@@ -96,6 +98,12 @@ static void check_case(const conv_case *c, const char *kernel) {
             nn_op_get(nn_op_lookup("Conv"))->describe(&r.call, how, sizeof how);
             CHECK(!!strstr(how, "per tap") == (check_taps > 0), "%s: expected %s per-tap GEMMs, got '%s'", label,
                   check_taps > 0 ? "" : "no", how);
+        }
+        if (check_rows) {
+            char how[160];
+            nn_op_get(nn_op_lookup("Conv"))->describe(&r.call, how, sizeof how);
+            CHECK(!!strstr(how, "positions x channels") == (check_rows > 0),
+                  "%s: expected %spositions x channels, got '%s'", label, check_rows > 0 ? "" : "not ", how);
         }
         CHECK(r.out[0].ndim == 4 && r.out[0].dims[2] == oh_n && r.out[0].dims[3] == ow_n, "%s: output shape", label);
         int64_t n = (int64_t)c->batch * c->out_ch * oh_n * ow_n;
@@ -314,6 +322,33 @@ int main(void) {
     }
     check_taps = 0;
     nn_conv_taps_enable(true);
+    /* KxK convs with many output channels on planes of 64 positions or
+     * fewer: positions x channels, the im2col matrix packed as A an image
+     * at a time (conv.c, im2col_rows); ResNet's 3x3 on 7x7, a stride-2 one
+     * into 7x7, a 5x5, a 1x1 stride 2, asymmetric pads, batches, residuals, 544 channels
+     * (a partial 32-column tile); weights prepared (packed as B) and as
+     * they are.  Beside them a 7x7 conv with 32 channels, which stays
+     * channels x positions. */
+    const conv_case as_rows[] = {
+        {1, 24, 512, 1, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, relu},
+        {2, 16, 512, 1, 13, 13, 3, 2, 1, {1, 1, 1, 1}, false, res_only},
+        {2, 8, 544, 1, 7, 6, 5, 1, 1, {2, 1, 2, 3}, true, res_clip},
+        {1, 12, 640, 1, 5, 9, 3, 1, 1, {0, 1, 2, 0}, true, relu6},
+        {2, 32, 512, 1, 13, 13, 1, 2, 1, {0, 0, 0, 0}, true, res_only}, /* ResNet's 1x1 stride-2 downsample */
+        {1, 24, 32, 1, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, relu},
+    };
+    for (int prep = 1; prep >= 0; prep--) {
+        cpu_prepare = prep;
+        for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+            if (!nn_gemm_use_kernel(kernels[k])) continue;
+            for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+                for (size_t i = 0; i < sizeof as_rows / sizeof as_rows[0]; i++) {
+                    check_rows = i + 1 < sizeof as_rows / sizeof as_rows[0] ? 1 : -1;
+                    check_case(&as_rows[i], kernels[k]);
+                }
+        }
+    }
+    check_rows = 0;
     cpu_prepare = false;
     const pool_case pools[] = {
         {5, 112, 112, 3, 2, 0, {1, 1, 1, 1}}, /* ResNet's */

@@ -349,7 +349,8 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
     gm.m = g->out_size;
     gm.n = g->out_ch;
     gm.k = kdim;
-    gm.a = c->in[0].data;
+    /* a KxK conv's A, its im2col matrix, is packed an image at a time by run_conv */
+    gm.a = pointwise ? c->in[0].data : NULL;
     gm.lda = g->in_size;
     gm.trans_a = true;
     gm.a_packed = NULL;
@@ -632,7 +633,6 @@ static nn_status run_conv(nn_call *c) {
                                  a_bytes, c->threads, &a))
             return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small for its im2col matrix");
         one.batch[0] = one.batch[1] = 1;
-        one.a = NULL;
         one.a_packed = &a;
         one.c = (float *)c->out[0].data + n * out_image;
         if (one.residual) one.residual += n * out_image;

@@ -2,12 +2,17 @@
  *
  * nn_par_for(threads, ntasks, fn, ctx) runs fn(ctx, task, seat) once for
  * every task in [0, ntasks), on the calling thread and up to threads - 1
- * of the engine's persistent workers.  Tasks are claimed one at a time from
- * a counter (one compare-and-swap), the caller claims them too, and it
- * waits only for tasks a worker has already claimed: a worker the OS has
- * not scheduled yet claims nothing, so the caller runs its share instead
- * of waiting at a barrier for it.  `seat` is in [0, threads) and no two
- * tasks running at once have the same one (index per-thread scratch by it).
+ * of the engine's persistent workers.  The tasks are cut into contiguous
+ * shares, one per seat (nn_par_share); each thread claims the tasks of its
+ * own share front first, one compare-and-swap each, then takes the others'
+ * from their backs.  With every thread running, seat s therefore runs the
+ * same share of every call: an operator that cuts its work the same way as
+ * the one before it (the same rows of an image) reads what the same core
+ * wrote.  The caller waits only for tasks a worker has already claimed: a
+ * worker the OS has not scheduled yet claims nothing, so the caller runs
+ * its share instead of waiting at a barrier for it.  `seat` is in
+ * [0, threads), the caller's is 0, and no two tasks running at once have
+ * the same one (index per-thread scratch by it).
  *
  * There is one set of workers in the process, shared by every caller;
  * thread counts are per call, never process-wide, so models with different
@@ -26,6 +31,13 @@ typedef void (*nn_par_fn)(void *ctx, int64_t task, int seat);
 #define NN_PAR_MAX_THREADS 256
 
 void nn_par_for(int threads, int64_t ntasks, nn_par_fn fn, void *ctx);
+
+/* Seats with a share of their own; a call's further seats only take others'. */
+#define NN_PAR_SHARE_SEATS 32
+
+/* Seat `seat`'s share of a call of ntasks (< 2^20) tasks on `threads`:
+ * tasks [*lo, *hi), empty past NN_PAR_SHARE_SEATS. */
+void nn_par_share(int64_t ntasks, int threads, int seat, int64_t *lo, int64_t *hi);
 
 /* How many tasks to cut `n` items into for `threads` threads: several per
  * thread, so that a late thread's share goes to the others, each at least

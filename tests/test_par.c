@@ -1,8 +1,12 @@
 /* The engine's parallel for (ops/par.h): every task runs exactly once, on
  * a seat in [0, threads) that no other running task holds, for task and
- * thread counts from 0 and 1 up; nested calls; two callers with different
- * thread counts at once; a task that stalls while the others finish.
- * tests/run_all.sh runs it again with NN_PAR=omp (the OpenMP path). */
+ * thread counts from 0 and 1 up (past the seats with shares of their own,
+ * and past one publication's task count); nested calls; two callers with
+ * different thread counts at once; a task that stalls while the others
+ * finish; each seat runs its share front first and others take only its
+ * back, and with every thread running a seat runs its whole share.
+ * tests/run_all.sh runs it again with NN_PAR=omp (the OpenMP path, where
+ * the share checks do not apply). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -79,9 +83,97 @@ static void *caller(void *arg) {
     return NULL;
 }
 
+/* ---- shares */
+
+#define SHARE_TASKS 256
+
+typedef struct share_job {
+    _Atomic int seat_of[SHARE_TASKS];
+    _Atomic int order[SHARE_TASKS];
+    _Atomic int next;
+    int64_t spin_ns;
+} share_job;
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void share_task(void *ctx, int64_t t, int seat) {
+    share_job *j = ctx;
+    atomic_store(&j->order[t], atomic_fetch_add(&j->next, 1));
+    atomic_store(&j->seat_of[t], seat);
+    for (int64_t until = mono_ns() + j->spin_ns; mono_ns() < until;)
+        ;
+}
+
+/* One call of ntasks tasks on `threads`: each seat ran a front part of its
+ * share, in order, the rest of which others ran; *whole counts the seats
+ * (other than the caller's) that ran all of their share. */
+static bool share_case(share_job *j, int threads, int64_t ntasks, int64_t spin_ns, int *whole) {
+    memset(j, 0, sizeof *j);
+    j->spin_ns = spin_ns;
+    nn_par_for(threads, ntasks, share_task, j);
+    bool ok = true;
+    for (int s = 0; s < threads && ok; s++) {
+        int64_t lo, hi, t;
+        nn_par_share(ntasks, threads, s, &lo, &hi);
+        ok &= CHECK(lo >= 0 && lo <= hi && hi <= ntasks, "%d threads, %lld tasks: seat %d's share [%lld, %lld)",
+                    threads, (long long)ntasks, s, (long long)lo, (long long)hi);
+        for (t = lo; t < hi && atomic_load(&j->seat_of[t]) == s; t++)
+            ok &= CHECK(t == lo || atomic_load(&j->order[t]) > atomic_load(&j->order[t - 1]),
+                        "%d threads, %lld tasks: seat %d ran task %lld before %lld", threads, (long long)ntasks, s,
+                        (long long)t, (long long)t - 1);
+        int64_t front = t;
+        for (; t < hi; t++)
+            ok &= CHECK(atomic_load(&j->seat_of[t]) != s,
+                        "%d threads, %lld tasks: seat %d ran task %lld of its share [%lld, %lld) after another seat "
+                        "ran task %lld",
+                        threads, (long long)ntasks, s, (long long)t, (long long)lo, (long long)hi, (long long)front);
+        if (s > 0 && hi > lo && front == hi) ++*whole;
+    }
+    return ok;
+}
+
+static void share_checks(void) {
+    static share_job sj;
+    static const int threads[] = {2, 3, 4, 8, 33};
+    static const int64_t counts[] = {1, 2, 5, 8, 17, 64, 200};
+    for (size_t a = 0; a < sizeof threads / sizeof *threads; a++)
+        for (size_t b = 0; b < sizeof counts / sizeof *counts; b++) {
+            check_set_case("shares: threads %d, tasks %lld", threads[a], (long long)counts[b]);
+            int whole = 0;
+            share_case(&sj, threads[a], counts[b], 0, &whole);
+        }
+    /* Tasks long enough for the worker to arrive: in most calls it runs its
+     * whole share; asked of one call in 200, so a loaded machine passes. */
+    check_set_case("shares: the worker runs its own share");
+    int whole = 0;
+    for (int r = 0; r < 200; r++)
+        if (!share_case(&sj, 2, 8, 20000, &whole)) break;
+    CHECK(whole >= 1, "2 threads, 8 tasks of 20 us, 200 calls: the worker never ran its whole share [4, 8)");
+    check_set_case("shares: seats past the ranged ones");
+    for (int s = 0; s < 40; s++) {
+        int64_t lo, hi;
+        nn_par_share(100, 40, s, &lo, &hi);
+        CHECK(s < NN_PAR_SHARE_SEATS ? hi > lo : hi == lo, "100 tasks on 40 threads: seat %d's share [%lld, %lld)", s,
+              (long long)lo, (long long)hi);
+    }
+}
+
+/* More tasks than one publication holds. */
+#define BIG_TASKS ((1 << 20) + 37)
+static _Atomic unsigned char big_runs[BIG_TASKS];
+static void big_task(void *ctx, int64_t t, int seat) {
+    (void)ctx;
+    (void)seat;
+    atomic_fetch_add(&big_runs[t], 1);
+}
+
 int main(void) {
     static job j;
-    static const int threads[] = {1, 2, 3, 4, 8, 16};
+    static const int threads[] = {1, 2, 3, 4, 8, 16, 40};
     static const int64_t counts[] = {0, 1, 2, 3, 7, 8, 9, 64, 1000, MAX_TASKS};
     for (size_t a = 0; a < sizeof threads / sizeof *threads; a++)
         for (size_t b = 0; b < sizeof counts / sizeof *counts; b++) {
@@ -115,6 +207,16 @@ int main(void) {
         for (int i = 0; i < started; i++)
             pthread_join(t[i], NULL);
     }
+
+    check_set_case("%d tasks", BIG_TASKS);
+    nn_par_for(2, BIG_TASKS, big_task, NULL);
+    int64_t bad = 0, first_bad = -1;
+    for (int64_t t = 0; t < BIG_TASKS; t++)
+        if (atomic_load(&big_runs[t]) != 1 && bad++ == 0) first_bad = t;
+    CHECK(bad == 0, "%lld of %d tasks did not run exactly once (first: task %lld)", (long long)bad, BIG_TASKS,
+          (long long)first_bad);
+
+    if (nn_par_uses_pool()) share_checks();
 
     check_set_case("ranges");
     for (int64_t n = 0; n < 50; n++)

@@ -2,11 +2,11 @@
  * on demand, each from its own share first.
  *
  * A call publishes its job in one of SLOTS slots.  The tasks are cut into
- * one contiguous share per seat (up to NN_PAR_SHARE_SEATS seats); a seat's share
+ * one contiguous share per seat (up to NN_PAR_SHARE_SEATS seats); a share
  * is one word on a cache line of its own, packing a generation (24 bits)
- * and the range's unclaimed part [lo, hi) (20 bits each).  The thread on a
- * seat claims from the front of its range, one compare-and-swap on a line
- * no other thread writes while it has work; a thread whose range is empty
+ * and the share's unclaimed tasks [lo, hi) (20 bits each).  The thread on a
+ * seat claims from the front of its share, one compare-and-swap on a line
+ * no other thread writes while it has work; a thread whose share is empty
  * takes from the back of another's.  So when every thread runs, seat s runs
  * the same share of every call (the same rows of an image, layer after
  * layer, stay in the cache of the core that wrote them), and a late thread's
@@ -20,8 +20,10 @@
  * (docs/perf-notes.md, "Batch 1: each thread keeps its share").
  *
  * Worker w (1, 2, ... in start order) takes seat w of a job with more than
- * w threads; a worker without one (busy elsewhere when its own was free, or
- * numbered past the job's threads) takes the lowest free seat below 64.
+ * w threads; a worker whose seat another took, or numbered past the job's
+ * threads, takes the lowest free seat below FREE_SEATS.  Seats are taken
+ * by a compare-and-swap on a mask tagged with the job's generation, so a
+ * worker holding a stale job takes none of the new one's.
  *
  * Idle workers spin a while (NN_PAR_SPIN_US, default SPIN_US_DEFAULT) on
  * an epoch counter that every publication bumps, then sleep on it as a
@@ -59,18 +61,18 @@
 #define ROUND_TASKS (((int64_t)1 << 20) - 1)
 
 typedef struct seat_line {
-    _Atomic uint64_t range; /* gen 24 | lo 20 | hi 20: the seat's unclaimed tasks */
+    _Atomic uint64_t range; /* gen 24 | lo 20 | hi 20: the seat's share, its unclaimed tasks */
     _Atomic uint32_t done;  /* tasks finished by the worker on this seat */
 } __attribute__((aligned(64))) seat_line;
 
 typedef struct slot {
     _Atomic uint64_t head;   /* gen 24 | threads 16 | seats with shares 16, published last */
-    _Atomic uint64_t taken;  /* gen 24 | seats below FREE_SEATS that a thread holds (32 bits) */
-    _Atomic uint32_t done_x; /* tasks finished on seats without a range */
+    _Atomic uint64_t taken;  /* gen (high 32 bits) | seats below FREE_SEATS that a thread holds */
+    _Atomic uint32_t done_x; /* tasks finished on seats without a share */
     _Atomic uint32_t waiting; /* the caller sleeps on wake */
     _Atomic uint32_t wake;
     _Atomic int busy;        /* a caller owns the slot */
-    nn_par_fn fn;            /* written before the ranges are published, read after a claim */
+    nn_par_fn fn;            /* written before the shares are published, read after a claim */
     void *ctx;
     int64_t base;            /* task index of the round's first task */
     seat_line seat[NN_PAR_SHARE_SEATS];
@@ -192,7 +194,7 @@ void nn_par_share(int64_t ntasks, int threads, int seat, int64_t *lo, int64_t *h
 /* ---- claiming */
 
 
-/* The first unclaimed task of seat r's range, or -1. */
+/* The first unclaimed task of seat r's share, or -1. */
 static int64_t claim_front(slot *s, int r, uint32_t gen) {
     _Atomic uint64_t *w = &s->seat[r].range;
     uint64_t v = atomic_load_explicit(w, memory_order_acquire);
@@ -204,7 +206,7 @@ static int64_t claim_front(slot *s, int r, uint32_t gen) {
     }
 }
 
-/* The last unclaimed task of seat r's range, or -1. */
+/* The last unclaimed task of seat r's share, or -1. */
 static int64_t claim_back(slot *s, int r, uint32_t gen) {
     _Atomic uint64_t *w = &s->seat[r].range;
     uint64_t v = atomic_load_explicit(w, memory_order_acquire);
@@ -216,7 +218,7 @@ static int64_t claim_back(slot *s, int r, uint32_t gen) {
     }
 }
 
-/* The next task for the thread on seat `seat`: its own range's front, then
+/* The next task for the thread on seat `seat`: its own share's front, then
  * the back of the others' (the next seats first); -1 when none is left. */
 static int64_t claim(slot *s, int seat, int shares, uint32_t gen) {
     if (seat < shares) {
@@ -278,7 +280,7 @@ static bool join(slot *s, int me) {
     }
     int64_t t = claim(s, seat, shares, gen);
     if (t < 0) return false; /* a stale job, or nothing left: the seat stays taken, unused */
-    nn_par_fn fn = s->fn;    /* stable: published before the range this claim read */
+    nn_par_fn fn = s->fn;    /* stable: published before the share this claim read */
     void *ctx = s->ctx;
     int64_t base = s->base;
     do {

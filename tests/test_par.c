@@ -153,7 +153,7 @@ static void share_checks(void) {
     for (int r = 0; r < 200; r++)
         if (!share_case(&sj, 2, 8, 20000, &whole)) break;
     CHECK(whole >= 1, "2 threads, 8 tasks of 20 us, 200 calls: the worker never ran its whole share [4, 8)");
-    check_set_case("shares: seats past the ranged ones");
+    check_set_case("shares: seats past the ones with shares");
     for (int s = 0; s < 40; s++) {
         int64_t lo, hi;
         nn_par_share(100, 40, s, &lo, &hi);

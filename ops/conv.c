@@ -628,9 +628,8 @@ static nn_status run_conv(nn_call *c) {
     for (int64_t n = 0; n < g.batch; n++) {
         nn_gemm one = gm;
         nn_gemm_packed a;
-        if (c->workspace_size < a_bytes ||
-            !nn_gemm_pack_conv_a(&gm, &cv, (const float *)c->in[0].data + n * g.in_ch * g.in_size, c->workspace,
-                                 a_bytes, c->threads, &a))
+        if (!nn_gemm_pack_conv_a(&gm, &cv, (const float *)c->in[0].data + n * g.in_ch * g.in_size, c->workspace,
+                                 c->workspace_size, c->threads, &a))
             return nn_call_error(c, NN_ERR_INTERNAL, "conv workspace too small for its im2col matrix");
         one.batch[0] = one.batch[1] = 1;
         one.a_packed = &a;

@@ -122,6 +122,18 @@ def run_torch(nodes, inits, inputs):
         elif t == "Gemm":
             b = x[1].t() if a.get("transB", 0) else x[1]
             y = a.get("alpha", 1.0) * (x[0] @ b) + a.get("beta", 1.0) * x[2]
+        elif t == "Sigmoid":
+            y = torch.sigmoid(x[0])
+        elif t == "HardSigmoid":
+            y = torch.clamp(a.get("alpha", 0.2) * x[0] + a.get("beta", 0.5), 0.0, 1.0)
+        elif t == "HardSwish":
+            y = F.hardswish(x[0])
+        elif t == "Mul":
+            y = x[0] * x[1]
+        elif t == "ReduceMean":
+            axes = a.get("axes", x[1].tolist() if len(x) > 1 and x[1] is not None else None)
+            y = x[0].mean(dim=tuple(axes), keepdim=bool(a.get("keepdims", 1))) if axes else \
+                x[0].mean().reshape([1] * x[0].dim() if a.get("keepdims", 1) else [])
         else:
             sys.exit(f"quantize.py: op {t} is not supported by the calibration interpreter")
         env[n.output[0]] = y

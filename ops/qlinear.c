@@ -18,8 +18,11 @@
  * batched b scales) are refused. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "conv_kernels.h"
+#include "cpu_caches.h"
 #include "geom.h"
 #include "op.h"
 #include "par.h"
@@ -508,6 +511,119 @@ static void qdw_task(void *ctx, int64_t t, int seat) {
         qconv_depthwise_plane(d, t);
 }
 
+/* The depthwise conv through the float kernels (conv_depthwise.c), exact:
+ * x - x_zero and w - w_zero are integers in [-255, 255], so each product is
+ * at most 255 * 255 in magnitude, and with at most QDWF_MAX_TAPS taps every
+ * partial sum, in whatever order a kernel adds them, is an integer below
+ * 2^24: a float holds it exactly.  The sums are then the int32 ones, and
+ * requantize as above, to the same bytes; where they cannot wrap, the
+ * phased path's wrapping arithmetic agrees.  Per task, a block of one
+ * image's channels is widened to float in the seat's scratch, run on one
+ * thread, and requantized while it is in cache: those kernels block channels
+ * and keep small planes in registers, where the phased path spends a run
+ * per tap per plane (docs/quantization.md, "Depthwise through the float
+ * kernels"). */
+#define QDWF_MAX_TAPS  258       /* 258 * 255 * 255 < 2^24 */
+#define QDWF_LANES     8         /* channels per block of conv_depthwise.c's blocked kernel */
+#define QDWF_PLANE_MAX (8 << 20) /* bytes of one channel's float planes, in and out: larger stay integer */
+
+typedef struct qdwf_plan {
+    nn_conv_geom gc;    /* one task's conv: one image, cb channels */
+    int64_t cb, blocks; /* channels per task, tasks per image */
+    size_t x_bytes, w_bytes, y_bytes, dw_bytes, per_seat;
+} qdwf_plan;
+
+/* NN_QDW_FLOAT=0 in the environment (read once) keeps these convs on the
+ * integer paths below, for A/B measurements and their tests. */
+static int qdwf_enabled = -1; /* accessed atomically: first callers may race to set it (to the same value) */
+
+static bool qdwf_fits(const nn_conv_geom *g) {
+    int on = __atomic_load_n(&qdwf_enabled, __ATOMIC_RELAXED);
+    if (on < 0) {
+        const char *env = getenv("NN_QDW_FLOAT");
+        on = !(env && !strcmp(env, "0"));
+        __atomic_store_n(&qdwf_enabled, on, __ATOMIC_RELAXED);
+    }
+    return on && qconv_depthwise2d(g) && g->kernel_size <= QDWF_MAX_TAPS &&
+           (g->in_size + g->out_size) * (int64_t)sizeof(float) <= QDWF_PLANE_MAX;
+}
+
+/* Channels per task: as many as keep a task's float planes within half of
+ * L2 (whole blocks of 8 where that is 8 or more; one, for planes larger than
+ * that), but at least two tasks per thread where the channels allow. */
+static qdwf_plan qdwf_plan_of(const nn_conv_geom *g, int threads) {
+    qdwf_plan p = {.gc = *g};
+    int64_t ch = g->out_ch, per_ch = (g->in_size + g->out_size) * (int64_t)sizeof(float);
+    int64_t cb = nn_cpu_l2_share(512 << 10, 1, 2) / (per_ch > 0 ? per_ch : 1);
+    if (cb >= QDWF_LANES) cb = cb / QDWF_LANES * QDWF_LANES;
+    int64_t spread = nn_round_up((ch + 2 * threads - 1) / (2 * threads), QDWF_LANES);
+    if (g->batch < 2 * threads && cb > spread) cb = spread;
+    if (cb < 1) cb = 1;
+    if (cb > ch) cb = ch;
+    p.cb = cb;
+    p.blocks = (ch + cb - 1) / cb;
+    p.gc.batch = 1;
+    p.gc.in_ch = p.gc.out_ch = p.gc.group = cb;
+    p.x_bytes = (size_t)nn_round_up(cb * g->in_size * (int64_t)sizeof(float), 64);
+    p.w_bytes = (size_t)nn_round_up(cb * g->kernel_size * (int64_t)sizeof(float), 64);
+    p.y_bytes = (size_t)nn_round_up(cb * g->out_size * (int64_t)sizeof(float), 64);
+    p.dw_bytes = (size_t)nn_round_up((int64_t)nn_conv_depthwise_workspace(&p.gc, 1), 64);
+    p.per_seat = p.x_bytes + p.w_bytes + p.y_bytes + p.dw_bytes;
+    return p;
+}
+
+typedef struct qdwf_job {
+    const qdw *d;
+    const qdwf_plan *p;
+    uint8_t *scratch; /* 64-byte aligned, p->per_seat bytes per seat */
+} qdwf_job;
+
+static void qdwf_task(void *ctx, int64_t t, int seat) {
+    const qdwf_job *j = ctx;
+    const qdw *d = j->d;
+    const qdwf_plan *p = j->p;
+    const nn_conv_geom *g = d->g;
+    int64_t n = t / p->blocks, c0 = t % p->blocks * p->cb, nch = g->out_ch - c0 < p->cb ? g->out_ch - c0 : p->cb;
+    int64_t in_n = nch * g->in_size, P = g->out_size, K = g->kernel_size;
+    uint8_t *ws = j->scratch + p->per_seat * (size_t)seat;
+    float *restrict fx = (float *)ws, *restrict fw = (float *)(ws + p->x_bytes);
+    float *restrict fy = (float *)(ws + p->x_bytes + p->w_bytes);
+    void *dws = ws + p->x_bytes + p->w_bytes + p->y_bytes;
+    const uint8_t *x = d->x + (n * g->in_ch + c0) * g->in_size;
+    float xz = (float)d->xz;
+    if (d->x_signed)
+        for (int64_t i = 0; i < in_n; i++)
+            fx[i] = (float)(int8_t)x[i] - xz;
+    else
+        for (int64_t i = 0; i < in_n; i++)
+            fx[i] = (float)x[i] - xz;
+    for (int64_t c = 0; c < nch; c++) {
+        const uint8_t *wk = d->w + (c0 + c) * K;
+        float wz = (float)d->wz[d->wz_per ? c0 + c : 0];
+        for (int64_t k = 0; k < K; k++)
+            fw[c * K + k] = (d->w_signed ? (float)(int8_t)wk[k] : (float)wk[k]) - wz;
+    }
+    nn_conv_geom gc = p->gc;
+    gc.in_ch = gc.out_ch = gc.group = nch;
+    nn_conv_depthwise_run(&gc, fx, fw, NULL, fy, NULL, NULL, dws, p->dw_bytes, 1);
+    int64_t at = (n * g->out_ch + c0) * P;
+    if (!d->o8) {
+        for (int64_t i = 0; i < nch * P; i++)
+            d->out32[at + i] = (int32_t)fy[i];
+        return;
+    }
+    const nn_qgemm_out8 *o8 = d->o8;
+    int32_t zp = o8->zp, lo = o8->lo, hi = o8->hi;
+    for (int64_t c = 0; c < nch; c++) {
+        float mu = o8->mult[c0 + c];
+        uint32_t bi = o8->bias ? (uint32_t)o8->bias[c0 + c] : 0u;
+        const float *yc = fy + c * P;
+        uint8_t *restrict y = o8->y + at + c * P;
+        for (int64_t o = 0; o < P; o++)
+            y[o] = (uint8_t)nn_qgemm_requantize((int32_t)((uint32_t)(int32_t)yc[o] + bi), mu, zp, lo, hi);
+    }
+}
+
 /* Scratch: the im2col bytes, int32 accumulators (QLinearConv), the GEMM's packing. */
 static size_t qconv_workspace_of(const nn_call *c, const qio *io) {
     nn_conv_geom g;
@@ -519,9 +635,14 @@ static size_t qconv_workspace_of(const nn_call *c, const qio *io) {
     col = qconv_pointwise(&g) ? 0 : nn_round_up(kdim * g.out_size, 64);
     acc = nn_round_up(g.out_ch, 16) * 8; /* per-channel zero points and multipliers */
     if (__builtin_add_overflow(col, acc, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
+    size_t threads = (size_t)(c->threads > 0 ? c->threads : 1);
+    if (qdwf_fits(&g)) { /* a float block per thread, instead of the GEMM's */
+        qdwf_plan p = qdwf_plan_of(&g, (int)threads);
+        return (size_t)total + 64 + p.per_seat * threads;
+    }
     qdw_layout l;
     if (qconv_depthwise2d(&g) && qdw_scratch(&g, &l)) /* the phase planes, one set per thread, instead of the GEMM's */
-        return (size_t)total + l.bytes * (size_t)(c->threads > 0 ? c->threads : 1);
+        return (size_t)total + l.bytes * threads;
     return (size_t)total + gemm;
 }
 
@@ -563,6 +684,13 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
         o8.bias = r.bias;
         qdw d = {&g,   x, w, c->in[io->x].dtype == NN_DTYPE_INT8, w_signed, xz, wzs, za_rows, q8 ? &o8 : NULL,
                  c->out[0].data};
+        if (qdwf_fits(&g)) {
+            qdwf_plan p = qdwf_plan_of(&g, c->threads > 0 ? c->threads : 1);
+            qdwf_job j = {.d = &d, .p = &p, .scratch = (uint8_t *)(((uintptr_t)gemm_ws + 63) & ~(uintptr_t)63)};
+            int64_t tasks = g.batch * p.blocks;
+            nn_par_for(tasks * P * g.kernel_size * p.cb > NN_PAR_MIN ? c->threads : 1, tasks, qdwf_task, &j);
+            return NN_OK;
+        }
         int64_t planes = g.batch * g.out_ch;
         qdw_layout l;
         if (qdw_scratch(&g, &l)) {

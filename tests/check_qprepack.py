@@ -184,12 +184,34 @@ def qdepthwise_7x7():
     return model(node, x, inits, np.uint8, want.shape), x, want
 
 
+def convinteger_depthwise_extremes():
+    """Every product at its largest, 255 * -255: 7 x 7 taps sum to 3.2M, exact in a float (the depthwise
+    convs run through the float kernels up to 258 taps); 20 channels, blocks of 8 with a tail of 4."""
+    x = rng.choice(np.array([0, 255], np.uint8), (2, 20, 23, 23))
+    w = rng.choice(np.array([0, 255], np.uint8), (20, 1, 7, 7), p=[0.8, 0.2])
+    xz, wz = np.uint8(0), np.uint8(255)
+    want = dw_ref(x, w, int(xz), [int(wz)] * 20, (1, 1), (1, 1), (3, 3, 3, 3)).astype(np.int32)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=20, pads=[3, 3, 3, 3])
+    return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
+
+
+def convinteger_depthwise_17x17():
+    """289 taps of 255 * -255 sum to 18792225, odd and past 2^24, which a float cannot hold: such kernels must
+    stay on the integer path."""
+    x = np.full((1, 3, 20, 20), 255, np.uint8)
+    w = np.zeros((3, 1, 17, 17), np.uint8)
+    xz, wz = np.uint8(0), np.uint8(255)
+    want = dw_ref(x, w, int(xz), [int(wz)] * 3, (1, 1), (1, 1), (0, 0, 0, 0)).astype(np.int32)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=3)
+    return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
+
+
 def main():
     nnrun, work, isas = sys.argv[1], sys.argv[2], sys.argv[3:] or ["default"]
     os.makedirs(work, exist_ok=True)
     bad = 0
     for make in (qmatmul, matmulinteger, qlinearconv, convinteger, qdepthwise, convinteger_depthwise,
-                 qdepthwise_dilated, qdepthwise_7x7):
+                 qdepthwise_dilated, qdepthwise_7x7, convinteger_depthwise_extremes, convinteger_depthwise_17x17):
         m, x, want = make()
         name = make.__name__
         path, xin = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".x.npy")

@@ -91,6 +91,8 @@ suite rnn_models tests/check_rnn.sh
 suite quant_models tests/check_quant.sh
 # the integer ops with weights packed at load, fresh and from the plan cache, under each ISA, against numpy
 suite quant_prepacked /usr/bin/python3 tests/check_qprepack.py "$BUILD/nnrun" "$NN_CACHE_DIR/qprepack" avx512 avx2 scalar
+# the depthwise convs on their integer paths (they run through the float kernels by default)
+suite quant_prepacked_int env NN_QDW_FLOAT=0 /usr/bin/python3 tests/check_qprepack.py "$BUILD/nnrun" "$NN_CACHE_DIR/qprepack-int" avx512 avx2
 suite structure tests/check_structure.sh
 # docs/operators.md is generated from ops/ops.def, the ONNX schemas and the conformance list: `make docs`
 suite operators_doc /usr/bin/python3 tools/gen_operators.py --check

@@ -194,11 +194,12 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, 
     uint32_t oa = g->a_signed ? 128u : 0u, ob = g->b_signed ? 0u : 128u, kk = (uint32_t)g->k;
     /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
     int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
-    uint32_t zb[QG_NR], cs[QG_NR];
-    for (int cc = 0; cc < QG_NR; cc++) {
+    uint32_t zb[QG_NR];
+    for (int cc = 0; cc < QG_NR; cc++)
         zb[cc] = (g->zb ? (uint32_t)g->zb[g->zb_per_col && cc < nc ? j0 + cc : 0] : 0u) - ob;
-        cs[cc] = (uint32_t)csum[j0 + cc];
-    }
+    /* the panel's column sums where they lie (a copy here was a memcpy call
+     * per tile, 13% of MobileNetV2 QDQ's time with its k of 16 to 32) */
+    const uint32_t *cs = (const uint32_t *)csum + j0;
     float mu_col[QG_NR];
     if (tile_q8 && g->out8 && g->out8->per_col)
         for (int cc = 0; cc < QG_NR; cc++)

@@ -54,9 +54,15 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q
     __m512i cs[2] = {_mm512_loadu_si512(e->cs), _mm512_loadu_si512(e->cs + 16)};
     __m512 flo = _mm512_set1_ps((float)(e->lo - e->zp)), fhi = _mm512_set1_ps((float)(e->hi - e->zp));
     __m512i zp = _mm512_set1_epi32(e->zp);
+    /* the columns to store, per half: masked stores (a memcpy of e->cols
+     * bytes per row was a library call, 13% of MobileNetV2 QDQ's time) */
+    __mmask16 keep[2];
+    for (int h = 0; h < 2; h++) {
+        int n = e->cols - 16 * h;
+        keep[h] = n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+    }
     for (int i = 0; i < e->rows; i++) {
         __m512i rs = _mm512_set1_epi32((int32_t)e->rs[i]), za = _mm512_set1_epi32((int32_t)e->za[i]);
-        uint8_t out[QG_NR];
         for (int h = 0; h < 2; h++) {
             __m512i bias = e->bias_col ? _mm512_loadu_si512(e->bias_col + 16 * h) : _mm512_set1_epi32((int32_t)e->bias[i]);
             __m512 mu = e->mu_col ? _mm512_loadu_ps(e->mu_col + 16 * h) : _mm512_set1_ps(e->mu[i]);
@@ -65,9 +71,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q
             __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), mu);
             f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
             __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
-            _mm_storeu_si128((__m128i *)(out + 16 * h), _mm512_cvtepi32_epi8(r));
+            _mm512_mask_cvtepi32_storeu_epi8(e->y[i] + 16 * h, keep[h], r);
         }
-        memcpy(e->y[i], out, (size_t)e->cols);
     }
 }
 

@@ -186,33 +186,54 @@ const char *nn_qgemm_kernel_name(void) {
     return t == tile_scalar ? "scalar" : "?";
 }
 
-/* Tile (blk, pn): the kernel's raw sums, the zero-point correction, then C
- * or the requantized bytes. */
-static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, const uint8_t *ap, const int8_t *bp,
-                     const int32_t *rsum, const int32_t *csum, int64_t k4, int64_t blk, int64_t pn) {
-    /* the zero points, moved with the flips (qgemm.h) */
-    uint32_t oa = g->a_signed ? 128u : 0u, ob = g->b_signed ? 0u : 128u, kk = (uint32_t)g->k;
-    /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
-    int64_t j0 = pn * QG_NR, nc = g->n - j0 < QG_NR ? g->n - j0 : QG_NR;
+/* What the tiles of column panel pn share: its columns, the zero points of
+ * B and the column sums, and per-column multipliers and biases.  Made once
+ * per panel where a task runs every row block against it: per tile, it
+ * cost as much as the tile for pointwise convs with k of 16 to 32. */
+typedef struct qg_panel {
+    int64_t pn, j0, nc;
     uint32_t zb[QG_NR];
-    for (int cc = 0; cc < QG_NR; cc++)
-        zb[cc] = (g->zb ? (uint32_t)g->zb[g->zb_per_col && cc < nc ? j0 + cc : 0] : 0u) - ob;
-    /* the panel's column sums where they lie (a copy here was a memcpy call
-     * per tile, 13% of MobileNetV2 QDQ's time with its k of 16 to 32) */
-    const uint32_t *cs = (const uint32_t *)csum + j0;
+    const uint32_t *cs; /* the panel's column sums where they lie */
     float mu_col[QG_NR];
-    if (tile_q8 && g->out8 && g->out8->per_col)
+    uint32_t bias_col[QG_NR];
+} qg_panel;
+
+static void panel_prep(const nn_qgemm *g, bool q8, const int32_t *csum, int64_t pn, qg_panel *p) {
+    uint32_t ob = g->b_signed ? 0u : 128u; /* the zero points, moved with the flips (qgemm.h) */
+    p->pn = pn;
+    p->j0 = pn * QG_NR;
+    p->nc = g->n - p->j0 < QG_NR ? g->n - p->j0 : QG_NR;
+    if (g->zb && g->zb_per_col)
         for (int cc = 0; cc < QG_NR; cc++)
-            mu_col[cc] = cc < nc ? g->out8->mult[j0 + cc] : 0.0f;
+            p->zb[cc] = (uint32_t)g->zb[cc < p->nc ? p->j0 + cc : 0] - ob;
+    else {
+        uint32_t z = (g->zb ? (uint32_t)g->zb[0] : 0u) - ob;
+        for (int cc = 0; cc < QG_NR; cc++)
+            p->zb[cc] = z;
+    }
+    p->cs = (const uint32_t *)csum + p->j0;
+    const nn_qgemm_out8 *o = g->out8;
+    if (q8 && o && o->per_col)
+        for (int cc = 0; cc < QG_NR; cc++) {
+            p->mu_col[cc] = cc < p->nc ? o->mult[p->j0 + cc] : 0.0f;
+            p->bias_col[cc] = o->bias && cc < p->nc ? (uint32_t)o->bias[p->j0 + cc] : 0u;
+        }
+}
+
+/* Tile (blk, p->pn): the kernel's raw sums, the zero-point correction, then
+ * C or the requantized bytes. */
+static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, const uint8_t *ap, const int8_t *bp,
+                     const int32_t *rsum, const qg_panel *p, int64_t k4, int64_t blk) {
+    uint32_t oa = g->a_signed ? 128u : 0u, kk = (uint32_t)g->k;
+    /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
+    int64_t pn = p->pn, j0 = p->j0, nc = p->nc;
+    const uint32_t *zb = p->zb, *cs = p->cs;
     const nn_qgemm_out8 *o = g->out8;
     if (tile_q8 && o) { /* the kernel requantizes from its registers */
         qg_epi e = {.zb = zb, .cs = cs, .cols = (int)nc, .zp = o->zp, .lo = o->lo, .hi = o->hi};
-        uint32_t bias_col[QG_NR];
         if (o->per_col) {
-            for (int cc = 0; cc < QG_NR; cc++)
-                bias_col[cc] = o->bias && cc < nc ? (uint32_t)o->bias[j0 + cc] : 0u;
-            e.mu_col = mu_col;
-            e.bias_col = bias_col;
+            e.mu_col = p->mu_col;
+            e.bias_col = p->bias_col;
         }
         for (int r = 0; r < QG_MR && blk * QG_MR + r < g->m; r++, e.rows++) {
             int64_t i = blk * QG_MR + r;
@@ -279,8 +300,10 @@ static void qgemm_panel_task(void *ctx, int64_t pn, int seat) {
     (void)seat;
     const qgemm_job *j = ctx;
     if (j->pb) pack_b_panel(j->g, j->k4, j->bp, j->csum, pn, j->simd);
+    qg_panel p;
+    panel_prep(j->g, j->tile_q8 != NULL, j->csum, pn, &p);
     for (int64_t blk = 0; blk < j->blocks; blk++)
-        run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, j->csum, j->k4, blk, pn);
+        run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, &p, j->k4, blk);
 }
 
 /* Task t of the packing: row block t of A, then column panel t - pa of B. */
@@ -296,8 +319,9 @@ static void qgemm_pack_task(void *ctx, int64_t t, int seat) {
 static void qgemm_tile_task(void *ctx, int64_t t, int seat) {
     (void)seat;
     const qgemm_job *j = ctx;
-    int64_t pn = t / j->blocks, blk = t % j->blocks;
-    run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, j->csum, j->k4, blk, pn);
+    qg_panel p;
+    panel_prep(j->g, j->tile_q8 != NULL, j->csum, t / j->blocks, &p);
+    run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, &p, j->k4, t % j->blocks);
 }
 
 void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa isa) {

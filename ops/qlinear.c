@@ -549,13 +549,14 @@ static bool qdwf_fits(const nn_conv_geom *g) {
            (g->in_size + g->out_size) * (int64_t)sizeof(float) <= QDWF_PLANE_MAX;
 }
 
-/* Channels per task: as many as keep a task's float planes within half of
- * L2 (whole blocks of 8 where that is 8 or more; one, for planes larger than
- * that), but at least two tasks per thread where the channels allow, and
- * fewer than 8 evened out so that the threads get as many tasks. */
+/* Channels per task: as many as keep a task's float planes and weights
+ * within half of L2 (whole blocks of 8 where that is 8 or more; one, for
+ * planes larger than that), but at least two tasks per thread where the
+ * channels allow, and fewer than 8 evened out so that the threads get as
+ * many tasks. */
 static qdwf_plan qdwf_plan_of(const nn_conv_geom *g, int threads) {
     qdwf_plan p = {.gc = *g};
-    int64_t ch = g->out_ch, per_ch = (g->in_size + g->out_size) * (int64_t)sizeof(float);
+    int64_t ch = g->out_ch, per_ch = (g->in_size + g->out_size + g->kernel_size) * (int64_t)sizeof(float);
     int64_t cb = nn_cpu_l2_share(512 << 10, 1, 2) / (per_ch > 0 ? per_ch : 1);
     if (cb >= QDWF_LANES) cb = cb / QDWF_LANES * QDWF_LANES;
     int64_t spread = nn_round_up((ch + 2 * threads - 1) / (2 * threads), QDWF_LANES);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "act_x86.h"
 #include "op.h"
 #include "par.h"
 #include "quant.h"
@@ -365,19 +366,42 @@ static nn_status infer_qadd(nn_call *c) {
 
 /* One chunk of QLinearAdd, with its operands as arguments (not the shared
  * variables of an OpenMP region, which the byte stores might alias), so
- * that the loop vectorizes. */
-#define QADD_CHUNK(NAME, TA, TB)                                                                                     \
-    static void NAME(const TA *restrict a, const TB *restrict b, uint8_t *restrict y, int64_t n, float sa, int32_t za, \
-                     float sb, int32_t zb, float sc, int32_t zc, int32_t lo, int32_t hi) {                            \
-        for (int64_t i = 0; i < n; i++) {                                                                            \
-            float fa = (float)((int32_t)a[i] - za) * sa, fb = (float)((int32_t)b[i] - zb) * sb;                      \
-            y[i] = (uint8_t)nn_quantize_value(fa + fb, sc, zc, lo, hi);                                              \
-        }                                                                                                            \
+ * that the loop vectorizes; compiled once per ISA for the four signedness
+ * pairs (as baseline x86-64 code it ran 4 lanes wide: 9% of QDQ
+ * ResNet-50's time on one thread). */
+typedef void (*qadd_fn)(const uint8_t *a, const uint8_t *b, uint8_t *y, int64_t n, float sa, int32_t za, float sb,
+                        int32_t zb, float sc, int32_t zc, int32_t lo, int32_t hi);
+#define QADD_CHUNK(NAME, ATTR, TA, TB)                                                                                 \
+    ATTR static void NAME(const uint8_t *a8, const uint8_t *b8, uint8_t *restrict y, int64_t n, float sa, int32_t za,  \
+                          float sb, int32_t zb, float sc, int32_t zc, int32_t lo, int32_t hi) {                        \
+        const TA *restrict a = (const TA *)a8;                                                                         \
+        const TB *restrict b = (const TB *)b8;                                                                         \
+        for (int64_t i = 0; i < n; i++) {                                                                              \
+            float fa = (float)((int32_t)a[i] - za) * sa, fb = (float)((int32_t)b[i] - zb) * sb;                        \
+            y[i] = (uint8_t)nn_quantize_value(fa + fb, sc, zc, lo, hi);                                                \
+        }                                                                                                              \
     }
-QADD_CHUNK(qadd_uu, uint8_t, uint8_t)
-QADD_CHUNK(qadd_ss, int8_t, int8_t)
-QADD_CHUNK(qadd_su, int8_t, uint8_t)
-QADD_CHUNK(qadd_us, uint8_t, int8_t)
+#define QADD_FOR(SUFFIX, ATTR)                                                                                         \
+    QADD_CHUNK(qadd_uu_##SUFFIX, ATTR, uint8_t, uint8_t)                                                               \
+    QADD_CHUNK(qadd_ss_##SUFFIX, ATTR, int8_t, int8_t)                                                                 \
+    QADD_CHUNK(qadd_su_##SUFFIX, ATTR, int8_t, uint8_t)                                                                \
+    QADD_CHUNK(qadd_us_##SUFFIX, ATTR, uint8_t, int8_t)                                                                \
+    static const qadd_fn qadd_##SUFFIX[4] = {qadd_uu_##SUFFIX, qadd_us_##SUFFIX, qadd_su_##SUFFIX, qadd_ss_##SUFFIX};
+#if NN_HAVE_X86
+QADD_FOR(avx512, T512)
+QADD_FOR(avx2, T256)
+#endif
+QADD_FOR(scalar, )
+
+/* The chunk function for operands of these signednesses, on this ISA. */
+static qadd_fn qadd_for(bool sa8, bool sb8) {
+    int k = (sa8 ? 2 : 0) + (sb8 ? 1 : 0);
+#if NN_HAVE_X86
+    if (nn_isa_active() == NN_ISA_AVX512) return qadd_avx512[k];
+    if (nn_isa_active() == NN_ISA_AVX2) return qadd_avx2[k];
+#endif
+    return qadd_scalar[k];
+}
 
 typedef struct qadd_job {
     const uint8_t *pa, *pb;
@@ -385,25 +409,15 @@ typedef struct qadd_job {
     int64_t n;
     float sa, sb, sc;
     int32_t za, zb, zc, lo, hi;
-    bool sa8, sb8;
+    qadd_fn chunk;
 } qadd_job;
 
 static void qadd_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     (void)seat;
     const qadd_job *j = ctx;
-    const uint8_t *pa = j->pa, *pb = j->pb;
-    uint8_t *y = j->y;
-    float sa = j->sa, sb = j->sb, sc = j->sc;
-    int32_t za = j->za, zb = j->zb, zc = j->zc, qlo = j->lo, qhi = j->hi;
     for (int64_t t = lo; t < hi; t++) {
         int64_t i0 = t * 4096, len = i0 + 4096 < j->n ? 4096 : j->n - i0;
-        if (!j->sa8 && !j->sb8) qadd_uu(pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, qlo, qhi);
-        else if (j->sa8 && j->sb8)
-            qadd_ss((const int8_t *)pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, qlo, qhi);
-        else if (j->sa8)
-            qadd_su((const int8_t *)pa + i0, pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, qlo, qhi);
-        else
-            qadd_us(pa + i0, (const int8_t *)pb + i0, y + i0, len, sa, za, sb, zb, sc, zc, qlo, qhi);
+        j->chunk(j->pa + i0, j->pb + i0, j->y + i0, len, j->sa, j->za, j->sb, j->zb, j->sc, j->zc, j->lo, j->hi);
     }
 }
 
@@ -418,8 +432,19 @@ static nn_status run_qadd(nn_call *c) {
     int32_t lo = sgn ? -128 : 0, hi = sgn ? 127 : 255;
     uint8_t *y = c->out[0].data;
     int64_t n = nn_tensor_elements(&c->in[0]), chunks = (n + 4095) / 4096;
-    qadd_job j = {.pa = pa, .pb = pb, .y = y, .n = n, .sa = sa, .sb = sb, .sc = sc, .za = za, .zb = zb, .zc = zc,
-                  .lo = lo, .hi = hi, .sa8 = sa8, .sb8 = sb8};
+    qadd_job j = {.pa = pa,
+                  .pb = pb,
+                  .y = y,
+                  .n = n,
+                  .sa = sa,
+                  .sb = sb,
+                  .sc = sc,
+                  .za = za,
+                  .zb = zb,
+                  .zc = zc,
+                  .lo = lo,
+                  .hi = hi,
+                  .chunk = qadd_for(sa8, sb8)};
     nn_par_for_range(n > NN_PAR_MIN ? c->threads : 1, chunks, 1, qadd_range, &j);
     return NN_OK;
 }

@@ -1,6 +1,6 @@
 """The integer ops with constant weights, which nn packs once at load:
 QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel)
-ConvInteger (pointwise), and depthwise QLinearConv / ConvInteger (strided,
+ConvInteger (pointwise), QLinearAdd (int8 and uint8), and depthwise QLinearConv / ConvInteger (strided,
 dilated, uneven pads, 7x7 planes; summed directly over phase planes,
 weights read as they are), built here with onnx.helper and run by nnrun
 (fresh load, then from the plan cache, under each ISA given), against a
@@ -206,12 +206,48 @@ def convinteger_depthwise_17x17():
     return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
 
 
+def qadd_ref(a, sa, za, b, sb, zb, sc, zc, dtype):
+    """ONNX Runtime's QLinearAdd order in float32: ((a - za) * sa + (b - zb) * sb) / sc, rounded half to even."""
+    lo, hi = (-128, 127) if dtype == np.int8 else (0, 255)
+    fa = (a.astype(np.int32) - int(za)).astype(np.float32) * np.float32(sa)
+    fb = (b.astype(np.int32) - int(zb)).astype(np.float32) * np.float32(sb)
+    v = (fa + fb) / np.float32(sc)
+    return np.clip(np.rint(v) + int(zc), lo, hi).astype(dtype)
+
+
+def qadd(t, yt):
+    """DQ(x) + DQ(x) with two scales and zero points -> Q: the qdq pass makes it a QLinearAdd whose operands are
+    both of x's type t; 5000 elements, past one 4096 chunk."""
+    x = rng.integers(-128, 128, (5, 1000), dtype=np.int8) if t == np.int8 else \
+        rng.integers(0, 256, (5, 1000), dtype=np.uint8)
+    xs, bs, ys = np.float32(0.03), np.float32(0.05), np.float32(0.07)
+    xz, bz, yz = t(-7 if t == np.int8 else 100), t(3 if t == np.int8 else 130), yt(-2 if yt == np.int8 else 120)
+    want = qadd_ref(x, xs, xz, x, bs, bz, ys, yz, yt)
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["a"]),
+             helper.make_node("DequantizeLinear", ["x", "bs", "bz"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["s"]),
+             helper.make_node("QuantizeLinear", ["s", "ys", "yz"], ["y"])]
+    inits = [const("xs", xs), const("xz", xz), const("bs", bs), const("bz", bz), const("ys", ys), const("yz", yz)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx_type(t), x.shape)],
+                          [helper.make_tensor_value_info("y", onnx_type(yt), want.shape)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), x, want
+
+
+def qadd_signed():
+    return qadd(np.int8, np.int8)
+
+
+def qadd_unsigned():
+    return qadd(np.uint8, np.uint8)
+
+
 def main():
     nnrun, work, isas = sys.argv[1], sys.argv[2], sys.argv[3:] or ["default"]
     os.makedirs(work, exist_ok=True)
     bad = 0
     for make in (qmatmul, matmulinteger, qlinearconv, convinteger, qdepthwise, convinteger_depthwise,
-                 qdepthwise_dilated, qdepthwise_7x7, convinteger_depthwise_extremes, convinteger_depthwise_17x17):
+                 qdepthwise_dilated, qdepthwise_7x7, convinteger_depthwise_extremes, convinteger_depthwise_17x17,
+                 qadd_signed, qadd_unsigned):
         m, x, want = make()
         name = make.__name__
         path, xin = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".x.npy")

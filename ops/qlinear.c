@@ -260,6 +260,30 @@ static void gather_strided(uint8_t *restrict dst, const uint8_t *restrict src, i
             dst[o] = src[o * stride];
 }
 
+/* One im2col row of a stride-1 tap whose output rows are as long as the
+ * input's (3x3 pad-1 convs): output row oh reads input row oh + dh from
+ * column lo + off on, so the rows inside the plane are one shifted copy of
+ * it, whose columns outside [lo, hi) are then set to the pad, column by
+ * column.  A memset and a memcpy of a few bytes per output row cost more
+ * in calls than in bytes (12% of QDQ ResNet-50's time on one thread). */
+static void im2col_same_rows(uint8_t *restrict dst, const uint8_t *restrict plane, const nn_conv_geom *g, int64_t dh,
+                             int64_t off, int64_t lo, int64_t hi, uint8_t pad) {
+    int64_t w = g->out[1], oh_n = g->out[0], a, b;
+    nn_valid_range(dh, 1, g->in[0], oh_n, &a, &b);
+    if (b < a) b = a;
+    memset(dst, pad, (size_t)(a * w));
+    memset(dst + b * w, pad, (size_t)((oh_n - b) * w));
+    if (b == a) return;
+    int64_t first = a * w + lo, last = (b - 1) * w + hi; /* input offset: + dh * w + off, inside the plane */
+    memcpy(dst + first, plane + first + dh * w + off, (size_t)(last - first));
+    for (int64_t c = 0; c < lo; c++) /* row a's before the copy, the others over what it wrapped in */
+        for (int64_t oh = a; oh < b; oh++)
+            dst[oh * w + c] = pad;
+    for (int64_t c = hi; c < w; c++)
+        for (int64_t oh = a; oh < b; oh++)
+            dst[oh * w + c] = pad;
+}
+
 typedef struct im2col_job {
     const nn_conv_geom *g;
     const uint8_t *x;
@@ -287,6 +311,10 @@ static void im2col_range(void *ctx, int64_t lo_row, int64_t hi_row, int seat) {
             int64_t ow = g->out[1], iw = g->in[1], off = tap[1] * g->dilation[1] - g->pad[1], lo, hi;
             nn_valid_range(off, g->stride[1], iw, ow, &lo, &hi);
             if (hi < lo) hi = lo;
+            if (g->stride[0] == 1 && g->stride[1] == 1 && ow == iw && hi > lo) {
+                im2col_same_rows(dst, plane, g, tap[0] * g->dilation[0] - g->pad[0], off, lo, hi, pad);
+                continue;
+            }
             for (int64_t oh = 0; oh < g->out[0]; oh++, dst += ow) {
                 int64_t ih = oh * g->stride[0] - g->pad[0] + tap[0] * g->dilation[0];
                 if (ih < 0 || ih >= g->in[0]) {

@@ -1,5 +1,5 @@
 """The integer ops with constant weights, which nn packs once at load:
-QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel)
+QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel, 3x3 stride 1 with pads)
 ConvInteger (pointwise), QLinearAdd (int8 and uint8), and depthwise QLinearConv / ConvInteger (strided,
 dilated, uneven pads, 7x7 planes; summed directly over phase planes,
 weights read as they are), built here with onnx.helper and run by nnrun
@@ -206,6 +206,52 @@ def convinteger_depthwise_17x17():
     return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
 
 
+def conv_same_ref(x, w, xz, wz, dil, pads):
+    """Stride-1 conv sums, one group, with dilations and pads (top, left, bottom, right)."""
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    pt, pl, pb, pr = pads
+    xp = np.pad(x.astype(np.int64) - xz, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh, ow = h + pt + pb - (kh - 1) * dil, wd + pl + pr - (kw - 1) * dil
+    wi = w.astype(np.int64) - np.asarray(wz, dtype=np.int64).reshape(-1, 1, 1, 1)
+    out = np.zeros((n, m, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nchw,mc->nmhw", xp[:, :, i * dil:i * dil + oh, j * dil:j * dil + ow], wi[:, :, i, j])
+    return out
+
+
+def qlinearconv_same(dil, pads):
+    """3 x 3 stride-1 convs whose output rows are as long as the input's (im2col's shifted-copy path), with an
+    x zero point that the padding must repeat."""
+    x = rng.integers(0, 256, (2, 6, 9, 11), dtype=np.uint8)
+    w = rng.integers(-127, 128, (5, 6, 3, 3), dtype=np.int8)
+    xs, xz = np.float32(0.02), np.uint8(77)
+    ws = rng.uniform(0.001, 0.01, 5).astype(np.float32)
+    wz = np.zeros(5, np.int8)
+    ys, yz = np.float32(0.3), np.uint8(128)
+    bias = rng.integers(-2000, 2000, 5).astype(np.int32)
+    acc = conv_same_ref(x, w, int(xz), wz, dil, pads) + bias.reshape(1, -1, 1, 1)
+    want = requant(acc, ((xs * ws) / ys).reshape(1, -1, 1, 1), int(yz), np.uint8)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"],
+                            dilations=[dil, dil], pads=list(pads))
+    inits = [const("xs", xs), const("xz", xz), const("w", w), const("ws", ws), const("wz", wz), const("ys", ys),
+             const("yz", yz), const("bias", bias)]
+    return model(node, x, inits, np.uint8, want.shape), x, want
+
+
+def qlinearconv_same_pad1():
+    return qlinearconv_same(1, (1, 1, 1, 1))
+
+
+def qlinearconv_same_uneven():
+    return qlinearconv_same(1, (2, 0, 0, 2))
+
+
+def qlinearconv_same_dilated():
+    return qlinearconv_same(2, (2, 2, 2, 2))
+
+
 def qadd_ref(a, sa, za, b, sb, zb, sc, zc, dtype):
     """ONNX Runtime's QLinearAdd order in float32: ((a - za) * sa + (b - zb) * sb) / sc, rounded half to even."""
     lo, hi = (-128, 127) if dtype == np.int8 else (0, 255)
@@ -247,7 +293,8 @@ def main():
     bad = 0
     for make in (qmatmul, matmulinteger, qlinearconv, convinteger, qdepthwise, convinteger_depthwise,
                  qdepthwise_dilated, qdepthwise_7x7, convinteger_depthwise_extremes, convinteger_depthwise_17x17,
-                 qadd_signed, qadd_unsigned):
+                 qadd_signed, qadd_unsigned, qlinearconv_same_pad1, qlinearconv_same_uneven,
+                 qlinearconv_same_dilated):
         m, x, want = make()
         name = make.__name__
         path, xin = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".x.npy")

@@ -290,7 +290,9 @@ def main():
     all_inits.update({k: v for k, v in new_inits.items() if k in used})
     graph = helper.make_graph(out_nodes, g.name + "_qdq", list(g.input), list(g.output),
                               [numpy_helper.from_array(np.asarray(v), k) for k, v in all_inits.items()])
-    qm = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+    # the source's opset where it is later than 13 (MobileNetV3's HardSwish needs 14)
+    src_opset = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] + [13])
+    qm = helper.make_model(graph, opset_imports=[helper.make_opsetid("", src_opset)],
                            producer_name="nn models/quantize.py")
     qm.ir_version = model.ir_version
     onnx.checker.check_model(qm)

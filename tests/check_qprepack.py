@@ -65,18 +65,22 @@ def matmulinteger():
     return model(node, x, [const("b", b), const("xz", xz), const("bz", bz)], np.int32, want.shape), x, want
 
 
-def conv_ref(x, w, xz, wz, group, stride, pad):
+def conv_ref(x, w, xz, wz, group, stride, pad, dil=1):
+    """Conv sums; pad: one for every side, or (top, left, bottom, right)."""
     n, c, h, wd = x.shape
     m, cg, kh, kw = w.shape
-    xp = np.pad(x.astype(np.int64) - xz, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    pt, pl, pb, pr = (pad,) * 4 if np.isscalar(pad) else pad
+    xp = np.pad(x.astype(np.int64) - xz, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh = (h + pt + pb - (kh - 1) * dil - 1) // stride + 1
+    ow = (wd + pl + pr - (kw - 1) * dil - 1) // stride + 1
     wi = w.astype(np.int64) - np.asarray(wz, dtype=np.int64).reshape(-1, 1, 1, 1)
     out = np.zeros((n, m, oh, ow), np.int64)
     mg = m // group
     for gi in range(group):
         for i in range(kh):
             for j in range(kw):
-                patch = xp[:, gi * cg:(gi + 1) * cg, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                patch = xp[:, gi * cg:(gi + 1) * cg, i * dil:i * dil + stride * oh:stride,
+                           j * dil:j * dil + stride * ow:stride]
                 out[:, gi * mg:(gi + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, wi[gi * mg:(gi + 1) * mg, :, i, j])
     return out
 
@@ -206,21 +210,6 @@ def convinteger_depthwise_17x17():
     return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
 
 
-def conv_same_ref(x, w, xz, wz, dil, pads):
-    """Stride-1 conv sums, one group, with dilations and pads (top, left, bottom, right)."""
-    n, c, h, wd = x.shape
-    m, _, kh, kw = w.shape
-    pt, pl, pb, pr = pads
-    xp = np.pad(x.astype(np.int64) - xz, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    oh, ow = h + pt + pb - (kh - 1) * dil, wd + pl + pr - (kw - 1) * dil
-    wi = w.astype(np.int64) - np.asarray(wz, dtype=np.int64).reshape(-1, 1, 1, 1)
-    out = np.zeros((n, m, oh, ow), np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            out += np.einsum("nchw,mc->nmhw", xp[:, :, i * dil:i * dil + oh, j * dil:j * dil + ow], wi[:, :, i, j])
-    return out
-
-
 def qlinearconv_same(dil, pads):
     """3 x 3 stride-1 convs whose output rows are as long as the input's (im2col's shifted-copy path), with an
     x zero point that the padding must repeat."""
@@ -231,7 +220,7 @@ def qlinearconv_same(dil, pads):
     wz = np.zeros(5, np.int8)
     ys, yz = np.float32(0.3), np.uint8(128)
     bias = rng.integers(-2000, 2000, 5).astype(np.int32)
-    acc = conv_same_ref(x, w, int(xz), wz, dil, pads) + bias.reshape(1, -1, 1, 1)
+    acc = conv_ref(x, w, int(xz), wz, 1, 1, pads, dil) + bias.reshape(1, -1, 1, 1)
     want = requant(acc, ((xs * ws) / ys).reshape(1, -1, 1, 1), int(yz), np.uint8)
     node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"],
                             dilations=[dil, dil], pads=list(pads))

@@ -26,9 +26,10 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes, or when the optimizer makes a faster graph of the same
- * model (13: KxK convs on small planes pack their weights as B, ops/conv.c
- * im2col_rows): older files then read as stale. */
-#define CACHE_FORMAT 13
+ * model (14: depthwise convs on small planes keep their weights blocked
+ * per 8 channels, ops/conv.c PREP_DEPTHWISE): older files then read as
+ * stale. */
+#define CACHE_FORMAT 14
 #define CACHE_MAGIC  "nnplan\n"
 enum {
     DATA_ALIGN = 64,

@@ -371,11 +371,12 @@ static nn_gemm conv_gemm(const nn_call *c, const conv_geom *g, nn_gemm_conv *cv,
  * products read the weights as they are).  The engine frees the original
  * weights once prepared (prepared_inputs), so run must use what is made
  * here. */
-typedef enum conv_prep { PREP_NONE, PREP_WINOGRAD, PREP_GEMM, PREP_TAPS } conv_prep;
+typedef enum conv_prep { PREP_NONE, PREP_WINOGRAD, PREP_GEMM, PREP_TAPS, PREP_DEPTHWISE } conv_prep;
 
 /* What prepare makes: this header, then at CONV_PREPARED_DATA bytes the
- * weights transformed for Winograd, a packed GEMM block, or the per-tap
- * GEMM blocks of conv_taps.c. */
+ * weights transformed for Winograd, a packed GEMM block, the per-tap GEMM
+ * blocks of conv_taps.c, or a depthwise conv's weights as they are
+ * followed by the same laid out for its channel-blocked kernel. */
 typedef struct conv_prepared {
     int32_t kind; /* conv_prep */
 } conv_prepared;
@@ -407,7 +408,7 @@ static bool winograd_shape(const conv_geom *g, nn_winograd_shape *s) {
 
 /* How a Conv runs. */
 typedef enum conv_path {
-    PATH_DEPTHWISE, /* conv_depthwise.c, weights as they are */
+    PATH_DEPTHWISE, /* conv_depthwise.c, weights as they are (and blocked in prepare, where its kernel takes them) */
     PATH_DIRECT,    /* conv_direct.c, weights as they are */
     PATH_GROUPED,   /* conv_grouped.c, weights as they are */
     PATH_WINOGRAD,  /* winograd.c, weights transformed in prepare */
@@ -471,6 +472,7 @@ static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape 
     switch (conv_choose_path(c, g, NULL, ws, &ph, &pw)) {
     case PATH_WINOGRAD: return PREP_WINOGRAD;
     case PATH_TAPS: return PREP_TAPS;
+    case PATH_DEPTHWISE: return nn_conv_depthwise_prepared_floats(g) ? PREP_DEPTHWISE : PREP_NONE;
     case PATH_GEMM: {
         /* a matrix-vector product, cut or not, reads its weights as they are */
         conv_geom cut = *g;
@@ -481,6 +483,14 @@ static conv_prep prepare_kind(const nn_call *c, conv_geom *g, nn_winograd_shape 
     }
 }
 
+/* A depthwise conv's prepared weights: as they are (the per-plane kernels,
+ * and the engine frees the originals), then blocked; 0 when its kernel
+ * does not take them blocked. */
+static size_t depthwise_prepared_bytes(const conv_geom *g) {
+    size_t blocked = nn_conv_depthwise_prepared_floats(g);
+    return blocked ? sizeof(float) * ((size_t)(g->out_ch * g->kernel_size) + blocked) : 0;
+}
+
 static size_t prepared_size_conv(const nn_call *c) {
     conv_geom g;
     nn_gemm_conv cv;
@@ -488,6 +498,7 @@ static size_t prepared_size_conv(const nn_call *c) {
     switch (prepare_kind(c, &g, &ws)) {
     case PREP_WINOGRAD: return CONV_PREPARED_DATA + nn_winograd_prepared_size(&ws);
     case PREP_TAPS: return CONV_PREPARED_DATA + nn_conv_taps_prepared_size(&g);
+    case PREP_DEPTHWISE: return CONV_PREPARED_DATA + depthwise_prepared_bytes(&g);
     case PREP_GEMM: {
         gemm_taps(&g, true);
         nn_gemm gm = conv_gemm(c, &g, &cv, NULL);
@@ -506,6 +517,13 @@ static nn_status prepare_conv(const nn_call *c, void *prepared) {
     void *data = (char *)prepared + CONV_PREPARED_DATA;
     switch (prepare_kind(c, &g, &ws)) {
     case PREP_WINOGRAD: p->kind = PREP_WINOGRAD; return nn_winograd_prepare(&ws, c->in[1].data, data, c->threads);
+    case PREP_DEPTHWISE: {
+        size_t plain = (size_t)(g.out_ch * g.kernel_size);
+        p->kind = PREP_DEPTHWISE;
+        memcpy(data, c->in[1].data, sizeof(float) * plain);
+        nn_conv_depthwise_prepare(&g, c->in[1].data, (float *)data + plain);
+        return NN_OK;
+    }
     case PREP_TAPS:
         p->kind = PREP_TAPS;
         return nn_conv_taps_prepare(&g, c->in[1].data, data)
@@ -548,6 +566,7 @@ static bool prepared_fits_conv(const nn_call *c, const void *prepared, size_t si
     if (size < CONV_PREPARED_DATA || conv_resolve(c, false, &g) != NN_OK) return false;
     size -= CONV_PREPARED_DATA;
     switch (conv_choose_path(c, &g, p, &ws, &ph, &pw)) {
+    case PATH_DEPTHWISE: return p->kind == PREP_DEPTHWISE && size == depthwise_prepared_bytes(&g) && size > 0;
     case PATH_WINOGRAD: return size == nn_winograd_prepared_size(&ws);
     /* a block made when the conv was not one (shapes changed) is refused: the kind alone chose the path */
     case PATH_TAPS: return nn_conv_taps_fits(&g) && nn_conv_taps_prepared_fits(&g, prepared_data(p), size);
@@ -571,10 +590,19 @@ static nn_status run_conv(nn_call *c) {
     if (st != NN_OK) return st;
     const float *bias = nn_present(c, 2) ? c->in[2].data : NULL, *res = nn_epilogue_residual(c);
     switch (conv_choose_path(c, &g, p, &ws, &ph, &pw)) {
-    case PATH_DEPTHWISE:
-        nn_conv_depthwise_run(&g, c->in[0].data, c->in[1].data, bias, c->out[0].data, c->epilogue, res, c->workspace,
+    case PATH_DEPTHWISE: {
+        const float *w = c->in[1].data, *wblk = NULL;
+        if (p) {
+            if (p->kind != PREP_DEPTHWISE || !depthwise_prepared_bytes(&g))
+                return nn_call_error(c, NN_ERR_INTERNAL, "weights were prepared for another kernel than depthwise");
+            w = prepared_data(p);
+            wblk = w + g.out_ch * g.kernel_size;
+        }
+        if (!w) return nn_call_error(c, NN_ERR_INTERNAL, "depthwise conv without its weights");
+        nn_conv_depthwise_run(&g, c->in[0].data, w, wblk, bias, c->out[0].data, c->epilogue, res, c->workspace,
                               c->workspace_size, c->threads);
         return NN_OK;
+    }
     case PATH_DIRECT:
 #if NN_HAVE_X86                                                      /* elsewhere conv_choose_path never takes it */
         if (c->workspace_size < nn_conv_direct_workspace(&g)) break; /* the GEMM needs none here */

@@ -375,12 +375,13 @@ static int64_t dw_blocked_max_pixels(nn_isa isa, int64_t k, int64_t s) {
 }
 
 #define DWB_LANES 8
+#define DWB_STEP  8 /* outputs per step */
 
 typedef struct dw_blocked {
     int64_t pw;               /* padded row, in pixels */
     int64_t in_n, out_n;      /* positions per input and output plane */
     const int32_t *in_pixel;  /* per input position: its padded pixel */
-    const int32_t *out_pixel; /* per output position, rounded up to 4: its window's first padded pixel */
+    const int32_t *out_pixel; /* per output position, rounded up to DWB_STEP: its window's first padded pixel */
 } dw_blocked;
 
 static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
@@ -396,14 +397,17 @@ static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     return *ph * *pw <= dw_blocked_max_pixels(nn_isa_active(), k, s);
 }
 
-/* floats of one thread's scratch: the padded block, then the outputs */
+/* floats of one thread's scratch: the padded block, the outputs (rounded
+ * up to whole steps and whole transposes), then a block's weights when
+ * they were not prepared */
 static size_t dw_blocked_thread_floats(const conv_geom *g, int64_t ph, int64_t pw) {
-    return (size_t)((ph * pw + nn_round_up(g->out_size, DWB_LANES)) * DWB_LANES);
+    return (size_t)((ph * pw + nn_round_up(g->out_size, DWB_STEP > 8 ? DWB_STEP : 8)) * DWB_LANES +
+                    g->kernel_size * DWB_LANES);
 }
 
 /* bytes of the position tables ahead of the threads' scratch */
 static size_t dw_blocked_table_bytes(const conv_geom *g) {
-    return (size_t)nn_round_up(g->in_size + nn_round_up(g->out_size, 4), 16) * sizeof(int32_t);
+    return (size_t)nn_round_up(g->in_size + nn_round_up(g->out_size, DWB_STEP), 16) * sizeof(int32_t);
 }
 
 /* workspace bytes for a g that fits, with padded extents ph x pw */
@@ -416,10 +420,37 @@ static size_t dw_blocked_workspace(const conv_geom *g, int threads) {
     return dw_blocked_fits(g, &ph, &pw) ? dw_blocked_bytes(g, ph, pw, threads) : 0;
 }
 
+/* The blocked kernel's weights: per block of 8 channels, tap-major, 8
+ * floats per tap (channels past out_ch zero), so that a tap's weights are
+ * one vector load.  Made once at load (nn_conv_depthwise_prepare), or per
+ * block when the weights were not prepared. */
+static void dw_blocked_weights(int64_t taps, int64_t nch, const float *w, float *wt) {
+    for (int64_t t = 0; t < taps; t++)
+        for (int64_t c = 0; c < DWB_LANES; c++)
+            wt[t * DWB_LANES + c] = c < nch ? w[c * taps + t] : 0.0f;
+}
+
+size_t nn_conv_depthwise_prepared_floats(const conv_geom *g) {
+    int64_t ph, pw;
+    if (!dw_blocked_fits(g, &ph, &pw)) return 0;
+    return (size_t)(nn_round_up(g->out_ch, DWB_LANES) * g->kernel_size);
+}
+
+void nn_conv_depthwise_prepare(const conv_geom *g, const float *w, float *blocked) {
+    for (int64_t c0 = 0; c0 < g->out_ch; c0 += DWB_LANES) {
+        int64_t nch = g->out_ch - c0 < DWB_LANES ? g->out_ch - c0 : DWB_LANES;
+        dw_blocked_weights(g->kernel_size, nch, w + c0 * g->kernel_size, blocked + c0 * g->kernel_size);
+    }
+}
+
 #if NN_HAVE_X86
-/* nch (<= 8) channels: planes x (in_n apart) into y (out_n apart). */
+/* nch (<= 8) channels: planes x (in_n apart) into y (out_n apart), with
+ * the block's weights wt laid out by dw_blocked_weights.  Each step
+ * computes 8 outputs: 8 independent chains of multiply-adds, what two
+ * FMA pipes of 4 cycles' latency need to stay busy (4 chains ran at half
+ * their rate: docs/perf-notes.md, "Depthwise: blocked weights at load"). */
 static inline __attribute__((always_inline)) T256 void dw_block8(const int K, const dw_blocked *b, int64_t nch,
-                                                                 const float *x, const float *w, const float *bias,
+                                                                 const float *x, const float *wt, const float *bias,
                                                                  float *pixels, float *outs, float *y) {
     for (int64_t p = 0; p < b->in_n; p += 8) {
         int64_t left = b->in_n - p;
@@ -432,25 +463,21 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
         for (int64_t i = 0; i < 8 && p + i < b->in_n; i++)
             _mm256_storeu_ps(pixels + (int64_t)b->in_pixel[p + i] * 8, r[i]);
     }
-    float wt[25][8];
-    for (int t = 0; t < K * K; t++)
-        for (int c = 0; c < 8; c++)
-            wt[t][c] = c < nch ? w[c * K * K + t] : 0.0f;
     __m256 bv = !bias ? _mm256_setzero_ps() : nch == 8 ? _mm256_loadu_ps(bias) : nn_load_first8(bias, nch);
-    for (int64_t o = 0; o < b->out_n; o += 4) {
-        __m256 acc[4];
-        const float *src[4];
-        for (int j = 0; j < 4; j++) {
+    for (int64_t o = 0; o < b->out_n; o += DWB_STEP) {
+        __m256 acc[DWB_STEP];
+        const float *src[DWB_STEP];
+        for (int j = 0; j < DWB_STEP; j++) {
             acc[j] = bv;
             src[j] = pixels + (int64_t)b->out_pixel[o + j] * 8;
         }
         for (int kh = 0; kh < K; kh++)
             for (int kw = 0; kw < K; kw++) {
-                __m256 wv = _mm256_loadu_ps(wt[kh * K + kw]);
-                for (int j = 0; j < 4; j++)
+                __m256 wv = _mm256_loadu_ps(wt + (kh * K + kw) * 8);
+                for (int j = 0; j < DWB_STEP; j++)
                     acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src[j] + (kh * b->pw + kw) * 8), acc[j]);
             }
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < DWB_STEP; j++)
             _mm256_storeu_ps(outs + (o + j) * 8, acc[j]);
     }
     for (int64_t o = 0; o < b->out_n; o += 8) {
@@ -468,12 +495,12 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
     }
 }
 
-T256 static void dw_block8_avx2(const dw_blocked *b, int k, int64_t nch, const float *x, const float *w,
+T256 static void dw_block8_avx2(const dw_blocked *b, int k, int64_t nch, const float *x, const float *wt,
                                 const float *bias, float *pixels, float *outs, float *y) {
     if (k == 3)
-        dw_block8(3, b, nch, x, w, bias, pixels, outs, y);
+        dw_block8(3, b, nch, x, wt, bias, pixels, outs, y);
     else
-        dw_block8(5, b, nch, x, w, bias, pixels, outs, y);
+        dw_block8(5, b, nch, x, wt, bias, pixels, outs, y);
 }
 
 typedef struct dwb_job {
@@ -482,7 +509,7 @@ typedef struct dwb_job {
     float *scratch;
     size_t per_thread;
     int64_t ph, pw, groups;
-    const float *x, *w, *bias, *res;
+    const float *x, *w, *wblk, *bias, *res; /* wblk: the weights prepared, or NULL */
     float *y;
     const nn_epilogue *e;
     bool zeroed[NN_PAR_MAX_THREADS]; /* the seat's pads are zero */
@@ -492,14 +519,19 @@ static void dwb_task(void *ctx, int64_t t, int seat) {
     dwb_job *j = ctx;
     const conv_geom *g = j->g;
     float *pixels = j->scratch + j->per_thread * (size_t)seat, *outs = pixels + j->ph * j->pw * DWB_LANES;
+    float *wt = pixels + j->per_thread - g->kernel_size * DWB_LANES;
     if (!j->zeroed[seat]) { /* the pads: blocks write the interior */
         memset(pixels, 0, sizeof(float) * (size_t)(j->ph * j->pw * DWB_LANES));
         j->zeroed[seat] = true;
     }
     int64_t n = t / j->groups, c0 = t % j->groups * DWB_LANES;
     int64_t nch = g->out_ch - c0 < DWB_LANES ? g->out_ch - c0 : DWB_LANES, plane = n * g->out_ch + c0;
-    dw_block8_avx2(j->b, (int)g->kernel[0], nch, j->x + plane * g->in_size, j->w + c0 * g->kernel_size,
-                   j->bias ? j->bias + c0 : NULL, pixels, outs, j->y + plane * g->out_size);
+    if (j->wblk)
+        wt = (float *)j->wblk + c0 * g->kernel_size; /* read only */
+    else
+        dw_blocked_weights(g->kernel_size, nch, j->w + c0 * g->kernel_size, wt);
+    dw_block8_avx2(j->b, (int)g->kernel[0], nch, j->x + plane * g->in_size, wt, j->bias ? j->bias + c0 : NULL, pixels,
+                   outs, j->y + plane * g->out_size);
     nn_conv_epilogue(j->e, j->y + plane * g->out_size, j->res ? j->res + plane * g->out_size : NULL,
                      nch * g->out_size);
 }
@@ -507,13 +539,13 @@ static void dwb_task(void *ctx, int64_t t, int seat) {
 /* One (image, 8 channels) block per task; g fits (dw_blocked_fits, which
  * gave ph and pw) and the workspace holds dw_blocked_bytes. */
 static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
-                              const float *bias, float *y, const nn_epilogue *e, const float *res, void *workspace,
+                              const float *wblk, const float *bias, float *y, const nn_epilogue *e, const float *res, void *workspace,
                               int threads) {
     int64_t s = g->stride[0], ow_n = g->out[1];
     int32_t *in_pixel = workspace, *out_pixel = in_pixel + g->in_size;
     for (int64_t i = 0; i < g->in_size; i++)
         in_pixel[i] = (int32_t)((i / g->in[1] + g->pad[0]) * pw + i % g->in[1] + g->pad[1]);
-    for (int64_t o = 0; o < nn_round_up(g->out_size, 4); o++) { /* those past the plane repeat its last window */
+    for (int64_t o = 0; o < nn_round_up(g->out_size, DWB_STEP); o++) { /* those past the plane repeat its last window */
         int64_t q = o < g->out_size ? o : g->out_size - 1;
         out_pixel[o] = (int32_t)(q / ow_n * s * pw + q % ow_n * s);
     }
@@ -522,7 +554,7 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
     size_t per_thread = dw_blocked_thread_floats(g, ph, pw);
     int64_t groups = (g->out_ch + DWB_LANES - 1) / DWB_LANES, tasks = g->batch * groups;
     dwb_job j = {.g = g, .b = &b, .scratch = scratch, .per_thread = per_thread, .ph = ph, .pw = pw, .groups = groups,
-                 .x = x, .w = w, .bias = bias, .res = res, .y = y, .e = e};
+                 .x = x, .w = w, .wblk = wblk, .bias = bias, .res = res, .y = y, .e = e};
     nn_par_for(tasks * g->out_size * g->kernel_size * DWB_LANES > NN_PAR_MIN ? threads : 1, tasks, dwb_task, &j);
 }
 
@@ -752,17 +784,17 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
 
 size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads) { return dw_blocked_workspace(g, threads); }
 
-void nn_conv_depthwise_run(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
-                           const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size,
+void nn_conv_depthwise_run(const conv_geom *g, const float *x, const float *w, const float *wblk, const float *bias,
+                           float *y, const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size,
                            int threads) {
 #if NN_HAVE_X86
     int64_t ph, pw;
     if (dw_blocked_fits(g, &ph, &pw) && workspace_size >= dw_blocked_bytes(g, ph, pw, threads)) {
-        depthwise_blocked(g, ph, pw, x, w, bias, y, e, res, workspace, threads);
+        depthwise_blocked(g, ph, pw, x, w, wblk, bias, y, e, res, workspace, threads);
         return;
     }
 #else
-    (void)workspace, (void)workspace_size; /* the blocked kernel is AVX2 code */
+    (void)wblk, (void)workspace, (void)workspace_size; /* the blocked kernel is AVX2 code */
 #endif
     depthwise_2d(g, x, w, bias, y, e, res, threads);
 }

@@ -673,7 +673,7 @@ static void qdwf_task(void *ctx, int64_t t, int seat) {
     }
     nn_conv_geom gc = p->gc;
     gc.in_ch = gc.out_ch = gc.group = nch;
-    nn_conv_depthwise_run(&gc, fx, fw, NULL, fy, NULL, NULL, dws, p->dw_bytes, 1);
+    nn_conv_depthwise_run(&gc, fx, fw, NULL, NULL, fy, NULL, NULL, dws, p->dw_bytes, 1);
     int64_t at = (n * g->out_ch + c0) * P;
     if (!d->o8) {
         for (int64_t i = 0; i < nch * P; i++)

@@ -149,7 +149,18 @@ static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr
     size_t ws = d->workspace ? d->workspace(&r->call) : 0;
     r->call.workspace = ws ? malloc(ws) : NULL;
     r->call.workspace_size = ws;
+    /* as in the engine, which frees the constants prepare made its own
+     * form of: the run must read that form, not them (the checks after it
+     * still see them) */
+    void *hidden[MAX_IO] = {0};
+    for (int k = 0; prep && k < n_in && k < MAX_IO; k++)
+        if (d->prepared_inputs & (1u << k)) {
+            hidden[k] = r->in[k].data;
+            r->in[k].data = NULL;
+        }
     st = d->run(&r->call);
+    for (int k = 0; k < n_in && k < MAX_IO; k++)
+        if (hidden[k]) r->in[k].data = hidden[k];
     free(r->call.workspace);
     free(prep);
     r->call.prepared = NULL;

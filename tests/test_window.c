@@ -280,6 +280,17 @@ int main(void) {
                 check_case(&cases[i], kernels[k]);
     }
     CHECK(families >= 2, "only %d kernel families ran (the scalar one is always there)", families);
+    /* the depthwise ones with the weights prepared as the engine prepares
+     * constants (and then frees): the channel-blocked kernel reads them laid
+     * out per block, the per-plane ones the copy as they are */
+    cpu_prepare = true;
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        if (!nn_gemm_use_kernel(kernels[k])) continue;
+        for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                if (cases[i].group == cases[i].in_ch && cases[i].group > 1) check_case(&cases[i], kernels[k]);
+    }
+    cpu_prepare = false;
     /* Dense and grouped convs dilated past their planes, weights prepared
      * as the engine prepares constants: the GEMM runs a kernel cut to the
      * taps that reach the input (DeepLab's ASPP: only the centre tap at

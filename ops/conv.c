@@ -378,7 +378,8 @@ typedef enum conv_prep { PREP_NONE, PREP_WINOGRAD, PREP_GEMM, PREP_TAPS, PREP_DE
  * blocks of conv_taps.c, or a depthwise conv's weights as they are
  * followed by the same laid out for its channel-blocked kernel. */
 typedef struct conv_prepared {
-    int32_t kind; /* conv_prep */
+    int32_t kind;  /* conv_prep */
+    int32_t lanes; /* PREP_DEPTHWISE: channels per block of the blocked weights */
 } conv_prepared;
 #define CONV_PREPARED_DATA 64
 static const void *prepared_data(const conv_prepared *p) { return (const char *)p + CONV_PREPARED_DATA; }
@@ -520,6 +521,7 @@ static nn_status prepare_conv(const nn_call *c, void *prepared) {
     case PREP_DEPTHWISE: {
         size_t plain = (size_t)(g.out_ch * g.kernel_size);
         p->kind = PREP_DEPTHWISE;
+        p->lanes = nn_conv_depthwise_lanes();
         memcpy(data, c->in[1].data, sizeof(float) * plain);
         nn_conv_depthwise_prepare(&g, c->in[1].data, (float *)data + plain);
         return NN_OK;
@@ -596,7 +598,8 @@ static nn_status run_conv(nn_call *c) {
             if (p->kind != PREP_DEPTHWISE || !depthwise_prepared_bytes(&g))
                 return nn_call_error(c, NN_ERR_INTERNAL, "weights were prepared for another kernel than depthwise");
             w = prepared_data(p);
-            wblk = w + g.out_ch * g.kernel_size;
+            /* laid out for other lanes (the ISA changed since): each block laid out as it runs */
+            wblk = p->lanes == nn_conv_depthwise_lanes() ? w + g.out_ch * g.kernel_size : NULL;
         }
         if (!w) return nn_call_error(c, NN_ERR_INTERNAL, "depthwise conv without its weights");
         nn_conv_depthwise_run(&g, c->in[0].data, w, wblk, bias, c->out[0].data, c->epilogue, res, c->workspace,

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include "avx2.h"
+#include "gemm_x86_store.h"
 #endif
 
 /* y[ow] += sum over kw of w[kw] * x[ow*s + kw*d + off] for ow in [a, b), all
@@ -374,8 +375,10 @@ static int64_t dw_blocked_max_pixels(nn_isa isa, int64_t k, int64_t s) {
     }
 }
 
-#define DWB_LANES 8
-#define DWB_STEP  8 /* outputs per step */
+#define DWB_STEP      8  /* outputs per step */
+#define DWB_MAX_LANES 16 /* channels per block: 16 with AVX-512, else 8 */
+
+int nn_conv_depthwise_lanes(void) { return nn_isa_active() >= NN_ISA_AVX512 ? 16 : 8; }
 
 typedef struct dw_blocked {
     int64_t pw;               /* padded row, in pixels */
@@ -401,8 +404,8 @@ static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
  * up to whole steps and whole transposes), then a block's weights when
  * they were not prepared */
 static size_t dw_blocked_thread_floats(const conv_geom *g, int64_t ph, int64_t pw) {
-    return (size_t)((ph * pw + nn_round_up(g->out_size, DWB_STEP > 8 ? DWB_STEP : 8)) * DWB_LANES +
-                    g->kernel_size * DWB_LANES);
+    int64_t lanes = nn_conv_depthwise_lanes();
+    return (size_t)((ph * pw + nn_round_up(g->out_size, DWB_MAX_LANES)) * lanes + g->kernel_size * lanes);
 }
 
 /* bytes of the position tables ahead of the threads' scratch */
@@ -420,26 +423,28 @@ static size_t dw_blocked_workspace(const conv_geom *g, int threads) {
     return dw_blocked_fits(g, &ph, &pw) ? dw_blocked_bytes(g, ph, pw, threads) : 0;
 }
 
-/* The blocked kernel's weights: per block of 8 channels, tap-major, 8
- * floats per tap (channels past out_ch zero), so that a tap's weights are
- * one vector load.  Made once at load (nn_conv_depthwise_prepare), or per
- * block when the weights were not prepared. */
-static void dw_blocked_weights(int64_t taps, int64_t nch, const float *w, float *wt) {
+/* The blocked kernel's weights: per block of `lanes` channels, tap-major,
+ * `lanes` floats per tap (channels past out_ch zero), so that a tap's
+ * weights are one vector load.  Made once at load
+ * (nn_conv_depthwise_prepare), or per block when the weights were not
+ * prepared. */
+static void dw_blocked_weights(int64_t lanes, int64_t taps, int64_t nch, const float *w, float *wt) {
     for (int64_t t = 0; t < taps; t++)
-        for (int64_t c = 0; c < DWB_LANES; c++)
-            wt[t * DWB_LANES + c] = c < nch ? w[c * taps + t] : 0.0f;
+        for (int64_t c = 0; c < lanes; c++)
+            wt[t * lanes + c] = c < nch ? w[c * taps + t] : 0.0f;
 }
 
 size_t nn_conv_depthwise_prepared_floats(const conv_geom *g) {
     int64_t ph, pw;
     if (!dw_blocked_fits(g, &ph, &pw)) return 0;
-    return (size_t)(nn_round_up(g->out_ch, DWB_LANES) * g->kernel_size);
+    return (size_t)(nn_round_up(g->out_ch, nn_conv_depthwise_lanes()) * g->kernel_size);
 }
 
 void nn_conv_depthwise_prepare(const conv_geom *g, const float *w, float *blocked) {
-    for (int64_t c0 = 0; c0 < g->out_ch; c0 += DWB_LANES) {
-        int64_t nch = g->out_ch - c0 < DWB_LANES ? g->out_ch - c0 : DWB_LANES;
-        dw_blocked_weights(g->kernel_size, nch, w + c0 * g->kernel_size, blocked + c0 * g->kernel_size);
+    int64_t lanes = nn_conv_depthwise_lanes();
+    for (int64_t c0 = 0; c0 < g->out_ch; c0 += lanes) {
+        int64_t nch = g->out_ch - c0 < lanes ? g->out_ch - c0 : lanes;
+        dw_blocked_weights(lanes, g->kernel_size, nch, w + c0 * g->kernel_size, blocked + c0 * g->kernel_size);
     }
 }
 
@@ -503,12 +508,67 @@ T256 static void dw_block8_avx2(const dw_blocked *b, int k, int64_t nch, const f
         dw_block8(5, b, nch, x, wt, bias, pixels, outs, y);
 }
 
+/* dw_block8 with 16 channels per block in 512-bit vectors: half the
+ * multiply-adds and transposes of two 8-channel blocks (docs/perf-notes.md,
+ * "Depthwise: blocked weights at load"). */
+static inline __attribute__((always_inline)) T512 void dw_block16(const int K, const dw_blocked *b, int64_t nch,
+                                                                  const float *x, const float *wt, const float *bias,
+                                                                  float *pixels, float *outs, float *y) {
+    __mmask16 cm = (__mmask16)(nch >= 16 ? 0xffff : (1u << nch) - 1);
+    for (int64_t p = 0; p < b->in_n; p += 16) {
+        int64_t left = b->in_n - p;
+        __mmask16 m = (__mmask16)(left >= 16 ? 0xffff : (1u << left) - 1);
+        __m512 r[16];
+        for (int c = 0; c < 16; c++)
+            r[c] = c < nch ? _mm512_maskz_loadu_ps(m, x + c * b->in_n + p) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int64_t i = 0; i < 16 && p + i < b->in_n; i++)
+            _mm512_storeu_ps(pixels + (int64_t)b->in_pixel[p + i] * 16, r[i]);
+    }
+    __m512 bv = bias ? _mm512_maskz_loadu_ps(cm, bias) : _mm512_setzero_ps();
+    int64_t steps = nn_round_up(b->out_n, DWB_STEP);
+    for (int64_t o = 0; o < steps; o += DWB_STEP) {
+        __m512 acc[DWB_STEP];
+        const float *src[DWB_STEP];
+        for (int j = 0; j < DWB_STEP; j++) {
+            acc[j] = bv;
+            src[j] = pixels + (int64_t)b->out_pixel[o + j] * 16;
+        }
+        for (int kh = 0; kh < K; kh++)
+            for (int kw = 0; kw < K; kw++) {
+                __m512 wv = _mm512_loadu_ps(wt + (kh * K + kw) * 16);
+                for (int j = 0; j < DWB_STEP; j++)
+                    acc[j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(src[j] + (kh * b->pw + kw) * 16), acc[j]);
+            }
+        for (int j = 0; j < DWB_STEP; j++)
+            _mm512_storeu_ps(outs + (o + j) * 16, acc[j]);
+    }
+    for (int64_t o = 0; o < b->out_n; o += 16) {
+        __m512 r[16];
+        for (int i = 0; i < 16; i++) /* rows past the last step were not computed */
+            r[i] = o + i < steps ? _mm512_loadu_ps(outs + (o + i) * 16) : _mm512_setzero_ps();
+        transpose16(r);
+        int64_t left = b->out_n - o;
+        __mmask16 m = (__mmask16)(left >= 16 ? 0xffff : (1u << left) - 1);
+        for (int c = 0; c < nch; c++)
+            _mm512_mask_storeu_ps(y + c * b->out_n + o, m, r[c]);
+    }
+}
+
+T512 static void dw_block16_avx512(const dw_blocked *b, int k, int64_t nch, const float *x, const float *wt,
+                                   const float *bias, float *pixels, float *outs, float *y) {
+    if (k == 3)
+        dw_block16(3, b, nch, x, wt, bias, pixels, outs, y);
+    else
+        dw_block16(5, b, nch, x, wt, bias, pixels, outs, y);
+}
+
 typedef struct dwb_job {
     const conv_geom *g;
     const dw_blocked *b;
     float *scratch;
     size_t per_thread;
-    int64_t ph, pw, groups;
+    int64_t ph, pw, groups, lanes;
     const float *x, *w, *wblk, *bias, *res; /* wblk: the weights prepared, or NULL */
     float *y;
     const nn_epilogue *e;
@@ -518,20 +578,22 @@ typedef struct dwb_job {
 static void dwb_task(void *ctx, int64_t t, int seat) {
     dwb_job *j = ctx;
     const conv_geom *g = j->g;
-    float *pixels = j->scratch + j->per_thread * (size_t)seat, *outs = pixels + j->ph * j->pw * DWB_LANES;
-    float *wt = pixels + j->per_thread - g->kernel_size * DWB_LANES;
+    int64_t lanes = j->lanes;
+    float *pixels = j->scratch + j->per_thread * (size_t)seat, *outs = pixels + j->ph * j->pw * lanes;
+    float *wt = pixels + j->per_thread - g->kernel_size * lanes;
     if (!j->zeroed[seat]) { /* the pads: blocks write the interior */
-        memset(pixels, 0, sizeof(float) * (size_t)(j->ph * j->pw * DWB_LANES));
+        memset(pixels, 0, sizeof(float) * (size_t)(j->ph * j->pw * lanes));
         j->zeroed[seat] = true;
     }
-    int64_t n = t / j->groups, c0 = t % j->groups * DWB_LANES;
-    int64_t nch = g->out_ch - c0 < DWB_LANES ? g->out_ch - c0 : DWB_LANES, plane = n * g->out_ch + c0;
+    int64_t n = t / j->groups, c0 = t % j->groups * lanes;
+    int64_t nch = g->out_ch - c0 < lanes ? g->out_ch - c0 : lanes, plane = n * g->out_ch + c0;
     if (j->wblk)
         wt = (float *)j->wblk + c0 * g->kernel_size; /* read only */
     else
-        dw_blocked_weights(g->kernel_size, nch, j->w + c0 * g->kernel_size, wt);
-    dw_block8_avx2(j->b, (int)g->kernel[0], nch, j->x + plane * g->in_size, wt, j->bias ? j->bias + c0 : NULL, pixels,
-                   outs, j->y + plane * g->out_size);
+        dw_blocked_weights(lanes, g->kernel_size, nch, j->w + c0 * g->kernel_size, wt);
+    (lanes == 16 ? dw_block16_avx512 : dw_block8_avx2)(j->b, (int)g->kernel[0], nch, j->x + plane * g->in_size, wt,
+                                                       j->bias ? j->bias + c0 : NULL, pixels, outs,
+                                                       j->y + plane * g->out_size);
     nn_conv_epilogue(j->e, j->y + plane * g->out_size, j->res ? j->res + plane * g->out_size : NULL,
                      nch * g->out_size);
 }
@@ -552,10 +614,10 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
     dw_blocked b = {.pw = pw, .in_n = g->in_size, .out_n = g->out_size, .in_pixel = in_pixel, .out_pixel = out_pixel};
     float *scratch = (float *)((char *)workspace + dw_blocked_table_bytes(g));
     size_t per_thread = dw_blocked_thread_floats(g, ph, pw);
-    int64_t groups = (g->out_ch + DWB_LANES - 1) / DWB_LANES, tasks = g->batch * groups;
+    int64_t lanes = nn_conv_depthwise_lanes(), groups = (g->out_ch + lanes - 1) / lanes, tasks = g->batch * groups;
     dwb_job j = {.g = g, .b = &b, .scratch = scratch, .per_thread = per_thread, .ph = ph, .pw = pw, .groups = groups,
-                 .x = x, .w = w, .wblk = wblk, .bias = bias, .res = res, .y = y, .e = e};
-    nn_par_for(tasks * g->out_size * g->kernel_size * DWB_LANES > NN_PAR_MIN ? threads : 1, tasks, dwb_task, &j);
+                 .lanes = lanes, .x = x, .w = w, .wblk = wblk, .bias = bias, .res = res, .y = y, .e = e};
+    nn_par_for(tasks * g->out_size * g->kernel_size * lanes > NN_PAR_MIN ? threads : 1, tasks, dwb_task, &j);
 }
 
 #endif

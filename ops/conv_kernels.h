@@ -30,10 +30,12 @@ static inline void nn_conv_epilogue(const nn_epilogue *e, float *y, const float 
  * otherwise.  The blocked kernel reads its weights laid out per block of
  * channels: prepared_floats says how many floats that takes for g (0 when
  * the kernel does not take g), prepare lays w out so, and run reads them
- * from wblk, or lays each block out itself when wblk is NULL.  w is read by
- * the per-plane kernels and when wblk is NULL. */
+ * from wblk, or lays each block out itself when wblk is NULL (wblk must
+ * have been laid out for the lanes in use now).  w is read by the per-plane
+ * kernels and when wblk is NULL. */
 size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads);
 size_t nn_conv_depthwise_prepared_floats(const conv_geom *g);
+int nn_conv_depthwise_lanes(void); /* channels per block of the layout prepare makes now */
 void nn_conv_depthwise_prepare(const conv_geom *g, const float *w, float *wblk);
 void nn_conv_depthwise_run(const conv_geom *g, const float *x, const float *w, const float *wblk, const float *bias,
                            float *y, const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size,

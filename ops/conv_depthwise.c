@@ -358,12 +358,13 @@ static bool dw_flat(const conv_geom *g, nn_flat_taps *t) {
 
 #endif
 
-/* Channel-blocked (AVX2 code, which AVX-512 machines run too): on small
+/* Channel-blocked (AVX2, 8 channels per block; AVX-512, 16): on small
  * planes (MobileNet's and EfficientNet's 28x28 and below) vectors along a
- * row are short and each output's taps form one dependent chain.  Here 8
- * channels' planes are transposed into one zero-padded block of 8-float
- * pixels, where each tap of 4 outputs is 4 independent full-width FMAs with
- * the 8 channels' weights, and the outputs are transposed back to planes.
+ * row are short and each output's taps form one dependent chain.  Here a
+ * block of channels' planes is transposed into one zero-padded block of
+ * pixels, one vector each, where each tap of 8 outputs is 8 independent
+ * full-width FMAs with the block's weights (laid out at load), and the
+ * outputs are transposed back to planes.
  * Larger planes, whose rows already fill vectors, stay with the per-plane
  * kernels: the limits below per ISA (docs/perf-notes.md, "Channel-blocked
  * depthwise"). */

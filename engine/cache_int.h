@@ -27,7 +27,7 @@
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes, or when the optimizer makes a faster graph of the same
  * model (14: depthwise convs on small planes keep their weights blocked
- * per 8 channels, ops/conv.c PREP_DEPTHWISE): older files then read as
+ * per 8 or 16 channels, ops/conv.c PREP_DEPTHWISE): older files then read as
  * stale. */
 #define CACHE_FORMAT 14
 #define CACHE_MAGIC  "nnplan\n"

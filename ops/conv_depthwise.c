@@ -599,11 +599,11 @@ static void dwb_task(void *ctx, int64_t t, int seat) {
                      nch * g->out_size);
 }
 
-/* One (image, 8 channels) block per task; g fits (dw_blocked_fits, which
+/* One (image, block of channels) per task; g fits (dw_blocked_fits, which
  * gave ph and pw) and the workspace holds dw_blocked_bytes. */
 static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const float *x, const float *w,
-                              const float *wblk, const float *bias, float *y, const nn_epilogue *e, const float *res, void *workspace,
-                              int threads) {
+                              const float *wblk, const float *bias, float *y, const nn_epilogue *e, const float *res,
+                              void *workspace, int threads) {
     int64_t s = g->stride[0], ow_n = g->out[1];
     int32_t *in_pixel = workspace, *out_pixel = in_pixel + g->in_size;
     for (int64_t i = 0; i < g->in_size; i++)

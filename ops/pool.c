@@ -7,21 +7,14 @@
 #include "geom.h"
 #include "isa.h"
 #include "op.h"
-#include "window.h"
 #include "par.h"
+#include "window.h"
 
-typedef void (*pool_row_fn)(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t);
-
-/* What a pooling kernel shares with its tasks (ops/par.h). */
+/* What pool_flat_planes shares with its tasks (ops/par.h). */
 typedef struct pool_job {
-    const nn_pool_geom *g;
-    const void *taps; /* pool_flat_planes: its nn_flat_taps */
+    const void *taps; /* its nn_flat_taps */
     const float *x;
     float *y;
-    pool_row_fn row;
-    int64_t ph_n, pw_n;
-    bool in_place; /* direct_pool: rows read the input plane itself, not a padded copy */
-    float fill;    /* the copy's padding */
 } pool_job;
 
 #if NN_HAVE_X86
@@ -405,148 +398,275 @@ static nn_status infer_max_pool(nn_call *c) {
 
 static size_t workspace_max_pool(const nn_call *c) { return pool_workspace(c, nn_dtype_size(c->in[0].dtype)); }
 
-/* 2-D float pooling a window row at a time, a plane per task (the CNNs'
- * pools).  Where every window lies inside the input (no pads: Inception's
- * 3x3/2 pools, DenseNet's 2x2/2 transitions) the rows read the plane in
- * place, whatever its size; otherwise from a copy of the plane padded with
- * the pool's empty value on the stack (-inf; zeros for a mean that counts
- * its pads, as Inception's branch pools do once passes/fuse_pad.c has
- * given them the Pad before them), for planes up to MAX_POOL_PLANE_MAX.
- * Either way a row's outputs have no edge cases and go 16 to a vector.
- * Against the two separable passes: GoogLeNet's 13 pools 2.7-3.1 ms
- * instead of 3.7-5.4 ms at batch 1. */
-#define MAX_POOL_PLANE_MAX 16384
+/* 2-D float pools a block of output rows at a time, a plane per task (the
+ * CNNs' pools).  Per output row, the window's rows that lie inside the
+ * input are folded column by column into a row buffer whose columns outside
+ * the input hold the empty value (-inf; 0 for a mean); then each output
+ * folds kw neighbouring columns of its row buffer.  At stride 2 the row
+ * buffers are first split into their even and odd columns, so that every
+ * tap is a plain contiguous load.  No padded copy of the plane, no shuffles
+ * per tap, each input row read once per window that holds it: all pads,
+ * ceil mode and any stride.  A mean is divided by its window's count of
+ * rows times its count of columns, each counted as axis_pass's avg_finish
+ * counts them (the taps inside the input, or with count_include_pad inside
+ * input and pads).
+ *
+ * Each step runs over a block of rows before the next reads them: the
+ * rows are short (14 to 112 floats in the CNNs), and a row taken through
+ * the three steps alone stalled on loads of what it had just stored (a
+ * load that straddles two recent stores waits for them to reach the cache).
+ * The vector bodies keep a vector in a register across its taps and store
+ * it once; the buffers are filled with the empty value once per task and
+ * have slack for whole-vector loads and stores past a row's end.  See
+ * docs/perf-notes.md, "Pools a block of rows at a time". */
+#define ROW_POOL_BLOCK 8192 /* floats of the row buffers: wider rows take the separable passes */
+/* Floats of a block's row buffers, each: the rows of ResNet's 3x3/2 pool
+ * ran 0.83x the time with 2048 than with 8192 (the two buffers in L1). */
+#define ROW_POOL_BLOCK_USE 2048
 
-typedef struct direct_pool {
-    bool in_place;
-    int64_t ph_n, pw_n; /* the plane the rows read: the input's, or the padded copy's */
-} direct_pool;
+typedef struct row_pool {
+    const pool_geom *g;
+    const float *x;
+    float *y;
+    bool include_pad; /* a mean's count_include_pad */
+    int64_t row_n;    /* a row buffer's columns: left pad, input, then up to where the last window ends */
+    int64_t stride;   /* floats from one row buffer to the next: the halves of a split one, each with slack */
+} row_pool;
 
-/* Whether the direct rows can run this pool, and on which plane.  A mean
- * that does not count its pads divides each window by its own count,
- * which the rows do not; nor do they see past the padded plane, where
- * ceil_mode's last windows may reach.  The AVX2 max rows read up to
- * POOL_SLACK floats past a row's end, which only the copy has. */
-static bool pool_2d_direct(const pool_geom *g, nn_dtype dtype, bool mean, bool include_pad, direct_pool *dp) {
+/* Taps of a window starting at `start` (dilation 1) that the mean counts. */
+static int64_t pool_count(int64_t start, int64_t kernel, int64_t in, int64_t pad, int64_t pad_end, bool include_pad) {
+    int64_t lo = include_pad ? -pad : 0, hi = include_pad ? in + pad_end : in;
+    int64_t a = start > lo ? start : lo, b = start + kernel < hi ? start + kernel : hi;
+    return b > a ? b - a : 0;
+}
+
+static bool row_pool_ok(const pool_geom *g, nn_dtype dtype, row_pool *rp) {
     if (g->nsp != 2 || dtype != NN_DTYPE_FLOAT || g->dilation[0] != 1 || g->dilation[1] != 1) return false;
-    if (mean && (nn_isa_active() != NN_ISA_AVX512 || g->stride[1] > 2)) return false; /* pool_row512's only */
-    bool inside = true, padded_inside = true;
-    for (int d = 0; d < 2; d++) {
-        int64_t reach = (g->out[d] - 1) * g->stride[d] + g->kernel[d];
-        inside &= g->pad[d] == 0 && g->pad_end[d] == 0 && reach <= g->in[d];
-        padded_inside &= reach <= g->pad[d] + g->in[d] + g->pad_end[d];
-    }
-    if (mean && !inside && !(include_pad && padded_inside)) return false;
-    dp->in_place = inside && (mean || nn_isa_active() != NN_ISA_AVX2);
-    if (dp->in_place) {
-        dp->ph_n = g->in[0];
-        dp->pw_n = g->in[1];
-        return true;
-    }
-    dp->ph_n = nn_padded_extent(g->out[0], g->stride[0], g->kernel[0], 1, g->pad[0], g->in[0]);
-    dp->pw_n = nn_padded_extent(g->out[1], g->stride[1], g->kernel[1], 1, g->pad[1], g->in[1]);
-    return dp->ph_n * dp->pw_n <= MAX_POOL_PLANE_MAX;
+    int64_t reach = (g->out[1] - 1) * g->stride[1] + g->kernel[1], inner = g->pad[1] + g->in[1];
+    rp->row_n = reach > inner ? reach : inner;
+    rp->stride = 2 * (nn_round_up((rp->row_n + 1) / 2, 16) + 16);
+    return rp->stride <= ROW_POOL_BLOCK;
 }
 
-/* One output row: the max over kh_n rows of the padded plane, kw_n taps
- * each.  The AVX-512 body takes 16 outputs per vector (a masked tail), the
- * portable one leaves vectorizing to the compiler. */
-static inline __attribute__((always_inline)) void max_row_body(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
-                                                               int64_t kh_n, int64_t kw_n, int64_t sw) {
-    for (int64_t ow = 0; ow < ow_n; ow++)
-        yr[ow] = -INFINITY;
-    for (int64_t kh = 0; kh < kh_n; kh++)
-        for (int64_t kw = 0; kw < kw_n; kw++)
+typedef struct row_bufs {
+    float rows[ROW_POOL_BLOCK] __attribute__((aligned(64)));   /* the folded window rows */
+    float halves[ROW_POOL_BLOCK] __attribute__((aligned(64))); /* stride 2: evens, then odds at stride / 2 */
+    float col_scale[ROW_POOL_BLOCK + 16];                      /* a mean's 1 / columns counted, per output */
+    float row_scale[ROW_POOL_BLOCK / 16];                      /* and 1 / rows counted, per row of the block */
+} row_bufs;
+
+/* The buffers set up for a task (as far as its rows reach), and the rows of a block. */
+static int64_t row_bufs_init(row_bufs *b, const row_pool *rp, const bool mean) {
+    const pool_geom *g = rp->g;
+    int64_t block = ROW_POOL_BLOCK_USE / rp->stride;
+    if (block < 1) block = 1;
+    if (block > g->out[0]) block = g->out[0];
+    for (int64_t c = 0; c < block * rp->stride; c++) {
+        b->rows[c] = mean ? 0.0f : -INFINITY;
+        b->halves[c] = 0.0f;
+    }
+    for (int64_t ow = 0; mean && ow < nn_round_up(g->out[1], 16); ow++) {
+        int64_t n = pool_count(ow * g->stride[1] - g->pad[1], g->kernel[1], g->in[1], g->pad[1], g->pad_end[1],
+                               rp->include_pad);
+        b->col_scale[ow] = ow < g->out[1] && n ? 1.0f / (float)n : 0.0f;
+    }
+    return block;
+}
+
+/* Output row oh's window rows inside the input, [*a, *b), and a mean's
+ * 1 / rows counted. */
+static inline float window_rows(const row_pool *rp, int64_t oh, int64_t *a, int64_t *b) {
+    const pool_geom *g = rp->g;
+    int64_t r0 = oh * g->stride[0] - g->pad[0], h = g->in[0];
+    *a = r0 > 0 ? r0 : 0;
+    *b = r0 + g->kernel[0] < h ? r0 + g->kernel[0] : h;
+    int64_t n = pool_count(r0, g->kernel[0], h, g->pad[0], g->pad_end[0], rp->include_pad);
+    return n ? 1.0f / (float)n : 0.0f;
+}
+
+static inline __attribute__((always_inline)) void row_pool_portable(const row_pool *rp, int64_t lo, int64_t hi,
+                                                                    const bool mean) {
+    const pool_geom *g = rp->g;
+    int64_t w = g->in[1], oh_n = g->out[0], ow_n = g->out[1], kw = g->kernel[1], sw = g->stride[1];
+    row_bufs bufs;
+    row_bufs_init(&bufs, rp, mean);
+    float *buf = bufs.rows, *v = buf + g->pad[1];
+    for (int64_t p = lo; p < hi; p++) {
+        const float *xp = rp->x + p * g->in_size;
+        for (int64_t oh = 0; oh < oh_n; oh++) {
+            int64_t a, b;
+            float rs = window_rows(rp, oh, &a, &b);
+            for (int64_t c = 0; c < w; c++)
+                v[c] = mean ? 0.0f : -INFINITY;
+            for (int64_t r = a; r < b; r++)
+                for (int64_t c = 0; c < w; c++)
+                    v[c] = mean ? SUM_OP(v[c], xp[r * w + c]) : MAX_OP(v[c], xp[r * w + c]);
+            float *yr = rp->y + p * g->out_size + oh * ow_n;
             for (int64_t ow = 0; ow < ow_n; ow++)
-                yr[ow] = MAX_OP(yr[ow], buf[kh * pw_n + ow * sw + kw]);
-}
-
-static void max_row_portable(const float *buf, int64_t pw_n, float *yr, int64_t ow_n, int64_t kh_n, int64_t kw_n,
-                             int64_t sw) {
-    max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
-}
-
-/* Floats after a padded plane's last row, which the AVX2 rows read past row ends. */
-#define POOL_SLACK 16
-
-#if NN_HAVE_X86 /* the vector kernels; other targets run the portable ones (isa.h) */
-/* The first n of 16 lanes. */
-__attribute__((target("avx512f"))) static __mmask16 first_lanes(int64_t n) {
-    return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-}
-
-/* One output row of a pool whose windows all lie inside buf (a plane with
- * rows pw_n long), window rows kh_n, taps kw_n, column stride sw (1 or 2):
- * the max, or the mean.  Stride 1 loads 16 neighbouring taps; stride 2
- * loads 32 and keeps the even ones (the 3x3/2 and 2x2/2 pools of ResNet,
- * GoogLeNet and DenseNet).  Loads stop at the end of each row. */
-static inline __attribute__((always_inline, target("avx512f"))) void pool_row512(const float *buf, int64_t pw_n,
-                                                                                 float *yr, int64_t ow_n, int64_t kh_n,
-                                                                                 int64_t kw_n, int64_t sw,
-                                                                                 const bool mean) {
-    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    for (int64_t ow = 0; ow < ow_n; ow += 16) {
-        __mmask16 mask = first_lanes(ow_n - ow);
-        __m512 acc = _mm512_set1_ps(mean ? 0.0f : -INFINITY);
-        for (int64_t kw = 0; kw < kw_n; kw++) {
-            int64_t at = ow * sw + kw;
-            __mmask16 lo = first_lanes(pw_n - at), hi = first_lanes(pw_n - at - 16);
-            for (int64_t kh = 0; kh < kh_n; kh++, at += pw_n) {
-                __m512 v = _mm512_maskz_loadu_ps(lo, buf + at);
-                if (sw == 2) v = _mm512_permutex2var_ps(v, evens, _mm512_maskz_loadu_ps(hi, buf + at + 16));
-                acc = mean ? _mm512_add_ps(acc, v) : _mm512_max_ps(v, acc); /* MAX_OP: v > acc ? v : acc */
-            }
+                yr[ow] = buf[ow * sw];
+            for (int64_t k = 1; k < kw; k++)
+                for (int64_t ow = 0; ow < ow_n; ow++)
+                    yr[ow] = mean ? SUM_OP(yr[ow], buf[ow * sw + k]) : MAX_OP(yr[ow], buf[ow * sw + k]);
+            for (int64_t ow = 0; mean && ow < ow_n; ow++)
+                yr[ow] *= rs * bufs.col_scale[ow];
         }
-        if (mean) acc = _mm512_mul_ps(acc, _mm512_set1_ps(1.0f / (float)(kh_n * kw_n)));
-        _mm512_mask_storeu_ps(yr + ow, mask, acc);
     }
 }
-
-__attribute__((target("avx512f"))) static void max_row_avx512(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
-                                                              int64_t kh_n, int64_t kw_n, int64_t sw) {
-    if (sw > 2)
-        max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
-    else
-        pool_row512(buf, pw_n, yr, ow_n, kh_n, kw_n, sw, false);
-}
-
-/* The same with AVX2, max only, 8 outputs per vector: the copy has
- * POOL_SLACK floats after its last row, so loads run past row ends without
- * masks (masked stores are slow on AMD); those lanes are never
- * stored, and a partial last vector is stored through a scratch vector. */
-__attribute__((target("avx2"))) static void max_row_avx2(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
-                                                         int64_t kh_n, int64_t kw_n, int64_t sw) {
-    if (sw > 2) {
-        max_row_body(buf, pw_n, yr, ow_n, kh_n, kw_n, sw);
-        return;
-    }
-    for (int64_t ow = 0; ow < ow_n; ow += 8) {
-        __m256 acc = _mm256_set1_ps(-INFINITY);
-        for (int64_t kh = 0; kh < kh_n; kh++)
-            for (int64_t kw = 0; kw < kw_n; kw++) {
-                const float *at = buf + kh * pw_n + ow * sw + kw;
-                __m256 v = _mm256_loadu_ps(at);
-                if (sw == 2) { /* the even floats of 16: per 128-bit half, then the halves in order */
-                    __m256 evens = _mm256_shuffle_ps(v, _mm256_loadu_ps(at + 8), _MM_SHUFFLE(2, 0, 2, 0));
-                    v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), _MM_SHUFFLE(3, 1, 2, 0)));
-                }
-                acc = _mm256_max_ps(v, acc); /* MAX_OP: v > acc ? v : acc */
-            }
-        if (ow_n - ow >= 8)
-            _mm256_storeu_ps(yr + ow, acc);
-        else
-            nn_store_first8(yr + ow, acc, ow_n - ow);
-    }
-}
-
-#endif
 
 #if NN_HAVE_X86
-__attribute__((target("avx512f"))) static void mean_row_avx512(const float *buf, int64_t pw_n, float *yr, int64_t ow_n,
-                                                               int64_t kh_n, int64_t kw_n, int64_t sw) {
-    pool_row512(buf, pw_n, yr, ow_n, kh_n, kw_n, sw, true);
+/* The vector bodies.  V is the vector width; the macros are its loads,
+ * stores and folds (MAX_OP(a, b): b > a ? b : a, which max_ps(b, a) is).
+ * At stride 2, SPLIT(bufs, rows, stride, half_n) splits each row buffer
+ * into its even and odd floats (the halves, odds from stride / 2 on), and
+ * TAP2(buf, halves, stride, o, k) is tap k of outputs [o, o + V): with
+ * AVX-512 one permute of two loads from the row buffer and no split
+ * (0.8-0.9x the time of splitting on Zen 4); with AVX2 a load from the
+ * halves (a permute there takes two instructions). */
+#define ROW_POOL_VEC(SFX, ATTR, V, VEC, LOADU, STOREU, SET1, MAX, ADD, MUL, LOAD_TAIL, STORE_TAIL, SPLIT, TAP2)        \
+    static inline __attribute__((always_inline))                                                                       \
+    ATTR void row_pool_##SFX(const row_pool *rp, int64_t lo, int64_t hi, const bool mean) {                            \
+        const pool_geom *g = rp->g;                                                                                    \
+        int64_t w = g->in[1], oh_n = g->out[0], ow_n = g->out[1], kw = g->kernel[1], sw = g->stride[1];                \
+        int64_t pl = g->pad[1], st = rp->stride, half_n = (rp->row_n + 1) / 2;                                         \
+        row_bufs bufs;                                                                                                 \
+        int64_t block = row_bufs_init(&bufs, rp, mean);                                                                \
+        const VEC empty = SET1(mean ? 0.0f : -INFINITY);                                                               \
+        for (int64_t p = lo; p < hi; p++) {                                                                            \
+            const float *xp = rp->x + p * g->in_size;                                                                  \
+            float *yp = rp->y + p * g->out_size;                                                                       \
+            for (int64_t o0 = 0; o0 < oh_n; o0 += block) {                                                             \
+                int64_t rows = oh_n - o0 < block ? oh_n - o0 : block;                                                  \
+                for (int64_t i = 0; i < rows; i++) { /* fold each output row's window rows */                          \
+                    int64_t a, b;                                                                                      \
+                    bufs.row_scale[i] = window_rows(rp, o0 + i, &a, &b);                                               \
+                    float *v = bufs.rows + i * st + pl;                                                                \
+                    for (int64_t c = 0; c < w; c += V) {                                                               \
+                        VEC acc = empty;                                                                               \
+                        for (int64_t r = a; r < b; r++) {                                                              \
+                            VEC x = c + V <= w ? LOADU(xp + r * w + c) : LOAD_TAIL(xp + r * w + c, w - c);             \
+                            acc = mean ? ADD(acc, x) : MAX(x, acc);                                                    \
+                        }                                                                                              \
+                        STOREU(v + c, acc);                                                                            \
+                    }                                                                                                  \
+                    STOREU(v + w, empty); /* the last vector ran past the input's columns */                           \
+                }                                                                                                      \
+                if (sw == 2) SPLIT(&bufs, rows, st, half_n);                                                           \
+                for (int64_t i = 0; i < rows; i++) {                                                                   \
+                    const float *buf = bufs.rows + i * st, *halves = bufs.halves + i * st;                             \
+                    const VEC rs = SET1(bufs.row_scale[i]);                                                            \
+                    float *yr = yp + (o0 + i) * ow_n;                                                                  \
+                    for (int64_t o = 0; o < ow_n; o += V) {                                                            \
+                        VEC acc;                                                                                       \
+                        if (sw <= 2) {                                                                                 \
+                            acc = sw == 1 ? LOADU(buf + o) : TAP2(buf, halves, st, o, 0);                              \
+                            for (int64_t k = 1; k < kw; k++) {                                                         \
+                                VEC x = sw == 1 ? LOADU(buf + o + k) : TAP2(buf, halves, st, o, k);                    \
+                                acc = mean ? ADD(acc, x) : MAX(x, acc);                                                \
+                            }                                                                                          \
+                        } else {                                                                                       \
+                            float lane[V];                                                                             \
+                            for (int64_t l = 0; l < V; l++) {                                                          \
+                                const float *t = buf + (o + l < ow_n ? (o + l) * sw : 0);                              \
+                                float s = t[0];                                                                        \
+                                for (int64_t k = 1; k < kw; k++)                                                       \
+                                    s = mean ? SUM_OP(s, t[k]) : MAX_OP(s, t[k]);                                      \
+                                lane[l] = s;                                                                           \
+                            }                                                                                          \
+                            acc = LOADU(lane);                                                                         \
+                        }                                                                                              \
+                        if (mean) acc = MUL(acc, MUL(rs, LOADU(bufs.col_scale + o)));                                  \
+                        if (o + V <= ow_n)                                                                             \
+                            STOREU(yr + o, acc);                                                                       \
+                        else                                                                                           \
+                            STORE_TAIL(yr + o, acc, ow_n - o);                                                         \
+                    }                                                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+
+static inline __attribute__((always_inline, target("avx512f"))) __m512 load_tail512(const float *p, int64_t n) {
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+}
+static inline __attribute__((always_inline, target("avx512f"))) void store_tail512(float *p, __m512 v, int64_t n) {
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), v);
+}
+/* Tap k of 16 outputs from o on at stride 2: the even floats of the 32 from buf + 2 o + k. */
+static inline __attribute__((always_inline, target("avx512f"))) __m512
+tap2_avx512(const float *buf, const float *halves, int64_t stride, int64_t o, int64_t k) {
+    (void)halves, (void)stride;
+    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const float *s = buf + 2 * o + k;
+    return _mm512_permutex2var_ps(_mm512_loadu_ps(s), evens, _mm512_loadu_ps(s + 16));
+}
+static inline void split_none(row_bufs *b, int64_t rows, int64_t stride, int64_t half_n) {
+    (void)b, (void)rows, (void)stride, (void)half_n;
 }
 
+/* The first n (< 8) floats at p, the rest zero (a masked load: fast on
+ * AMD too, where masked stores are not); and the first n lanes of v to p,
+ * through a buffer and a short loop (nn_store_first8's memcpy, once per
+ * row here, cost more than the row). */
+static inline __attribute__((always_inline, target("avx2"))) __m256 load_tail256(const float *p, int64_t n) {
+    __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lanes));
+}
+static inline __attribute__((always_inline, target("avx2"))) void store_tail256(float *p, __m256 v, int64_t n) {
+    float part[8];
+    _mm256_storeu_ps(part, v);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = part[i];
+}
+/* Each row buffer's floats, 16 at a time, into 8 even and 8 odd ones: per
+ * 128-bit half, then the halves in order. */
+static inline __attribute__((always_inline, target("avx2"))) void split256(row_bufs *b, int64_t rows, int64_t stride,
+                                                                           int64_t half_n) {
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t c = 0; c < half_n; c += 8) {
+            const float *s = b->rows + i * stride + 2 * c;
+            float *e = b->halves + i * stride + c, *o = e + stride / 2;
+            __m256 x = _mm256_loadu_ps(s), y = _mm256_loadu_ps(s + 8);
+            __m256 ev = _mm256_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                   od = _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1));
+            _mm256_storeu_ps(e, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
+            _mm256_storeu_ps(o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), _MM_SHUFFLE(3, 1, 2, 0))));
+        }
+}
+/* Tap k of 8 outputs from o on at stride 2, from the halves. */
+static inline __attribute__((always_inline, target("avx2"))) __m256 tap2_avx2(const float *buf, const float *halves,
+                                                                              int64_t stride, int64_t o, int64_t k) {
+    (void)buf;
+    return _mm256_loadu_ps(halves + (k & 1) * (stride / 2) + k / 2 + o);
+}
+
+ROW_POOL_VEC(avx512, __attribute__((target("avx512f"))), 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps,
+             _mm512_max_ps, _mm512_add_ps, _mm512_mul_ps, load_tail512, store_tail512, split_none, tap2_avx512)
+ROW_POOL_VEC(avx2, __attribute__((target("avx2"))), 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
+             _mm256_max_ps, _mm256_add_ps, _mm256_mul_ps, load_tail256, store_tail256, split256, tap2_avx2)
+#endif
+
+#define ROW_POOL_RANGE(NAME, SFX, ATTR, MEAN)                                                                          \
+    ATTR static void NAME(void *ctx, int64_t lo, int64_t hi, int seat) {                                               \
+        (void)seat;                                                                                                    \
+        row_pool_##SFX(ctx, lo, hi, MEAN);                                                                             \
+    }
+ROW_POOL_RANGE(max_rows_portable, portable, , false)
+ROW_POOL_RANGE(mean_rows_portable, portable, , true)
+#if NN_HAVE_X86
+ROW_POOL_RANGE(max_rows_avx2, avx2, __attribute__((target("avx2"))), false)
+ROW_POOL_RANGE(mean_rows_avx2, avx2, __attribute__((target("avx2"))), true)
+ROW_POOL_RANGE(max_rows_avx512, avx512, __attribute__((target("avx512f"))), false)
+ROW_POOL_RANGE(mean_rows_avx512, avx512, __attribute__((target("avx512f"))), true)
+#endif
+
+static void run_row_pool(row_pool *rp, bool mean, int threads) {
+    const pool_geom *g = rp->g;
+    nn_par_range_fn fn = mean ? NN_ISA_PICK(mean_rows) : NN_ISA_PICK(max_rows);
+    nn_par_for_range(g->planes * g->out_size * g->kernel[0] * g->kernel[1] > NN_PAR_MIN ? threads : 1, g->planes, 1, fn,
+                     rp);
+}
+
+#if NN_HAVE_X86
 /* Stride-1 pools that keep the plane's size (GoogLeNet's 3x3/1 pad 1 max
  * pools on 28x28 and smaller planes, Inception-v3's 3x3/1 pad 1 means that
  * count their pads on 17x17 and 8x8): a pass along rows, then one along
@@ -562,9 +682,9 @@ static bool pool_flat(const pool_geom *g, nn_dtype dtype, nn_flat_taps *t) {
  * a column), lanes from `lanes`; the max, or the sum times `scale` (taps
  * outside the plane are zeros: the mean of a stride-1 pool that keeps the
  * plane's size and counts its pads, whose every window holds kh x kw). */
-static inline __attribute__((always_inline, target("avx512f"))) void flat_pass(
-    const nn_flat_taps *t, const float *src, float *dst, int64_t taps, int64_t pad, int64_t step,
-    const uint16_t (*lanes)[NN_FLAT_TAPS], const bool mean, float scale) {
+static inline __attribute__((always_inline, target("avx512f"))) void
+flat_pass(const nn_flat_taps *t, const float *src, float *dst, int64_t taps, int64_t pad, int64_t step,
+          const uint16_t (*lanes)[NN_FLAT_TAPS], const bool mean, float scale) {
     const __m512 empty = _mm512_set1_ps(mean ? 0.0f : -INFINITY);
     for (int64_t v = 0; v < t->vecs; v++) {
         __m512 acc = empty;
@@ -597,55 +717,13 @@ __attribute__((target("avx512f"))) static void mean_flat_range(void *ctx, int64_
     flat_planes(ctx, lo, hi, true);
 }
 
-static void pool_flat_planes(const nn_flat_taps *t, bool mean, int64_t planes, const float *x, float *y,
-                             int threads) {
+static void pool_flat_planes(const nn_flat_taps *t, bool mean, int64_t planes, const float *x, float *y, int threads) {
     pool_job j = {.taps = t, .x = x, .y = y};
     nn_par_for_range(planes * t->n * (t->kh + t->kw) > 2 * NN_PAR_MIN ? threads : 1, planes, 1,
                      mean ? mean_flat_range : max_flat_range, &j);
 }
 
 #endif
-
-static void direct_pool_range(void *ctx, int64_t lo, int64_t hi, int seat) {
-    (void)seat;
-    const pool_job *j = ctx;
-    const pool_geom *g = j->g;
-    int64_t oh_n = g->out[0], ow_n = g->out[1], kh_n = g->kernel[0], kw_n = g->kernel[1];
-    int64_t sh = g->stride[0], sw = g->stride[1], ph_n = j->ph_n, pw_n = j->pw_n;
-    for (int64_t p = lo; p < hi; p++) {
-        float buf[MAX_POOL_PLANE_MAX + POOL_SLACK];
-        const float *plane = j->x + p * g->in_size;
-        if (!j->in_place) {
-            nn_pad_plane(buf, ph_n, pw_n, POOL_SLACK, plane, g->in[0], g->in[1], g->pad[0], g->pad[1], j->fill);
-            plane = buf;
-        }
-        for (int64_t oh = 0; oh < oh_n; oh++)
-            j->row(plane + oh * sh * pw_n, pw_n, j->y + p * g->out_size + oh * ow_n, ow_n, kh_n, kw_n, sw);
-    }
-}
-
-static void run_direct_pool(const pool_geom *g, const direct_pool *dp, bool mean, const float *x, float *y,
-                            int threads) {
-    pool_row_fn row = max_row_portable;
-#if NN_HAVE_X86
-    if (mean)
-        row = mean_row_avx512; /* pool_2d_direct: AVX-512 only */
-    else if (nn_isa_active() == NN_ISA_AVX512)
-        row = max_row_avx512;
-    else if (nn_isa_active() == NN_ISA_AVX2)
-        row = max_row_avx2;
-#endif
-    pool_job j = {.g = g,
-                  .x = x,
-                  .y = y,
-                  .row = row,
-                  .ph_n = dp->ph_n,
-                  .pw_n = dp->pw_n,
-                  .in_place = dp->in_place,
-                  .fill = mean ? 0.0f : -INFINITY};
-    nn_par_for_range(g->planes * g->out_size * g->kernel[0] * g->kernel[1] > NN_PAR_MIN ? threads : 1, g->planes, 1,
-                     direct_pool_range, &j);
-}
 
 static nn_status run_max_pool(nn_call *c) {
     const pool_params *p = c->params;
@@ -663,9 +741,9 @@ static nn_status run_max_pool(nn_call *c) {
         return NN_OK;
     }
 #endif
-    direct_pool dp;
-    if (pool_2d_direct(&g, c->in[0].dtype, false, false, &dp)) {
-        run_direct_pool(&g, &dp, false, c->in[0].data, c->out[0].data, c->threads);
+    row_pool rp = {.g = &g, .x = c->in[0].data, .y = c->out[0].data};
+    if (row_pool_ok(&g, c->in[0].dtype, &rp)) {
+        run_row_pool(&rp, false, c->threads);
         return NN_OK;
     }
     size_t esize = nn_dtype_size(c->in[0].dtype);
@@ -699,9 +777,9 @@ static nn_status run_average_pool(nn_call *c) {
         return NN_OK;
     }
 #endif
-    direct_pool dp;
-    if (pool_2d_direct(&g, c->in[0].dtype, true, p->count_include_pad != 0, &dp)) {
-        run_direct_pool(&g, &dp, true, c->in[0].data, c->out[0].data, c->threads);
+    row_pool rp = {.g = &g, .x = c->in[0].data, .y = c->out[0].data, .include_pad = p->count_include_pad != 0};
+    if (row_pool_ok(&g, c->in[0].dtype, &rp)) {
+        run_row_pool(&rp, true, c->threads);
         return NN_OK;
     }
     if (c->workspace_size < pool_workspace(c, sizeof(float)))
@@ -775,7 +853,7 @@ typedef struct global_job {
         const nn_tensor *x = &c->in[0];                                                                                \
         int64_t planes = x->dims[0] * x->dims[1], n = nn_shape_elements(x->dims + 2, x->ndim - 2);                     \
         global_job j = {.x = x->data, .y = c->out[0].data, .n = n};                                                    \
-        nn_par_for_range(planes * n > NN_PAR_MIN ? c->threads : 1, planes, 1, Name##_range, &j);                       \
+        nn_par_for_range(planes *n > NN_PAR_MIN ? c->threads : 1, planes, 1, Name##_range, &j);                        \
         return NN_OK;                                                                                                  \
     }                                                                                                                  \
     const nn_op_desc nn_op_##Name = {.name = #Name,                                                                    \

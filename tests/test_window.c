@@ -17,8 +17,9 @@
  *
  * MaxPool (exactly) and AveragePool, with and without count_include_pad,
  * on every kernel family: row widths that leave partial vectors, strides 1
- * to 3, pads, ceil mode, windows inside the input (read in place), the pools
- * of ResNet, GoogLeNet, VGG, DenseNet and Inception-v3. */
+ * to 3, pads, ceil mode, windows inside the input, rows a block each and rows
+ * too wide for the row buffers, the pools of ResNet, GoogLeNet, VGG,
+ * DenseNet and Inception-v3. */
 #include "../ops/act.h"
 #include "../ops/conv_kernels.h"
 #include "../ops/gemm.h"
@@ -372,9 +373,9 @@ int main(void) {
         {2, 9, 23, 5, 3, 0, {2, 2, 2, 2}},
         {3, 10, 17, 2, 1, 0, {0, 1, 1, 0}},
         {2, 5, 5, 2, 2, 1, {1, 1, 1, 1}}, /* ceil mode: a last window in the end padding, dropped */
-        /* windows inside the input, read in place: Inception's 3x3/2 on a
-         * plane larger than a padded copy may be, a window as large as the
-         * plane, DenseNet's 2x2/2 transitions, and a stride of 3 */
+        /* windows inside the input: Inception's 3x3/2 on 147x147, a window
+         * as large as the plane, DenseNet's 2x2/2 transitions, and a stride
+         * of 3 */
         {2, 147, 147, 3, 2, 0, {0, 0, 0, 0}},
         {3, 6, 9, 6, 1, 0, {0, 0, 0, 0}},
         {5, 28, 28, 2, 2, 0, {0, 0, 0, 0}},
@@ -382,6 +383,9 @@ int main(void) {
         /* Inception's branch pools once passes/fuse_pad.c gave them their Pad */
         {6, 17, 17, 3, 1, 0, {1, 1, 1, 1}},
         {3, 35, 35, 3, 1, 0, {1, 1, 1, 1}},
+        /* rows of one block each, and rows too wide for the row buffers (the separable passes) */
+        {2, 3, 5000, 3, 1, 1, {1, 1, 1, 1}},
+        {1, 4, 9000, 2, 2, 0, {0, 0, 0, 0}},
     };
     /* every kernel family: each has its own rows; an AveragePool with its
      * pads counted or not, which goes to the separable passes */

@@ -402,10 +402,9 @@ static size_t workspace_max_pool(const nn_call *c) { return pool_workspace(c, nn
  * CNNs' pools).  Per output row, the window's rows that lie inside the
  * input are folded column by column into a row buffer whose columns outside
  * the input hold the empty value (-inf; 0 for a mean); then each output
- * folds kw neighbouring columns of its row buffer.  At stride 2 the row
- * buffers are first split into their even and odd columns, so that every
- * tap is a plain contiguous load.  No padded copy of the plane, no shuffles
- * per tap, each input row read once per window that holds it: all pads,
+ * folds kw neighbouring columns of its row buffer (at stride 2, the even
+ * ones: see ROW_POOL_VEC).  No padded copy of the plane, and each input
+ * row is read once per window that holds it, not once per tap: all pads,
  * ceil mode and any stride.  A mean is divided by its window's count of
  * rows times its count of columns, each counted as axis_pass's avg_finish
  * counts them (the taps inside the input, or with count_include_pad inside
@@ -413,7 +412,7 @@ static size_t workspace_max_pool(const nn_call *c) { return pool_workspace(c, nn
  *
  * Each step runs over a block of rows before the next reads them: the
  * rows are short (14 to 112 floats in the CNNs), and a row taken through
- * the three steps alone stalled on loads of what it had just stored (a
+ * the steps alone stalled on loads of what it had just stored (a
  * load that straddles two recent stores waits for them to reach the cache).
  * The vector bodies keep a vector in a register across its taps and store
  * it once; the buffers are filled with the empty value once per task and

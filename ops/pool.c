@@ -19,8 +19,6 @@ typedef struct pool_job {
 
 #if NN_HAVE_X86
 #include <immintrin.h>
-
-#include "avx2.h"
 #endif
 
 /* shared with the CUDA backend (geom.h) */

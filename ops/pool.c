@@ -416,7 +416,7 @@ static size_t workspace_max_pool(const nn_call *c) { return pool_workspace(c, nn
  * it once; the buffers are filled with the empty value once per task and
  * have slack for whole-vector loads and stores past a row's end.  See
  * docs/perf-notes.md, "Pools a block of rows at a time". */
-#define ROW_POOL_BLOCK 8192 /* floats of the row buffers: wider rows take the separable passes */
+#define ROW_POOL_BLOCK 4096 /* floats of each row buffer (on the stack): wider rows take the separable passes */
 /* Floats of a block's row buffers, each: the rows of ResNet's 3x3/2 pool
  * ran 0.83x the time with 2048 than with 8192 (the two buffers in L1). */
 #define ROW_POOL_BLOCK_USE 2048

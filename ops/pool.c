@@ -430,11 +430,15 @@ typedef struct row_pool {
     int64_t stride;   /* floats from one row buffer to the next: the halves of a split one, each with slack */
 } row_pool;
 
-/* Taps of a window starting at `start` (dilation 1) that the mean counts. */
+/* Taps of a window starting at `start` (dilation 1) that the mean counts,
+ * as avg_finish counts them. */
 static int64_t pool_count(int64_t start, int64_t kernel, int64_t in, int64_t pad, int64_t pad_end, bool include_pad) {
-    int64_t lo = include_pad ? -pad : 0, hi = include_pad ? in + pad_end : in;
-    int64_t a = start > lo ? start : lo, b = start + kernel < hi ? start + kernel : hi;
-    return b > a ? b - a : 0;
+    int64_t lo, hi;
+    if (include_pad)
+        nn_valid_range(start + pad, 1, in + pad + pad_end, kernel, &lo, &hi);
+    else
+        nn_valid_range(start, 1, in, kernel, &lo, &hi);
+    return hi - lo;
 }
 
 static bool row_pool_ok(const pool_geom *g, nn_dtype dtype, row_pool *rp) {
@@ -474,9 +478,10 @@ static int64_t row_bufs_init(row_bufs *b, const row_pool *rp, const bool mean) {
  * 1 / rows counted. */
 static inline float window_rows(const row_pool *rp, int64_t oh, int64_t *a, int64_t *b) {
     const pool_geom *g = rp->g;
-    int64_t r0 = oh * g->stride[0] - g->pad[0], h = g->in[0];
-    *a = r0 > 0 ? r0 : 0;
-    *b = r0 + g->kernel[0] < h ? r0 + g->kernel[0] : h;
+    int64_t r0 = oh * g->stride[0] - g->pad[0], h = g->in[0], lo, hi;
+    nn_valid_range(r0, 1, h, g->kernel[0], &lo, &hi);
+    *a = r0 + lo;
+    *b = r0 + hi;
     int64_t n = pool_count(r0, g->kernel[0], h, g->pad[0], g->pad_end[0], rp->include_pad);
     return n ? 1.0f / (float)n : 0.0f;
 }

@@ -48,15 +48,6 @@ nn_status nn_window_check(const nn_window_attrs *w, char *err, size_t err_size) 
     return NN_OK;
 }
 
-void nn_valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi) {
-    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
-    int64_t h = limit - off <= 0 ? 0 : (limit - 1 - off) / stride + 1;
-    if (h > count) h = count;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
-}
-
 int64_t nn_padded_extent(int64_t out, int64_t stride, int64_t kernel, int64_t dilation, int64_t pad, int64_t in) {
     int64_t touched = (out - 1) * stride + (kernel - 1) * dilation + 1;
     return touched > pad + in ? touched : pad + in;

@@ -31,8 +31,17 @@ nn_status nn_window_check(const nn_window_attrs *w, char *err, size_t err_size);
  * `in` values: the output length (0 when the window does not fit), with the
  * pads *pb and *pe (given, as attributes) resolved as auto_pad says. */
 int64_t nn_window_out(nn_auto_pad auto_pad, int64_t in, int64_t ext, int64_t s, int64_t *pb, int64_t *pe);
-/* Indices i in [0, count) with 0 <= i*stride + off < limit form [*lo, *hi). */
-void nn_valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi);
+/* Indices i in [0, count) with 0 <= i*stride + off < limit form [*lo, *hi).
+ * Inline: the pools call it per output row, where a call cost 20% of a
+ * 14x14 pool's time. */
+static inline void nn_valid_range(int64_t off, int64_t stride, int64_t limit, int64_t count, int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int64_t h = limit - off <= 0 ? 0 : (limit - 1 - off) / stride + 1;
+    if (h > count) h = count;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
 /* Length of one axis of an input plane padded so that every output's window
  * lies inside it: what the windows touch, and at least the leading pad and
  * the input. */
@@ -55,7 +64,7 @@ void nn_pad_plane_split(float *dst, int64_t ph, int64_t pw, int64_t slack, const
  * rows along those of col_tap[v][kh], a 2-D tap both. */
 enum { NN_FLAT_VECS = 64, NN_FLAT_TAPS = 7 };
 typedef struct nn_flat_taps {
-    int64_t n, w, vecs; /* plane floats, row length, 16-float vectors */
+    int64_t n, w, vecs;             /* plane floats, row length, 16-float vectors */
     int64_t kh, kw, pt, pl, dh, dw; /* tap k of a row lies k * dw - pl columns along */
     uint16_t row_tap[NN_FLAT_VECS][NN_FLAT_TAPS], col_tap[NN_FLAT_VECS][NN_FLAT_TAPS];
 } nn_flat_taps;

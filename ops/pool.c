@@ -292,13 +292,14 @@ typedef struct window {
 static void window_init(window *w, const pool_geom *g, const int64_t *pos) {
     w->g = g;
     w->done = false;
+    w->row_len = 0; /* pool_resolve gives nsp >= 1, which gcc cannot see */
     for (int d = 0; d < g->nsp; d++) {
         w->start[d] = pos[d] * g->stride[d] - g->pad[d];
         nn_valid_range(w->start[d], g->dilation[d], g->in[d], g->kernel[d], &w->lo[d], &w->hi[d]);
         w->k[d] = w->lo[d];
         if (w->lo[d] == w->hi[d]) w->done = true;
+        w->row_len = w->hi[d] - w->lo[d]; /* the last dim's, when the loop ends */
     }
-    w->row_len = w->hi[g->nsp - 1] - w->lo[g->nsp - 1];
 }
 
 /* Offset (within the plane) of the next row's first tap; false once all rows are visited. */

@@ -75,37 +75,31 @@ typedef struct plan {
     int64_t tasks;
 } plan;
 
-/* Whether the tiles read a plain B unpacked.  Packing pays for itself when
- * each packed float is used by many rows of A, or when B comes from memory:
- * a tile reads each of its K rows from another page, which the prefetchers
- * do not follow.  A small B still in cache (a pointwise conv at batch 1,
- * right after the layer that wrote it) used by few rows is cheaper to read
- * where it lies, while its K rows are few: one K block, or up to
- * B_IN_PLACE_MAX_K in several (KC is 176 on a 32 KiB L1d, and the 1x1
- * convs from 192 to 576 channels of MobileNet-like models took 0.6-0.93x
- * the time read in place; DenseNet's K = 752 lost 14%).  Three cases do:
- * few rows and a B under 1 MB; up to 960 rows while B is small and its rows
- * short (a 14x14 or 7x7 plane: a tile's K rows lie close together); and at
- * most two tiles of rows whatever B's size, a packed float serving no more
- * than two tiles.  The limits are measured (docs/perf-notes.md, "GEMM: B
- * read in place"). */
+/* Whether the tiles read a plain B unpacked.  Packing costs a read and a
+ * write of every float of B per task and pays for itself when each packed
+ * float serves many tiles of rows.  Up to B_IN_PLACE_MAX_ROWS rows it does
+ * not, whatever B's size and K (the 1x1 convs that reduce channels, 64 to
+ * 512 rows, took 0.82-0.93x the time read in place in ResNet-50 and
+ * FCN-ResNet50 with B of 0.4-3.2 MB; 1024 rows were level).  Up to
+ * B_IN_PLACE_SHORT_MAX_ROWS, also while B is small and its rows short (a
+ * 14x14 or 7x7 plane: a tile's K rows lie close together) and its K rows
+ * few: one K block, or up to B_IN_PLACE_MAX_K in several.  The limits are
+ * measured (docs/perf-notes.md, "GEMM: B read in place"). */
+#define B_IN_PLACE_MAX_ROWS        512
 #define B_IN_PLACE_MAX_K           704
-#define B_IN_PLACE_MAX_ROWS        192
-#define B_IN_PLACE_MAX_BYTES       nn_cpu_l2_share(1 << 20, 1, 1) /* L2, 1 MiB where measured */
 #define B_IN_PLACE_SHORT_MAX_ROWS  960
 #define B_IN_PLACE_SHORT_MAX_COLS  256
 #define B_IN_PLACE_SHORT_MAX_BYTES nn_cpu_l2_share(256 << 10, 1, 4)
 static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
     double b_bytes =
         (double)sizeof(float) * (double)g->k * (double)g->n * (double)batch_count(g, 0) * (double)batch_count(g, 1);
-    bool few_rows = g->m <= B_IN_PLACE_MAX_ROWS && b_bytes <= B_IN_PLACE_MAX_BYTES;
-    bool short_rows =
-        g->m <= B_IN_PLACE_SHORT_MAX_ROWS && g->n <= B_IN_PLACE_SHORT_MAX_COLS && b_bytes <= B_IN_PLACE_SHORT_MAX_BYTES;
-    bool two_tiles = g->m <= 2 * kd->mr;
+    bool few_rows = g->m <= B_IN_PLACE_MAX_ROWS;
+    bool short_rows = g->m <= B_IN_PLACE_SHORT_MAX_ROWS && g->n <= B_IN_PLACE_SHORT_MAX_COLS &&
+                      b_bytes <= B_IN_PLACE_SHORT_MAX_BYTES &&
+                      (g->k <= gemm_blocks(kd).kc || g->k <= B_IN_PLACE_MAX_K);
     /* OpenBLAS packs B itself: a plain B is passed as it lies, whatever its size */
     return kd->b_in_place && g->b && !g->trans_b && !g->b_conv && !g->b_scale &&
-           (kd->block || ((g->k <= gemm_blocks(kd).kc || g->k <= B_IN_PLACE_MAX_K) &&
-                          (few_rows || short_rows || two_tiles)));
+           (kd->block || few_rows || short_rows);
 }
 
 static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) {

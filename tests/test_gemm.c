@@ -212,6 +212,11 @@ static const gemm_case products[] = {
      * projection (576 -> 96 channels) and a two-tile one from 600 */
     {96, 196, 576, 1, 1, PA | RES | PAD_B, 0, ROW, NN_ACT_CLIP, 1.0f, 2},
     {23, 300, 600, 1, 1, PA | PAD_B | ACC, 0, ROW, NN_ACT_RELU, 1.0f, 1},
+    /* up to 512 rows read B in place whatever its size and K: ResNet-50's
+     * channel-reducing 1x1 convs, here with 230 rows (ragged in 14-row
+     * tiles), K 750 in several blocks and a 3.3 MB B wider than used */
+    {230, 1100, 750, 1, 1, PA | RES | PAD_B, 0, ROW, NN_ACT_RELU, 1.0f, 1},
+    {230, 1100, 750, 1, 1, PA | RES | PAD_B | ACC, 0, ROW, NN_ACT_RELU, 1.0f, 2},
     /* B's prologue over several K blocks (each block's rows offset into
      * scale and shift), a conv's image batch sharing it, and on a B that
      * would be read in place without it */

@@ -77,6 +77,13 @@ static inline NN_HOST_DEVICE float nn_gelu_tanh(float y) {
     return y / (1.0f + nn_exp(-u2));
 }
 
+/* Whether the vector kernels apply act in registers (act_x86.h's nn_act512
+ * and nn_act256): tanh and the GELUs they leave to nn_gemm_act over the
+ * stored outputs. */
+static inline bool nn_act_has_vec(nn_act act) {
+    return act != NN_ACT_TANH && act != NN_ACT_GELU && act != NN_ACT_GELU_TANH;
+}
+
 static inline NN_HOST_DEVICE float nn_act_apply(nn_act act, float alpha, float beta, float y) {
     switch (act) {
     case NN_ACT_NONE: return y;

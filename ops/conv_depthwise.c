@@ -243,9 +243,19 @@ static bool dw_s2_direct(const conv_geom *g) {
  * positions of the flat plane per vector, each tap a load masked to the
  * lanes whose neighbour is inside (window.h), so no padded copy and no
  * half-empty vectors at the ends of short rows. */
+/* The epilogue (nn_conv_epilogue's: the residual, then the activation) on
+ * a vector of outputs before its store; e NULL: none. */
+static inline __attribute__((always_inline)) T512 __m512 dw_epilogue512(__m512 v, __mmask16 lanes,
+                                                                         const nn_epilogue *e, const float *res) {
+    if (!e) return v;
+    if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, res));
+    return nn_act512(v, e->act, e->alpha, e->beta);
+}
+
 static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, const int NP, const nn_flat_taps *t,
                                                                   const float *const *x, const float *const *w,
-                                                                  const float *bias, float *const *y) {
+                                                                  const float *bias, float *const *y,
+                                                                  const nn_epilogue *e, const float *const *res) {
     __m512 wv[2][49];
     int64_t off[49];
     for (int q = 0; q < NP; q++)
@@ -265,8 +275,10 @@ static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, c
                 for (int q = 0; q < NP; q++)
                     acc[q] = _mm512_fmadd_ps(wv[q][kh * K + kw], _mm512_maskz_loadu_ps(m, x[q] + at), acc[q]);
             }
+        __mmask16 lanes = nn_flat_lanes(t->n, v);
         for (int q = 0; q < NP; q++)
-            _mm512_mask_storeu_ps(y[q] + v * 16, nn_flat_lanes(t->n, v), acc[q]);
+            _mm512_mask_storeu_ps(y[q] + v * 16, lanes,
+                                  dw_epilogue512(acc[q], lanes, e, res[q] ? res[q] + v * 16 : NULL));
     }
 }
 
@@ -303,8 +315,12 @@ static void dw_rotate_edges(int64_t n, int64_t w_n, uint16_t (*edges)[2]) {
     }
 }
 
-T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges)[2], const float *xp, const float *w,
-                                  float bias, float *y) {
+/* The epilogue (residual, then activation) is applied to each vector before
+ * its store: ACT 1 is ReLU, 2 Clip, 3 any other activation, 0 none. */
+static inline __attribute__((always_inline)) T512 void dw_rotate_body(const int ACT, int64_t n, int64_t w_n,
+                                                                      const uint16_t (*edges)[2], const float *xp,
+                                                                      const float *w, float bias, float *y,
+                                                                      const nn_epilogue *e, const float *res) {
     __m512 wv[9], win[3][3]; /* per row of taps: the vectors before, at and after */
     for (int i = 0; i < 9; i++)
         wv[i] = _mm512_set1_ps(w[i]);
@@ -328,22 +344,57 @@ T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges
             acc[r] = _mm512_mask3_fmadd_ps(wv[r * 3], left, acc[r], edges[v][0]);
             acc[r] = _mm512_mask3_fmadd_ps(wv[r * 3 + 2], right, acc[r], edges[v][1]);
         }
-        _mm512_mask_storeu_ps(y + v * 16, nn_flat_lanes(n, v), _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]));
+        __mmask16 lanes = nn_flat_lanes(n, v);
+        __m512 out = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]);
+        if (res) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(lanes, res + v * 16));
+        /* nn_act512's, with the switch taken once per plane */
+        if (ACT == 1) out = _mm512_max_ps(out, _mm512_setzero_ps());
+        if (ACT == 2) out = _mm512_min_ps(_mm512_max_ps(out, _mm512_set1_ps(e->alpha)), _mm512_set1_ps(e->beta));
+        if (ACT == 3) out = nn_act512(out, e->act, e->alpha, e->beta);
+        _mm512_mask_storeu_ps(y + v * 16, lanes, out);
     }
 }
 
-/* np (1 or 2) planes at once: 3x3 windows take two, whose chains of
- * multiply-adds then interleave and share each tap's mask. */
-T512 static void dw_flat_avx512(const nn_flat_taps *t, int np, const float *const *x, const float *const *w,
-                                const float *bias, float *const *y) {
-    if (t->kh == 3 && np == 2)
-        dw_flat512(3, 2, t, x, w, bias, y);
-    else if (t->kh == 3)
-        dw_flat512(3, 1, t, x, w, bias, y);
-    else if (t->kh == 5)
-        dw_flat512(5, 1, t, x, w, bias, y);
+/* res: the residual, read only with an epilogue e (nn_conv_epilogue's order). */
+T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges)[2], const float *xp, const float *w,
+                                  float bias, float *y, const nn_epilogue *e, const float *res) {
+    if (e && !nn_act_has_vec(e->act)) { /* after the plane, as nn_conv_epilogue does */
+        dw_rotate_body(0, n, w_n, edges, xp, w, bias, y, NULL, NULL);
+        nn_conv_epilogue(e, y, res, n);
+        return;
+    }
+    nn_act act = e ? e->act : NN_ACT_NONE;
+    res = e ? res : NULL;
+    if (act == NN_ACT_NONE)
+        dw_rotate_body(0, n, w_n, edges, xp, w, bias, y, e, res);
+    else if (act == NN_ACT_RELU)
+        dw_rotate_body(1, n, w_n, edges, xp, w, bias, y, e, res);
+    else if (act == NN_ACT_CLIP)
+        dw_rotate_body(2, n, w_n, edges, xp, w, bias, y, e, res);
     else
-        dw_flat512(7, 1, t, x, w, bias, y);
+        dw_rotate_body(3, n, w_n, edges, xp, w, bias, y, e, res);
+}
+
+/* np (1 or 2) planes at once: 3x3 windows take two, whose chains of
+ * multiply-adds then interleave and share each tap's mask.  The epilogue e
+ * (NULL: none) adds res[q] (NULL: none) and applies the activation. */
+T512 static void dw_flat_avx512(const nn_flat_taps *t, int np, const float *const *x, const float *const *w,
+                                const float *bias, float *const *y, const nn_epilogue *e, const float *const *res) {
+    if (e && !nn_act_has_vec(e->act)) { /* after the planes, as nn_conv_epilogue does */
+        static const float *const none[2] = {NULL, NULL};
+        dw_flat_avx512(t, np, x, w, bias, y, NULL, none);
+        for (int q = 0; q < np; q++)
+            nn_conv_epilogue(e, y[q], res[q], t->n);
+        return;
+    }
+    if (t->kh == 3 && np == 2)
+        dw_flat512(3, 2, t, x, w, bias, y, e, res);
+    else if (t->kh == 3)
+        dw_flat512(3, 1, t, x, w, bias, y, e, res);
+    else if (t->kh == 5)
+        dw_flat512(5, 1, t, x, w, bias, y, e, res);
+    else
+        dw_flat512(7, 1, t, x, w, bias, y, e, res);
 }
 
 /* Whether depthwise_2d runs g on the flat plane: 3x3, 5x5 and 7x7 kernels,
@@ -674,7 +725,7 @@ static void dw_flat_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     int64_t planes = g->batch * g->out_ch, np = j->np;
     for (int64_t task = lo; task < hi; task++) {
         int64_t p0 = task * np, here = planes - p0 < np ? planes - p0 : np;
-        const float *xs[2], *ws[2];
+        const float *xs[2], *ws[2], *rs[2] = {NULL, NULL};
         float bs[2], *ys[2];
         for (int64_t q = 0; q < here; q++) {
             int64_t oc = (p0 + q) % g->out_ch;
@@ -682,9 +733,9 @@ static void dw_flat_range(void *ctx, int64_t lo, int64_t hi, int seat) {
             ws[q] = w + oc * g->kernel_size;
             bs[q] = bias ? bias[oc] : 0.0f;
             ys[q] = y + (p0 + q) * g->out_size;
+            rs[q] = e && res ? res + (p0 + q) * g->out_size : NULL;
         }
-        dw_flat_avx512(t, (int)here, xs, ws, bs, ys);
-        nn_conv_epilogue(e, ys[0], res ? res + p0 * g->out_size : NULL, here * g->out_size);
+        dw_flat_avx512(t, (int)here, xs, ws, bs, ys, e, rs);
     }
 }
 
@@ -732,8 +783,7 @@ static void dw_rotate_range(void *ctx, int64_t lo, int64_t hi, int seat) {
             float *yp = y + p * g->out_size;
             memcpy(buf + margin, dw_input_plane(g, x, p), sizeof(float) * (size_t)g->in_size);
             dw_rotate_avx512(g->in_size, g->in[1], edges, buf + margin, w + oc * g->kernel_size,
-                             bias ? bias[oc] : 0.0f, yp);
-            nn_conv_epilogue(e, yp, res ? res + p * g->out_size : NULL, g->out_size);
+                             bias ? bias[oc] : 0.0f, yp, e, res ? res + p * g->out_size : NULL);
         }
     }
 }

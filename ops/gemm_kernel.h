@@ -67,9 +67,7 @@ typedef struct gemm_kernel {
 
 /* Activations applied to the accumulators in registers; tanh and GELU run
  * over the stored tile with the kernel's act(). */
-static inline bool act_in_tile(nn_act act) {
-    return act != NN_ACT_TANH && act != NN_ACT_GELU && act != NN_ACT_GELU_TANH;
-}
+static inline bool act_in_tile(nn_act act) { return nn_act_has_vec(act); }
 
 /* ---- element-wise helpers, compiled once per ISA through the wrappers below */
 

@@ -186,7 +186,8 @@ int main(void) {
     const nn_epilogue none = {.residual = -1}, relu6 = {.residual = -1, .act = NN_ACT_CLIP, .beta = 6.0f},
                       res_clip = {.residual = 3, .act = NN_ACT_CLIP, .alpha = -0.5f, .beta = 0.5f},
                       silu = {.residual = -1, .act = NN_ACT_SILU}, res_only = {.residual = 3},
-                      relu = {.residual = -1, .act = NN_ACT_RELU};
+                      relu = {.residual = -1, .act = NN_ACT_RELU}, tanh_only = {.residual = -1, .act = NN_ACT_TANH},
+                      res_gelu = {.residual = 3, .act = NN_ACT_GELU};
     const conv_case cases[] = {
         /* MobileNetV2's 7x7 and 14x14 layers, a partial vector of channels */
         DW(1, 20, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, relu6),
@@ -215,6 +216,14 @@ int main(void) {
         DW(1, 2, 21, 2, 3, 1, 1, {1, 1, 1, 1}, false, none),
         DW(1, 2, 5, 256, 3, 1, 1, {1, 1, 1, 1}, true, res_only),
         DW(1, 2, 5, 257, 3, 1, 1, {1, 1, 1, 1}, true, res_only),
+        /* the epilogue in the vector before its store: ReLU by rotation,
+         * and the activations left until after the plane (tanh, GELU),
+         * by rotation and on flat planes, one and two at a time */
+        DW(1, 4, 30, 30, 3, 1, 1, {1, 1, 1, 1}, true, relu),
+        DW(1, 3, 57, 56, 3, 1, 1, {1, 1, 1, 1}, true, res_gelu),
+        DW(1, 5, 10, 12, 3, 1, 1, {0, 0, 2, 2}, true, res_gelu),
+        DW(1, 3, 10, 12, 3, 1, 1, {0, 0, 2, 2}, false, tanh_only),
+        DW(1, 6, 14, 14, 5, 1, 1, {2, 2, 2, 2}, true, tanh_only),
         /* dilation, and planes around and past the blocked path's limits */
         DW(1, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, true, relu6),
         DW(1, 19, 28, 28, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),

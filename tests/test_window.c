@@ -224,6 +224,10 @@ int main(void) {
         DW(1, 5, 10, 12, 3, 1, 1, {0, 0, 2, 2}, true, res_gelu),
         DW(1, 3, 10, 12, 3, 1, 1, {0, 0, 2, 2}, false, tanh_only),
         DW(1, 6, 14, 14, 5, 1, 1, {2, 2, 2, 2}, true, tanh_only),
+        /* ... and on the channel-blocked kernel's outputs before they are
+         * transposed back (without a residual), or after (tanh) */
+        DW(1, 20, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, silu),
+        DW(1, 20, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, tanh_only),
         /* dilation, and planes around and past the blocked path's limits */
         DW(1, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, true, relu6),
         DW(1, 19, 28, 28, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),

@@ -237,12 +237,6 @@ static bool dw_s2_direct(const conv_geom *g) {
            g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;
 }
 
-/* AVX-512, stride-1 K x K kernels (K <= 7, any dilation) that keep a small
- * plane's size (MobileNet's and EfficientNet's 14x14 and 7x7 layers,
- * ConvNeXt's 7x7 kernels up to 28x28, DeepLab's dilated 5x5 ones): 16
- * positions of the flat plane per vector, each tap a load masked to the
- * lanes whose neighbour is inside (window.h), so no padded copy and no
- * half-empty vectors at the ends of short rows. */
 /* The epilogue (nn_conv_epilogue's: the residual, then the activation) on
  * a vector of outputs before its store; e NULL: none. */
 static inline __attribute__((always_inline)) T512 __m512 dw_epilogue512(__m512 v, __mmask16 lanes,
@@ -252,6 +246,12 @@ static inline __attribute__((always_inline)) T512 __m512 dw_epilogue512(__m512 v
     return nn_act512(v, e->act, e->alpha, e->beta);
 }
 
+/* AVX-512, stride-1 K x K kernels (K <= 7, any dilation) that keep a small
+ * plane's size (MobileNet's and EfficientNet's 14x14 and 7x7 layers,
+ * ConvNeXt's 7x7 kernels up to 28x28, DeepLab's dilated 5x5 ones): 16
+ * positions of the flat plane per vector, each tap a load masked to the
+ * lanes whose neighbour is inside (window.h), so no padded copy and no
+ * half-empty vectors at the ends of short rows. */
 static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, const int NP, const nn_flat_taps *t,
                                                                   const float *const *x, const float *const *w,
                                                                   const float *bias, float *const *y,

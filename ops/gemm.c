@@ -79,7 +79,7 @@ typedef struct plan {
  * write of every float of B per task and pays for itself when each packed
  * float serves many tiles of rows.  Up to B_IN_PLACE_MAX_ROWS rows it does
  * not, whatever B's size and K (the 1x1 convs that reduce channels, 64 to
- * 512 rows, took 0.82-0.93x the time read in place in ResNet-50 and
+ * 512 rows, took 0.82-0.96x the time read in place in ResNet-50 and
  * FCN-ResNet50 with B of 0.4-3.2 MB; 1024 rows were level).  Up to
  * B_IN_PLACE_SHORT_MAX_ROWS, also while B is small and its rows short (a
  * 14x14 or 7x7 plane: a tile's K rows lie close together) and its K rows

@@ -120,10 +120,11 @@ static inline __attribute__((always_inline)) T512 void tile512_rows(const int R,
         a += V16_MR, b += t->ldb, next += V16_MR, next_b += t->ldb;                                                    \
     } while (0)
     /* The residual the epilogue adds is a block's input, written layers ago
-     * and no longer in L1 or L2: waiting for its lines after the last K step
-     * stalled each tile (ResNet-50's residual 1x1 convs took 1.3-1.45x ORT's
-     * time).  One line of it is pulled in per K step of the last block, a
-     * row (or a transposed C's column) at a time, from the first step on. */
+     * and perhaps no longer in L1 or L2: waiting for its lines after the
+     * last K step stalled the tile.  One line of it is pulled in per K step
+     * of the last block, a row (or a transposed C's column) at a time, from
+     * the first step on (docs/perf-notes.md, "GEMM: the residual pulled in
+     * during the last K block"). */
     int64_t p = 0, lines = 0;
     if (t->last && t->res) lines = t->trans_c ? t->nr : (int64_t)(t->mr < R ? t->mr : R) * V;
     for (lines = lines < t->kc ? lines : t->kc; p < lines; p++) {

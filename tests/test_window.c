@@ -228,6 +228,10 @@ int main(void) {
          * transposed back (without a residual), or after (tanh) */
         DW(1, 20, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, silu),
         DW(1, 20, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, tanh_only),
+        /* ... and by the stride-2 kernel */
+        DW(1, 3, 17, 112, 3, 2, 1, {1, 1, 1, 1}, true, tanh_only),
+        DW(1, 2, 40, 104, 5, 2, 1, {2, 3, 1, 2}, true, res_gelu),
+        DW(1, 3, 30, 64, 3, 2, 1, {1, 1, 1, 1}, false, relu),
         /* dilation, and planes around and past the blocked path's limits */
         DW(1, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, true, relu6),
         DW(1, 19, 28, 28, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),

@@ -111,7 +111,12 @@ static void check_case(const conv_case *c, const char *kernel) {
         float *want = malloc(sizeof(float) * (size_t)n);
         reference(c, r.in[0].data, r.in[1].data, c->bias ? r.in[2].data : NULL, residual ? r.in[3].data : NULL, oh_n,
                   ow_n, want);
-        CHECK_CLOSE(label, r.out[0].data, want, n, 1e-5, 1e-5);
+        /* fp32 sums of K products of values in [-1, 1] drift from the double
+         * reference as K grows (K = 576: 1.2e-5 seen on an output of 0.08,
+         * the summation order being the kernel's), so the absolute tolerance
+         * grows with K past 256; a wrong tap or index is off by ~0.1-1 */
+        int64_t kdim = (int64_t)(c->in_ch / c->group) * c->k * c->k;
+        CHECK_CLOSE(label, r.out[0].data, want, n, 1e-5 * (kdim > 256 ? (double)kdim / 256.0 : 1.0), 1e-5);
         free(want);
     }
     release(&r);

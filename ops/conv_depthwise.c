@@ -238,12 +238,11 @@ static bool dw_s2_direct(const conv_geom *g) {
 }
 
 /* The epilogue (nn_conv_epilogue's: the residual, then the activation) on
- * a vector of outputs before its store; e NULL: none. */
-static inline __attribute__((always_inline)) T512 __m512 dw_epilogue512(__m512 v, __mmask16 lanes,
-                                                                         const nn_epilogue *e, const float *res) {
-    if (!e) return v;
+ * a vector of outputs before its store; res NULL: none, NN_ACT_NONE: none. */
+static inline __attribute__((always_inline)) T512 __m512 dw_epilogue512(__m512 v, __mmask16 lanes, nn_act act,
+                                                                        float alpha, float beta, const float *res) {
     if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, res));
-    return nn_act512(v, e->act, e->alpha, e->beta);
+    return nn_act512(v, act, alpha, beta);
 }
 
 /* AVX-512, stride-1 K x K kernels (K <= 7, any dilation) that keep a small
@@ -256,6 +255,8 @@ static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, c
                                                                   const float *const *x, const float *const *w,
                                                                   const float *bias, float *const *y,
                                                                   const nn_epilogue *e, const float *const *res) {
+    nn_act act = e ? e->act : NN_ACT_NONE;
+    float alpha = e ? e->alpha : 0.0f, beta = e ? e->beta : 0.0f;
     __m512 wv[2][49];
     int64_t off[49];
     for (int q = 0; q < NP; q++)
@@ -278,7 +279,7 @@ static inline __attribute__((always_inline)) T512 void dw_flat512(const int K, c
         __mmask16 lanes = nn_flat_lanes(t->n, v);
         for (int q = 0; q < NP; q++)
             _mm512_mask_storeu_ps(y[q] + v * 16, lanes,
-                                  dw_epilogue512(acc[q], lanes, e, res[q] ? res[q] + v * 16 : NULL));
+                                  dw_epilogue512(acc[q], lanes, act, alpha, beta, res[q] ? res[q] + v * 16 : NULL));
     }
 }
 
@@ -316,11 +317,12 @@ static void dw_rotate_edges(int64_t n, int64_t w_n, uint16_t (*edges)[2]) {
 }
 
 /* The epilogue (residual, then activation) is applied to each vector before
- * its store: ACT 1 is ReLU, 2 Clip, 3 any other activation, 0 none. */
-static inline __attribute__((always_inline)) T512 void dw_rotate_body(const int ACT, int64_t n, int64_t w_n,
+ * its store; act is a constant where dw_rotate_avx512 passes one, so that
+ * nn_act512's switch is resolved once per plane, not once per vector. */
+static inline __attribute__((always_inline)) T512 void dw_rotate_body(const nn_act act, int64_t n, int64_t w_n,
                                                                       const uint16_t (*edges)[2], const float *xp,
                                                                       const float *w, float bias, float *y,
-                                                                      const nn_epilogue *e, const float *res) {
+                                                                      float alpha, float beta, const float *res) {
     __m512 wv[9], win[3][3]; /* per row of taps: the vectors before, at and after */
     for (int i = 0; i < 9; i++)
         wv[i] = _mm512_set1_ps(w[i]);
@@ -346,12 +348,8 @@ static inline __attribute__((always_inline)) T512 void dw_rotate_body(const int 
         }
         __mmask16 lanes = nn_flat_lanes(n, v);
         __m512 out = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]);
-        if (res) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(lanes, res + v * 16));
-        /* nn_act512's, with the switch taken once per plane */
-        if (ACT == 1) out = _mm512_max_ps(out, _mm512_setzero_ps());
-        if (ACT == 2) out = _mm512_min_ps(_mm512_max_ps(out, _mm512_set1_ps(e->alpha)), _mm512_set1_ps(e->beta));
-        if (ACT == 3) out = nn_act512(out, e->act, e->alpha, e->beta);
-        _mm512_mask_storeu_ps(y + v * 16, lanes, out);
+        _mm512_mask_storeu_ps(y + v * 16, lanes,
+                              dw_epilogue512(out, lanes, act, alpha, beta, res ? res + v * 16 : NULL));
     }
 }
 
@@ -359,20 +357,21 @@ static inline __attribute__((always_inline)) T512 void dw_rotate_body(const int 
 T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges)[2], const float *xp, const float *w,
                                   float bias, float *y, const nn_epilogue *e, const float *res) {
     if (e && !nn_act_has_vec(e->act)) { /* after the plane, as nn_conv_epilogue does */
-        dw_rotate_body(0, n, w_n, edges, xp, w, bias, y, NULL, NULL);
+        dw_rotate_body(NN_ACT_NONE, n, w_n, edges, xp, w, bias, y, 0.0f, 0.0f, NULL);
         nn_conv_epilogue(e, y, res, n);
         return;
     }
     nn_act act = e ? e->act : NN_ACT_NONE;
+    float alpha = e ? e->alpha : 0.0f, beta = e ? e->beta : 0.0f;
     res = e ? res : NULL;
     if (act == NN_ACT_NONE)
-        dw_rotate_body(0, n, w_n, edges, xp, w, bias, y, e, res);
+        dw_rotate_body(NN_ACT_NONE, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
     else if (act == NN_ACT_RELU)
-        dw_rotate_body(1, n, w_n, edges, xp, w, bias, y, e, res);
+        dw_rotate_body(NN_ACT_RELU, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
     else if (act == NN_ACT_CLIP)
-        dw_rotate_body(2, n, w_n, edges, xp, w, bias, y, e, res);
+        dw_rotate_body(NN_ACT_CLIP, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
     else
-        dw_rotate_body(3, n, w_n, edges, xp, w, bias, y, e, res);
+        dw_rotate_body(act, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
 }
 
 /* np (1 or 2) planes at once: 3x3 windows take two, whose chains of

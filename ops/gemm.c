@@ -208,7 +208,7 @@ static void run_block(const nn_gemm *g, const plan *pl, tile_args *t, const floa
         t->bias_row = bias && g->bias_kind == NN_GEMM_BIAS_ROW ? bias + mb : NULL;
         t->bias_col = bias && g->bias_kind == NN_GEMM_BIAS_COL ? bias + col : NULL;
         kd->block(t);
-        if (!t->last || act_in_tile(g->act)) continue;
+        if (!t->last || nn_act_has_vec(g->act)) continue;
         int lines = g->trans_c ? t->nr : t->mr, len = g->trans_c ? t->mr : t->nr;
         for (int i = 0; i < lines; i++)
             kd->act(t->c + i * g->ldc, len, g->act, g->act_alpha, g->act_beta);
@@ -230,7 +230,7 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
     const float *res = g->residual ? g->residual + coff : NULL;
     const float *bias =
         g->bias_kind != NN_GEMM_BIAS_NONE && g->bias ? g->bias + bo * g->stride_bias[0] + bi * g->stride_bias[1] : NULL;
-    bool post_act = !act_in_tile(g->act);
+    bool post_act = !nn_act_has_vec(g->act);
     float *bbuf = scratch, *abuf = bbuf + (b_buffered(pl) ? kb.size * block_cols(g, kd) : 0);
     float *tbuf = table_scratch(g, pl, scratch);
     conv_table table;

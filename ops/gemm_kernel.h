@@ -31,7 +31,7 @@ typedef struct tile_args {
     bool trans_c;                           /* C(i, j) at c[j*ldc + i], the residual likewise */
     const float *bias_row, *bias_col, *res; /* already offset to the tile; NULL when absent */
     int64_t ldr;
-    nn_act act; /* only the activations act_in_tile accepts reach kernels */
+    nn_act act; /* nn_act_has_vec's only: tanh and GELU run after, with act() */
     float alpha, beta;
 } tile_args;
 
@@ -64,10 +64,6 @@ typedef struct gemm_kernel {
      * registers where the family has it (NULL: pack_rows_body). */
     void (*pack_rows)(const float *src, int64_t ld, int64_t kc, int64_t mc, float alpha, float *dst);
 } gemm_kernel;
-
-/* Activations applied to the accumulators in registers; tanh and GELU run
- * over the stored tile with the kernel's act(). */
-static inline bool act_in_tile(nn_act act) { return nn_act_has_vec(act); }
 
 /* ---- element-wise helpers, compiled once per ISA through the wrappers below */
 

@@ -63,6 +63,9 @@ void nn_gemm_act(float *y, int64_t n, nn_act act, float alpha, float beta) {
 }
 
 /* ---- partition into tasks: (batch) x (M ranges) x (N ranges) */
+#define MAX_MPARTS 16
+#define MAX_NPARTS 64
+
 typedef struct plan {
     const gemm_kernel *kd;
     bool a_packed, b_packed;
@@ -71,7 +74,8 @@ typedef struct plan {
      * at a barrier while the other packs (docs/perf-notes.md, "GEMM: B
      * packed per thread"). */
     bool b_in_place;                        /* the tiles read a plain B where it lies, unpacked */
-    int64_t mparts, nparts, mrange, nrange; /* ranges: multiples of mr / nr */
+    /* the M and N parts, in tiles: part i covers tiles [cut[i], cut[i + 1]) */
+    int64_t mparts, nparts, mcut[MAX_MPARTS + 1], ncut[MAX_NPARTS + 1];
     int64_t tasks;
 } plan;
 
@@ -106,14 +110,46 @@ static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) 
     return p && p->kernel == ki && p->kc == k_blocks(nn_gemm_kernel_at(ki), k).size && p->rows == rows && p->k == k;
 }
 
+/* A tile's time relative to a full one, by its valid rows or columns: the
+ * tile kernels run a ragged edge with the row count rounded up to 14, 8,
+ * 4, 2 or 1 (AVX2: 6, 4, 2, 1) and, where its columns fit in half a panel,
+ * with half the vectors (0.55 of a full tile's time: a 14x14 plane's N = 196
+ * ends on a 4-column tile).  The scalar path runs whole blocks: all 1. */
+static double tile_weight(const gemm_kernel *kd, int64_t valid, int64_t full, bool cols) {
+    if (kd->block || valid >= full) return 1.0;
+    if (cols) return valid * 2 <= full ? 0.55 : 1.0;
+    return (double)(valid + 2) / (double)(full + 2);
+}
+
+/* Cut `tiles` tiles (the last with `last` valid of `full` rows or columns)
+ * into `parts` contiguous parts of nearly equal weight: each cut where the
+ * weight before it is nearest its share, so a light ragged tile goes with
+ * a part one tile longer (N = 196 in 32-column tiles on two threads: 3 and
+ * 3 + the 4-column tile, where ceil-sized parts gave 4 and 2 + it). */
+static void cut_tiles(const gemm_kernel *kd, int64_t tiles, int64_t last, int64_t full, bool cols, int64_t parts,
+                        int64_t *cut) {
+    double total = (double)(tiles - 1) + tile_weight(kd, last, full, cols);
+    cut[0] = 0;
+    for (int64_t i = 1; i <= parts; i++) {
+        double share = total * (double)i / (double)parts;
+        int64_t c = i == parts ? tiles : (int64_t)(share + 0.5); /* tiles before the last weigh 1 each */
+        if (c > tiles - (parts - i)) c = tiles - (parts - i);    /* every part keeps a tile */
+        if (c <= cut[i - 1]) c = cut[i - 1] + 1;
+        cut[i] = c;
+    }
+}
+
 /* Choose the split that minimizes the estimated makespan, in multiply-adds:
  * rounds of `threads` tasks, a task costing its padded multiply-adds, a
  * fixed overhead, and per float of A and B it reads: streaming it through
  * the caches, or packing it where it is not pre-packed (so an M split
- * repacks B, an N split an A).  Tasks are dealt to the threads in turn
- * (nn_gemm_run says why not on demand); a third of a task is added with
- * several threads, for one that starts or finishes late (the OS took its
- * core for a while), which favours more, smaller tasks while they are cheap. */
+ * repacks B, an N split an A).  Tasks are taken on demand from contiguous
+ * shares (nn_gemm_run); a third of a task is added with several threads,
+ * for one that starts or finishes late (the OS took its core for a while),
+ * which favours more, smaller tasks while they are cheap.  The parts are
+ * then cut by weight (cut_tiles).  Costing the parts by weight instead
+ * chose fewer, wider N parts, which stream a B read in place from L2 once
+ * per tile of rows (64 -> 384 on 14x14: 1.15x the time). */
 static plan make_plan(const nn_gemm *g, int threads) {
     int ki = gemm_kernel_index(g);
     plan pl = {.kd = nn_gemm_kernel_at(ki)};
@@ -124,8 +160,8 @@ static plan make_plan(const nn_gemm *g, int threads) {
     int64_t mt = (g->m + mr - 1) / mr, nt = (g->n + nr - 1) / nr, k = g->k > 0 ? g->k : 1;
     bool b_ready = pl.b_packed || pl.b_in_place;
     double best = -1;
-    for (int64_t sm = 1; sm <= mt && sm <= 16; sm++)
-        for (int64_t sn = 1; sn <= nt && sn <= 64; sn++) {
+    for (int64_t sm = 1; sm <= mt && sm <= MAX_MPARTS; sm++)
+        for (int64_t sn = 1; sn <= nt && sn <= MAX_NPARTS; sn++) {
             int64_t mrange = (mt + sm - 1) / sm * mr, nrange = (nt + sn - 1) / sn * nr;
             int64_t msplit = (g->m + mrange - 1) / mrange, nsplit = (g->n + nrange - 1) / nrange;
             if (msplit != sm || nsplit != sn) continue; /* same as a smaller split */
@@ -138,11 +174,11 @@ static plan make_plan(const nn_gemm *g, int threads) {
                 best = cost;
                 pl.mparts = sm;
                 pl.nparts = sn;
-                pl.mrange = mrange;
-                pl.nrange = nrange;
                 pl.tasks = tasks;
             }
         }
+    cut_tiles(pl.kd, mt, g->m - (mt - 1) * mr, mr, false, pl.mparts, pl.mcut);
+    cut_tiles(pl.kd, nt, g->n - (nt - 1) * nr, nr, true, pl.nparts, pl.ncut);
     return pl;
 }
 
@@ -395,9 +431,9 @@ static void gemm_task(void *ctx, int64_t task, int seat) {
     const nn_gemm *g = j->g;
     const plan *pl = j->pl;
     int64_t e = task / j->per_batch, r = task % j->per_batch;
-    int64_t m0 = r % pl->mparts * pl->mrange, n0 = r / pl->mparts * pl->nrange;
-    run_task(g, pl, e / j->bin, e % j->bin, m0, min64(g->m, m0 + pl->mrange), n0, min64(g->n, n0 + pl->nrange),
-             j->base + j->per_thread * (size_t)seat);
+    int64_t mi = r % pl->mparts, ni = r / pl->mparts, mr = pl->kd->mr, nr = pl->kd->nr;
+    run_task(g, pl, e / j->bin, e % j->bin, pl->mcut[mi] * mr, min64(g->m, pl->mcut[mi + 1] * mr), pl->ncut[ni] * nr,
+             min64(g->n, pl->ncut[ni + 1] * nr), j->base + j->per_thread * (size_t)seat);
 }
 
 /* The tasks are taken on demand (ops/par.h): a claim is one

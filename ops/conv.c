@@ -13,7 +13,9 @@
  * (conv_grouped.c), whose per-group products would fill under half a tile;
  * and convs dilated across much of their plane (conv_taps.c), most of whose
  * (tap, output) pairs read padding: one GEMM per tap over the outputs it
- * reaches.  ConvTranspose (conv_transpose.c) is the adjoint. */
+ * reaches.  3x3 stride-1 convs go through Winograd (winograd.c) where it
+ * wins, dilated ones as one conv per phase.  ConvTranspose
+ * (conv_transpose.c) is the adjoint. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -700,6 +702,10 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
         len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : "", (long long)g.kernel[d]);
     for (int d = 0; d < g.nsp && len < (int)size; d++)
         len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : " stride ", (long long)g.stride[d]);
+    bool dilated = false;
+    for (int d = 0; d < g.nsp; d++) dilated |= g.dilation[d] > 1;
+    for (int d = 0; d < g.nsp && dilated && len < (int)size; d++)
+        len += snprintf(buf + len, size - (size_t)len, "%s%lld", d ? "x" : " dilation ", (long long)g.dilation[d]);
     if (g.group > 1 && len < (int)size)
         len += snprintf(buf + len, size - (size_t)len, " group %lld", (long long)g.group);
     static const char *const names[] = {"depthwise",           "direct", "grouped",
@@ -709,7 +715,8 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
     /* a Winograd or per-tap conv not yet prepared runs the GEMM on its weights as they are */
     if ((path == PATH_WINOGRAD || path == PATH_TAPS) && !p && !c->in[1].data) path = PATH_GEMM;
     if (len < (int)size)
-        len += snprintf(buf + len, size - (size_t)len, ", %s%s", names[path], path == PATH_GEMM && c->bf16 ? " bf16" : "");
+        len += snprintf(buf + len, size - (size_t)len, ", %s%s%s", names[path], path == PATH_GEMM && c->bf16 ? " bf16" : "",
+                        path == PATH_WINOGRAD && dilated ? " by phases" : "");
     conv_geom cut = g;
     gemm_taps(&cut, path == PATH_GEMM && p && p->kind == PREP_GEMM);
     for (int d = 0; d < g.nsp && cut.kernel_size != g.kernel_size && len < (int)size; d++)

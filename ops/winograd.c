@@ -18,7 +18,14 @@
  * they are in cache.  When the weights outweigh the patches, threads share
  * a block's tiles and split its weight panels instead.  A 16-float vector
  * carries 16 channels throughout; the same code is compiled for AVX-512,
- * AVX2 and plain C and picked at run time. */
+ * AVX2 and plain C and picked at run time.
+ *
+ * A conv dilated by dh x dw whose leading pads are multiples of the
+ * dilation is dh x dw undilated convs, one per phase (a, b): output rows
+ * a, a + dh, ... and columns b, b + dw, ... read only the input's rows and
+ * columns of the same phase, with the pads divided by the dilation.  Each
+ * phase is a virtual image of the batch (FCN's and DeepLab's dilated 3x3
+ * convs, docs/perf-notes.md, "Dilated convs by phases"). */
 #include <math.h>
 #include "par.h"
 #include <string.h>
@@ -70,7 +77,8 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  * of weight panels). */
 typedef struct plan {
     int64_t cg, mg, panels;        /* channels per group; weight panels per group */
-    int64_t th, tw, tiles;         /* tile grid of one image; tiles over the batch */
+    int64_t phases;                /* dilation_h x dilation_w phases: virtual images per image */
+    int64_t th, tw, tiles;         /* tile grid of one phase of an image; tiles over the batch */
     int64_t msplit, per;           /* panel ranges, panels per range */
     int64_t block, blocks;         /* tiles per block, blocks */
     int64_t items;                 /* group x blocks x msplit */
@@ -81,9 +89,10 @@ static void make_plan(const nn_winograd_shape *s, int threads, plan *p) {
     p->cg = s->in_ch / s->group;
     p->mg = s->out_ch / s->group;
     p->panels = cdiv(p->mg, PANEL);
-    p->th = cdiv(s->out_h, TILE);
-    p->tw = cdiv(s->out_w, TILE);
-    p->tiles = s->batch * p->th * p->tw;
+    p->phases = s->dilation_h * s->dilation_w;
+    p->th = cdiv(cdiv(s->out_h, s->dilation_h), TILE);
+    p->tw = cdiv(cdiv(s->out_w, s->dilation_w), TILE);
+    p->tiles = s->batch * p->phases * p->th * p->tw;
     /* Threads split the weight panels of the same tiles when the weights
      * outweigh the transformed input (each thread then streams its share of
      * them, and transforms the input itself), else they take blocks. */
@@ -141,6 +150,25 @@ typedef struct job {
     float *y;
 } job;
 
+/* Where tile t lies: image n, phase (a, b), and its first output row and
+ * column within the phase. */
+typedef struct tile_at {
+    int64_t n, a, b, y0, x0;
+} tile_at;
+
+static tile_at locate(const job *j, int64_t t) {
+    const plan *pl = &j->pl;
+    int64_t per_image = pl->th * pl->tw, v = t / per_image, r = t % per_image, ph = v % pl->phases;
+    return (tile_at){.n = v / pl->phases,
+                     .a = ph / j->s->dilation_w,
+                     .b = ph % j->s->dilation_w,
+                     .y0 = r / pl->tw * TILE,
+                     .x0 = r % pl->tw * TILE};
+}
+
+/* Rows (or columns) of phase a of `size` rows at dilation d. */
+static int64_t phase_extent(int64_t size, int64_t a, int64_t d) { return size > a ? cdiv(size - a, d) : 0; }
+
 /* A 16x16 block: the rows r[0..16) become its columns.  Four rounds of
  * 2x2 block swaps at distances 1, 2, 4, 8, each a two-source shuffle. */
 #define SWAP_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
@@ -165,28 +193,33 @@ INLINE void transpose16(vf *r) {
     SWAP_ROUND(8)
 }
 
-/* stage[row][q][16] = x at input row iy0 + row, column ix0 + q, channels
- * [c, c + nl) from `at` (channel c's plane), zero outside the image. */
-INLINE void stage_rows(const job *j, int64_t at, int nl, int64_t iy0, int64_t ix0, int64_t cols, float *stage) {
+/* stage[row][q][16] = x at phase row iy0 + row, phase column ix0 + q of
+ * phase (a, b), channels [c, c + nl) from `at` (channel c's plane), zero
+ * outside the image. */
+INLINE void stage_rows(const job *j, int64_t at, int nl, int64_t a, int64_t b, int64_t iy0, int64_t ix0, int64_t cols,
+                       float *stage) {
     const nn_winograd_shape *s = j->s;
-    int64_t hw = s->in_h * s->in_w;
+    int64_t hw = s->in_h * s->in_w, dh = s->dilation_h, dw = s->dilation_w;
+    int64_t rows_in = phase_extent(s->in_h, a, dh), cols_in = phase_extent(s->in_w, b, dw);
     /* the columns inside the image */
-    int64_t qa = min64(ix0 < 0 ? -ix0 : 0, cols), qb = min64(s->in_w - ix0, cols);
+    int64_t qa = min64(ix0 < 0 ? -ix0 : 0, cols), qb = min64(cols_in - ix0, cols);
     qb = qb < qa ? qa : qb;
     for (int64_t row = 0; row < ALPHA; row++) {
         float *dst = stage + row * RUN_COLS * LANES;
         int64_t iy = iy0 + row;
-        if (iy < 0 || iy >= s->in_h || qa == qb) {
+        if (iy < 0 || iy >= rows_in || qa == qb) {
             memset(dst, 0, sizeof(float) * LANES * (size_t)cols);
             continue;
         }
-        const float *src = j->x + at + iy * s->in_w + ix0;
-        if (nl < LANES || qb - qa < LANES) {
+        /* column q of the phase at src[q * dw]; only q in [qa, qb) is read */
+        const float *src = j->x + at + (a + iy * dh) * s->in_w + b;
+        if (nl < LANES || qb - qa < LANES || dw > 1) {
             for (int64_t q = 0; q < cols; q++)
                 for (int l = 0; l < LANES; l++)
-                    dst[q * LANES + l] = l < nl && q >= qa && q < qb ? src[l * hw + q] : 0.0f;
+                    dst[q * LANES + l] = l < nl && q >= qa && q < qb ? src[l * hw + (ix0 + q) * dw] : 0.0f;
             continue;
         }
+        src += ix0;
         memset(dst, 0, sizeof(float) * LANES * (size_t)qa);
         memset(dst + qb * LANES, 0, sizeof(float) * LANES * (size_t)(cols - qb));
         /* 16 columns at a time; the last block ends at qb, overlapping the one before */
@@ -204,15 +237,16 @@ INLINE void stage_rows(const job *j, int64_t at, int nl, int64_t iy0, int64_t ix
 /* V[p][t][c] = (Bt d B)[p] for the block's tiles [t0, t0 + nt) and group g's channels. */
 INLINE void transform_input(const job *j, int64_t g, int64_t t0, int64_t nt, float *v, float *stage) {
     const nn_winograd_shape *s = j->s;
-    int64_t cg = j->pl.cg, tw = j->pl.tw, per_image = j->pl.th * tw;
+    int64_t cg = j->pl.cg, tw = j->pl.tw;
     for (int64_t t = 0, run; t < nt; t += run) {
-        int64_t n = (t0 + t) / per_image, r = (t0 + t) % per_image, tx = r % tw;
-        run = min64(min64(RUN, tw - tx), nt - t);
-        int64_t iy0 = r / tw * TILE - s->pad_top, ix0 = tx * TILE - s->pad_left;
+        tile_at at = locate(j, t0 + t);
+        run = min64(min64(RUN, tw - at.x0 / TILE), nt - t);
+        /* the pads are multiples of the dilation (nn_winograd_supported) */
+        int64_t iy0 = at.y0 - s->pad_top / s->dilation_h, ix0 = at.x0 - s->pad_left / s->dilation_w;
         for (int64_t c0 = 0; c0 < cg; c0 += LANES) {
             int nl = (int)min64(LANES, cg - c0);
-            stage_rows(j, (n * s->in_ch + g * cg + c0) * s->in_h * s->in_w, nl, iy0, ix0, TILE * run + ALPHA - TILE,
-                       stage);
+            stage_rows(j, (at.n * s->in_ch + g * cg + c0) * s->in_h * s->in_w, nl, at.a, at.b, iy0, ix0,
+                       TILE * run + ALPHA - TILE, stage);
             for (int64_t k = 0; k < run; k++) {
                 vf d[NPOS], tmp[NPOS];
                 for (int row = 0; row < ALPHA; row++)
@@ -271,11 +305,14 @@ INLINE void product(int nr, const float *u, const float *v, int64_t cg, float *o
 INLINE void transform_output(const job *j, int64_t g, int64_t t0, int64_t nt, int64_t m0, int64_t m1, int64_t mr,
                              const float *o) {
     const nn_winograd_shape *s = j->s;
-    int64_t mg = j->pl.mg, per_image = j->pl.th * j->pl.tw, osz = s->out_h * s->out_w;
+    int64_t mg = j->pl.mg, osz = s->out_h * s->out_w, dh = s->dilation_h, dw = s->dilation_w;
     for (int64_t t = 0; t < nt; t++) {
-        int64_t n = (t0 + t) / per_image, r = (t0 + t) % per_image;
-        int64_t oy0 = r / j->pl.tw * TILE, ox0 = r % j->pl.tw * TILE;
-        int64_t rows = min64(TILE, s->out_h - oy0), cols = min64(TILE, s->out_w - ox0);
+        tile_at at = locate(j, t0 + t);
+        int64_t rows = min64(TILE, phase_extent(s->out_h, at.a, dh) - at.y0);
+        int64_t cols = min64(TILE, phase_extent(s->out_w, at.b, dw) - at.x0);
+        if (rows <= 0 || cols <= 0) continue; /* a phase shorter than the grid */
+        /* output row i, column q of the tile at first + i * row_step + q * dw */
+        int64_t row_step = dh * s->out_w;
         for (int64_t mc = m0; mc < m1; mc += LANES) {
             int nl = (int)min64(LANES, m1 - mc);
             vf m[NPOS], tmp[TILE * ALPHA], yv[TILE * TILE];
@@ -290,22 +327,28 @@ INLINE void transform_output(const job *j, int64_t g, int64_t t0, int64_t nt, in
             for (int k = 0; k < TILE * TILE; k++) yv[k] += bv;
             transpose16(yv); /* now one channel's 4x4 tile per vector */
             for (int l = 0; l < LANES; l++) VSTORE(out[l], yv[l]);
-            int64_t first = (n * s->out_ch + g * mg + mc) * osz + oy0 * s->out_w + ox0;
+            int64_t first = (at.n * s->out_ch + g * mg + mc) * osz + (at.a + at.y0 * dh) * s->out_w + at.b + at.x0 * dw;
             size_t row_bytes = sizeof(float) * (size_t)cols;
             if (j->e) {
                 float res[LANES][TILE * TILE];
                 if (j->res) {
                     if (rows < TILE || cols < TILE || nl < LANES) memset(res, 0, sizeof res);
                     for (int l = 0; l < nl; l++)
-                        for (int64_t i = 0; i < rows; i++)
-                            memcpy(res[l] + i * TILE, j->res + first + l * osz + i * s->out_w, row_bytes);
+                        for (int64_t i = 0; i < rows; i++) {
+                            const float *src = j->res + first + l * osz + i * row_step;
+                            if (dw == 1) memcpy(res[l] + i * TILE, src, row_bytes);
+                            else
+                                for (int64_t q = 0; q < cols; q++) res[l][i * TILE + q] = src[q * dw];
+                        }
                 }
                 nn_epilogue_apply(j->e, out[0], j->res ? res[0] : NULL, TILE * TILE * LANES);
             }
             for (int l = 0; l < nl; l++)
                 for (int64_t i = 0; i < rows; i++) {
-                    float *dst = j->y + first + l * osz + i * s->out_w;
-                    if (cols == TILE) memcpy(dst, out[l] + i * TILE, sizeof(float) * TILE);
+                    float *dst = j->y + first + l * osz + i * row_step;
+                    if (dw > 1)
+                        for (int64_t q = 0; q < cols; q++) dst[q * dw] = out[l][i * TILE + q];
+                    else if (cols == TILE) memcpy(dst, out[l] + i * TILE, sizeof(float) * TILE);
                     else memcpy(dst, out[l] + i * TILE, row_bytes);
                 }
         }
@@ -379,9 +422,15 @@ static item_fn pick_item(void) {
 
 /* ---- the API */
 
+/* Beyond this a dilated conv's phases are a row or two each, mostly the
+ * tiles' padding (DeepLab's rates 12..36 go per tap, conv_taps.c); the
+ * bound also keeps phases x tiles far from overflow. */
+#define WINOGRAD_DILATION_MAX 64
+
 bool nn_winograd_supported(const nn_winograd_shape *s) {
-    return s->kernel_h == 3 && s->kernel_w == 3 && s->stride_h == 1 && s->stride_w == 1 && s->dilation_h == 1 &&
-           s->dilation_w == 1 && s->group >= 1 && s->in_ch >= s->group && s->out_ch >= s->group &&
+    return s->kernel_h == 3 && s->kernel_w == 3 && s->stride_h == 1 && s->stride_w == 1 && s->dilation_h >= 1 &&
+           s->dilation_w >= 1 && s->dilation_h <= WINOGRAD_DILATION_MAX && s->dilation_w <= WINOGRAD_DILATION_MAX &&
+           s->pad_top % s->dilation_h == 0 && s->pad_left % s->dilation_w == 0 && s->group >= 1 && s->in_ch >= s->group && s->out_ch >= s->group &&
            s->in_ch % s->group == 0 && s->out_ch % s->group == 0 && s->batch >= 0 && s->in_h >= 1 && s->in_w >= 1 &&
            s->out_h >= 1 && s->out_w >= 1 && s->pad_top >= 0 && s->pad_left >= 0;
 }
@@ -395,7 +444,9 @@ bool nn_winograd_applicable(const nn_winograd_shape *s) {
      * GEMM does 9 per 16 outputs, but its weights are 4x larger, which
      * decides on small images at batch 1 (docs/perf-notes.md, "Winograd or
      * GEMM"). */
-    double pairs = (double)(cg * mg), tiles = (double)(s->batch * cdiv(s->out_h, TILE) * cdiv(s->out_w, TILE));
+    plan pl;
+    make_plan(s, 1, &pl);
+    double pairs = (double)(cg * mg), tiles = (double)pl.tiles; /* a dilated conv's phases pad more */
     double columns = (double)s->batch * (double)(cdiv(s->out_h * s->out_w, GEMM_PANEL) * GEMM_PANEL);
     double winograd = fmax(FLOPS_PER_WEIGHT_BYTE * NPOS * sizeof(float) * pairs, 2.0 * NPOS * pairs * tiles);
     double gemm = fmax(FLOPS_PER_WEIGHT_BYTE * 9 * sizeof(float) * pairs, 2.0 * 9 * pairs * columns);

@@ -1,5 +1,6 @@
-/* Winograd F(4x4, 3x3) convolution: the fast path for 3x3, stride-1,
- * dilation-1 2-D Conv in fp32 NCHW (ops/winograd.c).
+/* Winograd F(4x4, 3x3) convolution: the fast path for 3x3, stride-1 2-D
+ * Conv in fp32 NCHW (ops/winograd.c), dilated too where the leading pads
+ * are multiples of the dilation (as one conv per phase).
  *
  * Use from a Conv kernel:
  *   load     if nn_winograd_applicable(&s): allocate nn_winograd_prepared_size(&s)
@@ -20,8 +21,9 @@ typedef struct nn_winograd_shape {
     int64_t kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w;
 } nn_winograd_shape;
 
-/* The shapes nn_winograd_run computes: a 3x3 kernel, stride 1, dilation 1,
- * pads >= 0, consistent sizes, any batch, groups and channel counts. */
+/* The shapes nn_winograd_run computes: a 3x3 kernel, stride 1, dilation
+ * 1..64 with leading pads >= 0 that are multiples of it, consistent sizes,
+ * any batch, groups and channel counts. */
 bool nn_winograd_supported(const nn_winograd_shape *s);
 
 /* Supported and expected to beat the GEMM path: at least 16 input and 16

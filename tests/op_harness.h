@@ -19,6 +19,8 @@ static int cpu_threads = 1;
 /* whether cpu_run prepares the op (as the engine does for constant
  * weights) before it runs it, and checks prepared_fits on the result */
 static bool cpu_prepare = false;
+/* whether cpu_run lets a Conv take Winograd (nn_options.winograd: the engine's default) */
+static bool cpu_winograd = false;
 
 static uint32_t seed = 2024;
 static inline float uniform(float lo, float hi) {
@@ -125,6 +127,7 @@ static inline bool cpu_run(op_run *r, const char *name, int opset, const nn_attr
                         .in = r->in,
                         .out = r->out,
                         .threads = cpu_threads,
+                        .winograd = cpu_winograd,
                         .epilogue = ep,
                         .err = r->err,
                         .err_size = sizeof r->err};

@@ -69,6 +69,12 @@ static void reference(const conv_case *c, const float *x, const float *w, const 
 static int check_taps;
 /* 1 when the case must run its GEMM positions x channels (conv.c), -1 when it must not, 0 either */
 static int check_rows;
+/* what the case's description (as nndump shows it) must contain, or NULL */
+static const char *check_how;
+/* set for cases through Winograd: its transforms round more than a direct
+ * sum (test_winograd.c measures it against double precision, relative L2
+ * within 1e-5), so the cases here are checked element by element 10x wider */
+static double tol_scale = 1.0;
 
 static void check_case(const conv_case *c, const char *kernel) {
     int64_t kernel_shape[2] = {c->k, c->k}, strides[2] = {c->stride, c->stride},
@@ -106,6 +112,11 @@ static void check_case(const conv_case *c, const char *kernel) {
             CHECK(!!strstr(how, "positions x channels") == (check_rows > 0),
                   "%s: expected %spositions x channels, got '%s'", label, check_rows > 0 ? "" : "not ", how);
         }
+        if (check_how) {
+            char how[160];
+            nn_op_get(nn_op_lookup("Conv"))->describe(&r.call, how, sizeof how);
+            CHECK(strstr(how, check_how) != NULL, "%s: expected '%s' in '%s'", label, check_how, how);
+        }
         CHECK(r.out[0].ndim == 4 && r.out[0].dims[2] == oh_n && r.out[0].dims[3] == ow_n, "%s: output shape", label);
         int64_t n = (int64_t)c->batch * c->out_ch * oh_n * ow_n;
         float *want = malloc(sizeof(float) * (size_t)n);
@@ -116,7 +127,8 @@ static void check_case(const conv_case *c, const char *kernel) {
          * the summation order being the kernel's), so the absolute tolerance
          * grows with K past 256; a wrong tap or index is off by ~0.1-1 */
         int64_t kdim = (int64_t)(c->in_ch / c->group) * c->k * c->k;
-        CHECK_CLOSE(label, r.out[0].data, want, n, 1e-5 * (kdim > 256 ? (double)kdim / 256.0 : 1.0), 1e-5);
+        CHECK_CLOSE(label, r.out[0].data, want, n, tol_scale * 1e-5 * (kdim > 256 ? (double)kdim / 256.0 : 1.0),
+                    tol_scale * 1e-5);
         free(want);
     }
     release(&r);
@@ -383,6 +395,26 @@ int main(void) {
         }
     }
     check_rows = 0;
+    /* Dilated 3x3 convs as FCN's and DeepLab's ResNet backbones have them,
+     * through Winograd one phase at a time (winograd.c): dilation 4 on
+     * 28x28, 2 on 14x14 with a batch, phases of unequal sizes (27 and 21
+     * rows and columns at dilation 2), a trailing pad that differs. */
+    const conv_case phases[] = {
+        {1, 32, 32, 1, 28, 28, 3, 1, 4, {4, 4, 4, 4}, true, relu},
+        {2, 16, 24, 1, 14, 14, 3, 1, 2, {2, 2, 2, 2}, true, res_clip},
+        {1, 16, 48, 1, 27, 21, 3, 1, 2, {2, 2, 2, 0}, false, res_only},
+    };
+    cpu_prepare = cpu_winograd = true;
+    check_how = "winograd F(4x4,3x3) by phases";
+    tol_scale = 10;
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        if (!nn_gemm_use_kernel(kernels[k])) continue;
+        for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+            for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) check_case(&phases[i], kernels[k]);
+    }
+    check_how = NULL;
+    tol_scale = 1;
+    cpu_winograd = false;
     cpu_prepare = false;
     const pool_case pools[] = {
         {5, 112, 112, 3, 2, 0, {1, 1, 1, 1}}, /* ResNet's */

@@ -47,7 +47,8 @@ static void reference(const conv_case *k, const float *x, const float *w, const 
                     for (int64_t c = 0; c < cg; c++)
                         for (int64_t kh = 0; kh < 3; kh++)
                             for (int64_t kw = 0; kw < 3; kw++) {
-                                int64_t iy = oy + kh - s->pad_top, ix = ox + kw - s->pad_left;
+                                int64_t iy = oy + kh * s->dilation_h - s->pad_top;
+                                int64_t ix = ox + kw * s->dilation_w - s->pad_left;
                                 if (iy < 0 || iy >= s->in_h || ix < 0 || ix >= s->in_w) continue;
                                 acc += (double)x[((n * s->in_ch + m / mg * cg + c) * s->in_h + iy) * s->in_w + ix] *
                                        w[((m * cg + c) * 3 + kh) * 3 + kw];
@@ -102,10 +103,12 @@ static void check_case(const conv_case *k, const char *label) {
         if (!(rel_max <= worst_max)) worst_max = rel_max;
     }
     CHECK(st == NN_OK && rel_l2 <= REL_L2_TOL && rel_max <= REL_MAX_TOL,
-          "%s: N=%lld C=%lld M=%lld group=%lld %lldx%lld pads %lld,%lld,%lld,%lld bias=%d res=%d act=%d threads=%d%s: "
+          "%s: N=%lld C=%lld M=%lld group=%lld %lldx%lld dilation %lldx%lld pads %lld,%lld,%lld,%lld bias=%d res=%d "
+          "act=%d threads=%d%s: "
           "expected status 0, rel L2 <= %g, rel max <= %g; got status %d, rel L2 %.3g, rel max %.3g",
           label, (long long)s->batch, (long long)s->in_ch, (long long)s->out_ch, (long long)s->group,
-          (long long)s->in_h, (long long)s->in_w, (long long)s->pad_top, (long long)s->pad_left,
+          (long long)s->in_h, (long long)s->in_w, (long long)s->dilation_h, (long long)s->dilation_w,
+          (long long)s->pad_top, (long long)s->pad_left,
           (long long)k->pad_bottom, (long long)k->pad_right, k->bias, k->residual, (int)k->act, k->threads,
           k->short_workspace ? " (workspace for 1)" : "", REL_L2_TOL, REL_MAX_TOL, (int)st, rel_l2, rel_max);
     free(x);
@@ -128,6 +131,15 @@ static conv_case make_case(int64_t n, int64_t c, int64_t m, int64_t group, int64
     return k;
 }
 
+/* The same case dilated by dh x dw: the output shrinks by 2 (d - 1) per side pair. */
+static conv_case dilate(conv_case k, int64_t dh, int64_t dw) {
+    k.s.dilation_h = dh;
+    k.s.dilation_w = dw;
+    k.s.out_h = k.s.in_h + k.s.pad_top + k.pad_bottom - 2 * dh;
+    k.s.out_w = k.s.in_w + k.s.pad_left + k.pad_right - 2 * dw;
+    return k;
+}
+
 static void random_cases(int count) {
     static const int64_t channels[] = {1, 3, 16, 64, 130}, sizes[] = {1, 2, 3, 5, 7, 8, 14, 28, 56};
     static const nn_act acts[] = {NN_ACT_NONE, NN_ACT_RELU, NN_ACT_SIGMOID};
@@ -136,8 +148,15 @@ static void random_cases(int count) {
         int style = (int)(next() % 3); /* none, symmetric 1, independent 0..2 */
         for (int d = 0; d < 4; d++) pads[d] = style == 0 ? 0 : style == 1 ? 1 : (int64_t)(next() % 3);
         int64_t group = next() % 4 == 0 ? 2 : 1;
+        /* a third dilated (1..3 per dim), leading pads multiples of it */
+        static const int64_t dilations[] = {1, 1, 2, 3};
+        int64_t dh = 1, dw = 1;
+        if (next() % 3 == 0) dh = pick(dilations, 4), dw = pick(dilations, 4);
+        pads[0] *= dh;
+        pads[1] *= dw;
         conv_case k = make_case(1 + next() % 3, group * pick(channels, 5), group * pick(channels, 5), group,
                                 pick(sizes, 9), pick(sizes, 9), pads[0], pads[1], pads[2], pads[3]);
+        k = dilate(k, dh, dw);
         const nn_winograd_shape *s = &k.s;
         if (s->out_h < 1 || s->out_w < 1 ||
             (double)(s->batch * s->in_ch * s->out_ch / group * s->out_h * s->out_w * 9) > MAC_BUDGET)
@@ -173,6 +192,21 @@ static void fixed_cases(void) {
     k = make_case(1, 16, 32, 1, 8, 8, 1, 1, 1, 1);
     k.residual = true;
     check_case(&k, "residual only");
+    /* dilated as FCN's and DeepLab's backbones are (same-size output, pads = dilation), by phases */
+    k = dilate(make_case(1, 32, 48, 1, 28, 28, 4, 4, 4, 4), 4, 4);
+    k.threads = 2;
+    k.bias = k.residual = true;
+    k.act = NN_ACT_RELU;
+    check_case(&k, "dilated 4");
+    /* phases of unequal sizes (13 = 7 + 6 rows), the fast column copy of dilation 1 beside dilation 2 */
+    k = dilate(make_case(2, 20, 17, 1, 13, 35, 2, 0, 2, 1), 2, 1);
+    k.threads = 3;
+    k.bias = true;
+    check_case(&k, "dilated 2x1");
+    /* more phases than rows */
+    k = dilate(make_case(1, 16, 16, 1, 5, 6, 6, 6, 6, 6), 6, 6);
+    k.residual = true;
+    check_case(&k, "dilated 6, tiny");
 }
 
 static void error_cases(void) {
@@ -183,6 +217,10 @@ static void error_cases(void) {
     CHECK_EQ_INT("stride 2 run: status", NN_ERR_UNSUPPORTED,
                  nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, ws, sizeof ws, 1));
     k.s.stride_h = 1;
+    /* a leading pad that is no multiple of the dilation mixes phases */
+    k = dilate(k, 2, 2);
+    CHECK_EQ_INT("dilation 2, pad 1: status", NN_ERR_UNSUPPORTED, nn_winograd_prepare(&k.s, w, prep, 1));
+    k = dilate(make_case(1, 4, 4, 1, 8, 8, 1, 1, 1, 1), 1, 1);
     CHECK_EQ_INT("small workspace: status", NN_ERR_INTERNAL,
                  nn_winograd_run(&k.s, x, prep, NULL, NULL, NULL, y, ws, sizeof ws, 1));
     /* else the case above tells nothing */

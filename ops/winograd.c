@@ -95,8 +95,11 @@ static void make_plan(const nn_winograd_shape *s, int threads, plan *p) {
     p->tiles = s->batch * p->phases * p->th * p->tw;
     /* Threads split the weight panels of the same tiles when the weights
      * outweigh the transformed input (each thread then streams its share of
-     * them, and transforms the input itself), else they take blocks. */
-    bool split = threads > 1 && (p->mg >= p->tiles || s->group * cdiv(p->tiles, NR_MAX) < threads);
+     * them, and transforms the input itself), else they take blocks.  One
+     * panel (32 output channels or fewer, DenseNet's 3x3 convs) has nothing
+     * to split: its tiles are shared out (docs/perf-notes.md, "Winograd:
+     * one weight panel on several threads"). */
+    bool split = threads > 1 && p->panels > 1 && (p->mg >= p->tiles || s->group * cdiv(p->tiles, NR_MAX) < threads);
     p->per = cdiv(p->panels, split ? min64(threads, p->panels) : 1);
     p->msplit = cdiv(p->panels, p->per);
     /* Every block streams the weights once: blocks as large as the cache
@@ -113,6 +116,8 @@ static void make_plan(const nn_winograd_shape *s, int threads, plan *p) {
     int64_t blocks = p->tiles > 0 ? cdiv(p->tiles, most) : 1;
     if (!split && s->group == 1 && p->tiles > 0) /* an even share */
         blocks = min64(p->tiles, cdiv(blocks, threads) * threads);
+    else if (s->group == 1 && p->tiles > 0 && p->msplit < threads) /* fewer panel ranges than threads */
+        blocks = min64(p->tiles, blocks > cdiv(threads, p->msplit) ? blocks : cdiv(threads, p->msplit));
     p->blocks = blocks;
     p->block = cdiv(p->tiles, blocks);
     p->items = s->group * p->blocks * p->msplit;

@@ -183,6 +183,12 @@ static void fixed_cases(void) {
     k.bias = k.residual = true;
     k.act = NN_ACT_RELU;
     check_case(&k, "panels");
+    /* one weight panel (DenseNet's 128 -> 32 on 14x14): its tiles shared out */
+    k = make_case(1, 128, 32, 1, 14, 14, 1, 1, 1, 1);
+    k.threads = 2;
+    k.bias = true;
+    k.act = NN_ACT_RELU;
+    check_case(&k, "one panel");
     /* depthwise (one channel per group), crop on one side only */
     k = make_case(2, 16, 16, 16, 14, 9, 0, 2, 2, 0);
     k.threads = 2;

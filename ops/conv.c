@@ -715,7 +715,8 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
     /* a Winograd or per-tap conv not yet prepared runs the GEMM on its weights as they are */
     if ((path == PATH_WINOGRAD || path == PATH_TAPS) && !p && !c->in[1].data) path = PATH_GEMM;
     if (len < (int)size)
-        len += snprintf(buf + len, size - (size_t)len, ", %s%s%s", names[path], path == PATH_GEMM && c->bf16 ? " bf16" : "",
+        len += snprintf(buf + len, size - (size_t)len, ", %s%s%s", names[path],
+                        path == PATH_GEMM && c->bf16 ? " bf16" : "",
                         path == PATH_WINOGRAD && dilated ? " by phases" : "");
     conv_geom cut = g;
     gemm_taps(&cut, path == PATH_GEMM && p && p->kind == PREP_GEMM);

@@ -127,7 +127,7 @@ static double tile_weight(const gemm_kernel *kd, int64_t valid, int64_t full, bo
  * a part one tile longer (N = 196 in 32-column tiles on two threads: 3 and
  * 3 + the 4-column tile, where ceil-sized parts gave 4 and 2 + it). */
 static void cut_tiles(const gemm_kernel *kd, int64_t tiles, int64_t last, int64_t full, bool cols, int64_t parts,
-                        int64_t *cut) {
+                      int64_t *cut) {
     double total = (double)(tiles - 1) + tile_weight(kd, last, full, cols);
     cut[0] = 0;
     for (int64_t i = 1; i <= parts; i++) {

@@ -99,7 +99,8 @@ static void make_plan(const nn_winograd_shape *s, int threads, plan *p) {
      * panel (32 output channels or fewer, DenseNet's 3x3 convs) has nothing
      * to split: its tiles are shared out (docs/perf-notes.md, "Winograd:
      * one weight panel on several threads"). */
-    bool split = threads > 1 && p->panels > 1 && (p->mg >= p->tiles || s->group * cdiv(p->tiles, NR_MAX) < threads);
+    bool split =
+        threads > 1 && p->panels > 1 && (p->mg >= p->tiles || s->group * cdiv(p->tiles, NR_MAX) < threads);
     p->per = cdiv(p->panels, split ? min64(threads, p->panels) : 1);
     p->msplit = cdiv(p->panels, p->per);
     /* Every block streams the weights once: blocks as large as the cache
@@ -332,7 +333,8 @@ INLINE void transform_output(const job *j, int64_t g, int64_t t0, int64_t nt, in
             for (int k = 0; k < TILE * TILE; k++) yv[k] += bv;
             transpose16(yv); /* now one channel's 4x4 tile per vector */
             for (int l = 0; l < LANES; l++) VSTORE(out[l], yv[l]);
-            int64_t first = (at.n * s->out_ch + g * mg + mc) * osz + (at.a + at.y0 * dh) * s->out_w + at.b + at.x0 * dw;
+            int64_t first =
+                (at.n * s->out_ch + g * mg + mc) * osz + (at.a + at.y0 * dh) * s->out_w + at.b + at.x0 * dw;
             size_t row_bytes = sizeof(float) * (size_t)cols;
             if (j->e) {
                 float res[LANES][TILE * TILE];
@@ -435,7 +437,8 @@ static item_fn pick_item(void) {
 bool nn_winograd_supported(const nn_winograd_shape *s) {
     return s->kernel_h == 3 && s->kernel_w == 3 && s->stride_h == 1 && s->stride_w == 1 && s->dilation_h >= 1 &&
            s->dilation_w >= 1 && s->dilation_h <= WINOGRAD_DILATION_MAX && s->dilation_w <= WINOGRAD_DILATION_MAX &&
-           s->pad_top % s->dilation_h == 0 && s->pad_left % s->dilation_w == 0 && s->group >= 1 && s->in_ch >= s->group && s->out_ch >= s->group &&
+           s->pad_top % s->dilation_h == 0 && s->pad_left % s->dilation_w == 0 && s->group >= 1 &&
+           s->in_ch >= s->group && s->out_ch >= s->group &&
            s->in_ch % s->group == 0 && s->out_ch % s->group == 0 && s->batch >= 0 && s->in_h >= 1 && s->in_w >= 1 &&
            s->out_h >= 1 && s->out_w >= 1 && s->pad_top >= 0 && s->pad_left >= 0;
 }
@@ -459,6 +462,7 @@ bool nn_winograd_applicable(const nn_winograd_shape *s) {
 }
 
 size_t nn_winograd_prepared_size(const nn_winograd_shape *s) {
+    if (!nn_winograd_supported(s)) return 0;
     plan pl;
     make_plan(s, 1, &pl);
     return sizeof(float) * (size_t)(s->group * NPOS * pl.panels * pl.cg * PANEL);

@@ -112,11 +112,13 @@ static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) 
 
 /* A tile's time relative to a full one, by its valid rows or columns: the
  * tile kernels run a ragged edge with the row count rounded up to 14, 8,
- * 4, 2 or 1 (AVX2: 6, 4, 2, 1) and, where its columns fit in half a panel,
- * with half the vectors (0.55 of a full tile's time: a 14x14 plane's N = 196
- * ends on a 4-column tile).  The scalar path runs whole blocks: all 1. */
+ * 4, 2 or 1 (AVX2: 6, 4, 2, 1), columns within the kernel's `narrow` with
+ * vectors down the rows (0.2: a 14x14 plane's N = 196 ends on a 4-column
+ * tile), and other columns that fit in half a panel with half the vectors
+ * (0.55).  The scalar path runs whole blocks: all 1. */
 static double tile_weight(const gemm_kernel *kd, int64_t valid, int64_t full, bool cols) {
     if (kd->block || valid >= full) return 1.0;
+    if (cols && valid <= kd->narrow) return 0.2;
     if (cols) return valid * 2 <= full ? 0.55 : 1.0;
     return (double)(valid + 2) / (double)(full + 2);
 }

@@ -48,6 +48,9 @@ typedef struct gemm_kernel {
      * zero-padded.  A panel keeps the fp32 panel's place and size (offsets
      * stay the driver's) and fills its first half. */
     bool pairs;
+    /* A last tile of at most this many columns (not of a transposed C) runs
+     * with vectors down its rows, at about a fifth of a full tile's time (0: none) */
+    int narrow;
     void (*tile)(const tile_args *t);
     /* Set: the whole block of a task's rows at once instead of tiles, with t->mr
      * rows of a row-major A (row stride kc: MR is 1, so A's panels are its rows)

@@ -95,8 +95,8 @@ T256 static void tile_avx2(const tile_args *t) {
 /* ---- AVX-512 kernel: 14 x 32; ragged edges through masks */
 #define V16_MR 14
 /* R rows by V vectors of 16 columns: V = 1 serves a tile whose valid
- * columns fit in the panel's first half (N = 196, a 14x14 plane, ends on a
- * 4-column tile) in 0.55 of a full tile's time. */
+ * columns fit in the panel's first half (N = 784, a 28x28 plane, ends on a
+ * 16-column tile) in 0.55 of a full tile's time. */
 static inline __attribute__((always_inline)) T512 void tile512_rows(const int R, const int V, const tile_args *t) {
     __m512 c0[V16_MR], c1[V16_MR];
 #pragma clang loop unroll(full)
@@ -160,8 +160,55 @@ static inline __attribute__((always_inline)) T512 void tile512_width(const int V
         tile512_rows(1, V, t);
 }
 
+/* A tile of at most W (4 or 8) columns, as a 14x14 plane's last 4 (N = 196
+ * = 6 x 32 + 4): vectors run down the rows, one per column, so each K step
+ * is one load of the A panel's 14 floats and W broadcasts of B instead of 14
+ * broadcasts into 14 vectors of which W lanes count.  Even and odd K steps
+ * go to separate accumulators (an accumulator per column alone would wait
+ * on the multiply-add's latency).  The columns are then transposed into
+ * rows for the row-major C's epilogue. */
+static inline __attribute__((always_inline)) T512 void tile512_narrow(const int W, const tile_args *t) {
+    __m512 e[8], o[8];
+#pragma clang loop unroll(full)
+    for (int j = 0; j < W; j++)
+        e[j] = o[j] = _mm512_setzero_ps();
+    const __mmask16 panel = (1u << V16_MR) - 1;
+    const float *a = t->a, *b = t->b;
+    int64_t p = 0;
+    for (; p + 1 < t->kc; p += 2, a += 2 * V16_MR, b += 2 * t->ldb) {
+        __m512 a0 = _mm512_maskz_loadu_ps(panel, a), a1 = _mm512_maskz_loadu_ps(panel, a + V16_MR);
+#pragma clang loop unroll(full)
+        for (int j = 0; j < W; j++) {
+            if (j >= t->nr) break;
+            e[j] = _mm512_fmadd_ps(a0, _mm512_set1_ps(b[j]), e[j]);
+            o[j] = _mm512_fmadd_ps(a1, _mm512_set1_ps(b[t->ldb + j]), o[j]);
+        }
+    }
+    if (p < t->kc) {
+        __m512 a0 = _mm512_maskz_loadu_ps(panel, a);
+#pragma clang loop unroll(full)
+        for (int j = 0; j < W; j++) {
+            if (j >= t->nr) break;
+            e[j] = _mm512_fmadd_ps(a0, _mm512_set1_ps(b[j]), e[j]);
+        }
+    }
+    __m512 r[16];
+#pragma clang loop unroll(full)
+    for (int j = 0; j < 16; j++)
+        r[j] = j < W && j < t->nr ? _mm512_add_ps(e[j], o[j]) : _mm512_setzero_ps();
+    transpose16(r); /* r[i]: row i of the tile */
+    __mmask16 m = (__mmask16)((1u << t->nr) - 1);
+#pragma clang loop unroll(full)
+    for (int i = 0; i < V16_MR; i++)
+        if (i < t->mr) _mm512_mask_storeu_ps(t->c + i * t->ldc, m, epi512(r[i], t, i, 0, m));
+}
+
 T512 static void tile_avx512(const tile_args *t) {
-    if (t->nr > 16)
+    if (!t->trans_c && t->nr <= 4)
+        tile512_narrow(4, t);
+    else if (!t->trans_c && t->nr <= 8) /* the kernel's .narrow */
+        tile512_narrow(8, t);
+    else if (t->nr > 16)
         tile512_width(2, t);
     else
         tile512_width(1, t);
@@ -346,6 +393,7 @@ const gemm_kernel nn_gemm_kernel_avx512 = {.name = "avx512",
                                            .mc = 14 * 24,
                                            .nc = 512,
                                            .b_in_place = true,
+                                           .narrow = 8,
                                            .tile = tile_avx512,
                                            .act = act_avx512,
                                            .dot = dot_avx512,

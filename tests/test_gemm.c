@@ -253,6 +253,11 @@ static const gemm_case products[] = {
     /* batches: shared A across the outer index, packed and not */
     {20, 45, 30, 3, 2, PA, 0, ROW, NN_ACT_NONE, 1.0f, 2},
     {9, 33, 18, 2, 3, RES, 0, 0, NN_ACT_CLIP, 1.0f, 2},
+    /* a last tile of at most 8 columns (AVX-512's narrow tile: vectors down the
+     * rows), odd K and K blocks, every epilogue part, in place and packed B */
+    {103, 103, 301, 1, 1, PA | ACC | RES | PAD_C | PAD_B, 0, ROW, NN_ACT_CLIP, 1.0f, 2},
+    {29, 6, 600, 1, 1, RES | PAD_B, 0, COL, NN_ACT_RELU, -0.5f, 1},
+    {45, 36, 77, 1, 1, PB | ACC | RES, 0, COL, NN_ACT_SILU, 1.0f, 2},
     /* matrix-vector shapes */
     {1, 300, 70, 1, 1, 0, 0, COL, NN_ACT_NONE, 1.0f, 2},
     {1, 300, 70, 1, 1, TB, 0, COL, NN_ACT_SIGMOID, 2.0f, 2},

@@ -26,10 +26,10 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes, or when the optimizer makes a faster graph of the same
- * model (14: depthwise convs on small planes keep their weights blocked
- * per 8 or 16 channels, ops/conv.c PREP_DEPTHWISE): older files then read as
- * stale. */
-#define CACHE_FORMAT 14
+ * model (15: 3x3 and 5x5 depthwise convs on rows of 9 to 64 run by rows,
+ * with no blocked weights, where version 14 blocked them per 8 or 16
+ * channels, ops/conv.c PREP_DEPTHWISE): older files then read as stale. */
+#define CACHE_FORMAT 15
 #define CACHE_MAGIC  "nnplan\n"
 enum {
     DATA_ALIGN = 64,

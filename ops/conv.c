@@ -718,6 +718,8 @@ static void describe_conv(const nn_call *c, char *buf, size_t size) {
         len += snprintf(buf + len, size - (size_t)len, ", %s%s%s", names[path],
                         path == PATH_GEMM && c->bf16 ? " bf16" : "",
                         path == PATH_WINOGRAD && dilated ? " by phases" : "");
+    if (path == PATH_DEPTHWISE && len < (int)size)
+        len += snprintf(buf + len, size - (size_t)len, " %s", nn_conv_depthwise_kernel(&g));
     conv_geom cut = g;
     gemm_taps(&cut, path == PATH_GEMM && p && p->kind == PREP_GEMM);
     for (int d = 0; d < g.nsp && cut.kernel_size != g.kernel_size && len < (int)size; d++)

@@ -4,6 +4,7 @@
  * (rotated rows, a flat plane, stride-2 direct) for the others. */
 #include <limits.h>
 #include "par.h"
+#include <stdlib.h>
 #include <string.h>
 
 #include "act_x86.h"
@@ -374,6 +375,133 @@ T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges
         dw_rotate_body(act, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
 }
 
+/* Stride-1 3x3 and 5x5 depthwise convs padded by K/2 on every side whose
+ * rows fit in DW_ROWS_MAX_V vectors (planes of 7x7 to 32x32: MobileNet's,
+ * MnasNet's and EfficientNet's 28x28, 14x14 and 7x7 layers), a row of the
+ * plane at a time.  Each input row is loaded once (masked, so the lanes past
+ * the row are zero), shifted left and right by 1 to K/2 lanes (valignd with
+ * the row's other vector, or with zeros at its ends: the taps past a row's
+ * ends read zeros), and multiplied into the K output rows it reaches, whose
+ * accumulators rotate through K slots (slot o mod K for output row o, known
+ * at compile time within the K-fold unrolled loop); an output row goes
+ * through the epilogue to its store once its last input row is in.  No
+ * padded copy and no masked taps, and each shift serves K output rows,
+ * where dw_rotate_avx512 shifts per output vector and dw_block16
+ * transposes channels in and out (docs/perf-notes.md, "Depthwise by
+ * rows"). */
+#define DW_ROWS_MAX_V 4
+
+/* cur's lanes moved d up, the lanes shifted in the last d of prev: each
+ * lane's neighbour d columns left; and d down from next: d columns right. */
+static inline __attribute__((always_inline)) T512 __m512 dw_left(__m512 cur, __m512 prev, const int d) {
+    __m512i c = _mm512_castps_si512(cur), p = _mm512_castps_si512(prev);
+    return _mm512_castsi512_ps(d == 1 ? _mm512_alignr_epi32(c, p, 15) : _mm512_alignr_epi32(c, p, 14));
+}
+static inline __attribute__((always_inline)) T512 __m512 dw_right(__m512 cur, __m512 next, const int d) {
+    __m512i c = _mm512_castps_si512(cur), n = _mm512_castps_si512(next);
+    return _mm512_castsi512_ps(d == 1 ? _mm512_alignr_epi32(n, c, 1) : _mm512_alignr_epi32(n, c, 2));
+}
+
+static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K, const int V, const nn_act act,
+                                                                    int64_t h, int64_t w_n, const float *x,
+                                                                    const float *w, float bias, float *y, float alpha,
+                                                                    float beta, const float *res) {
+    const int R = K / 2;
+    const __m512 zero = _mm512_setzero_ps(), b = _mm512_set1_ps(bias);
+    __mmask16 m[DW_ROWS_MAX_V];
+    __m512 acc[5][DW_ROWS_MAX_V];
+#pragma clang loop unroll(full)
+    for (int q = 0; q < V; q++) {
+        m[q] = w_n > 16 * q ? nn_flat_lanes(w_n, q) : 0; /* V rounds up: a vector past the row is empty */
+#pragma clang loop unroll(full)
+        for (int s = 0; s < K; s++)
+            acc[s][q] = b;
+    }
+    for (int64_t i0 = 0; i0 < h + R; i0 += K) {
+#pragma clang loop unroll(full)
+        for (int u = 0; u < K; u++) {
+            int64_t i = i0 + u; /* the input row */
+            if (i >= h + R) break;
+            if (i < h) {
+                __m512 c[DW_ROWS_MAX_V], sh[5][DW_ROWS_MAX_V]; /* sh[R + d]: the row shifted to column offset d */
+#pragma clang loop unroll(full)
+                for (int q = 0; q < V; q++)
+                    c[q] = _mm512_maskz_loadu_ps(m[q], x + i * w_n + 16 * q);
+#pragma clang loop unroll(full)
+                for (int q = 0; q < V; q++) {
+                    sh[R][q] = c[q];
+#pragma clang loop unroll(full)
+                    for (int d = 1; d <= R; d++) {
+                        sh[R - d][q] = dw_left(c[q], q > 0 ? c[q - 1] : zero, d);
+                        sh[R + d][q] = dw_right(c[q], q + 1 < V ? c[q + 1] : zero, d);
+                    }
+                }
+#pragma clang loop unroll(full)
+                for (int kh = 0; kh < K; kh++) {
+                    int64_t o = i + R - kh; /* the output row this row of taps reaches */
+                    if (o < 0 || o >= h) continue;
+                    const int s = ((u + R - kh) % K + K) % K;
+#pragma clang loop unroll(full)
+                    for (int kw = 0; kw < K; kw++)
+#pragma clang loop unroll(full)
+                        for (int q = 0; q < V; q++)
+                            acc[s][q] = _mm512_fmadd_ps(_mm512_set1_ps(w[kh * K + kw]), sh[kw][q], acc[s][q]);
+                }
+            }
+            int64_t o = i - R; /* complete now */
+            if (o >= 0) {
+                const int s = ((u - R) % K + K) % K;
+#pragma clang loop unroll(full)
+                for (int q = 0; q < V; q++) {
+                    int64_t at = o * w_n + 16 * q;
+                    _mm512_mask_storeu_ps(y + at, m[q],
+                                          dw_epilogue512(acc[s][q], m[q], act, alpha, beta, res ? res + at : NULL));
+                    acc[s][q] = b;
+                }
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) T512 void dw_rows_k(const int K, const int V, int64_t h, int64_t w_n,
+                                                                 const float *x, const float *w, float bias, float *y,
+                                                                 const nn_epilogue *e, const float *res) {
+    if (e && !nn_act_has_vec(e->act)) { /* after the plane, as nn_conv_epilogue does */
+        dw_rows_body(K, V, NN_ACT_NONE, h, w_n, x, w, bias, y, 0.0f, 0.0f, NULL);
+        nn_conv_epilogue(e, y, res, h * w_n);
+        return;
+    }
+    nn_act act = e ? e->act : NN_ACT_NONE;
+    float alpha = e ? e->alpha : 0.0f, beta = e ? e->beta : 0.0f;
+    res = e ? res : NULL;
+    if (act == NN_ACT_NONE)
+        dw_rows_body(K, V, NN_ACT_NONE, h, w_n, x, w, bias, y, alpha, beta, res);
+    else if (act == NN_ACT_RELU)
+        dw_rows_body(K, V, NN_ACT_RELU, h, w_n, x, w, bias, y, alpha, beta, res);
+    else if (act == NN_ACT_CLIP)
+        dw_rows_body(K, V, NN_ACT_CLIP, h, w_n, x, w, bias, y, alpha, beta, res);
+    else
+        dw_rows_body(K, V, act, h, w_n, x, w, bias, y, alpha, beta, res);
+}
+
+/* One h x w_n plane; res: the residual, read only with an epilogue e. */
+T512 static void dw_rows_avx512(int k, int64_t h, int64_t w_n, const float *x, const float *w, float bias, float *y,
+                                const nn_epilogue *e, const float *res) {
+    int64_t v = (w_n + 15) / 16;
+    if (k == 3 && v == 1)
+        dw_rows_k(3, 1, h, w_n, x, w, bias, y, e, res);
+    else if (k == 3 && v == 2)
+        dw_rows_k(3, 2, h, w_n, x, w, bias, y, e, res);
+    else if (k == 3 && v == 3)
+        dw_rows_k(3, 3, h, w_n, x, w, bias, y, e, res);
+    else if (k == 3)
+        dw_rows_k(3, 4, h, w_n, x, w, bias, y, e, res);
+    else if (v == 1)
+        dw_rows_k(5, 1, h, w_n, x, w, bias, y, e, res);
+    else
+        dw_rows_k(5, 2, h, w_n, x, w, bias, y, e, res);
+}
+
 /* np (1 or 2) planes at once: 3x3 windows take two, whose chains of
  * multiply-adds then interleave and share each tap's mask.  The epilogue e
  * (NULL: none) adds res[q] (NULL: none) and applies the activation. */
@@ -438,13 +566,17 @@ typedef struct dw_blocked {
     const int32_t *out_pixel; /* per output position, rounded up to DWB_STEP: its window's first padded pixel */
 } dw_blocked;
 
+#if NN_HAVE_X86
+static bool dw_rows(const conv_geom *g);
+#endif
+
 static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     int64_t k = g->kernel[0], s = g->stride[0];
     if (g->out_ch != g->group || (k != 3 && k != 5) || g->kernel[1] != k || (s != 1 && s != 2) || g->stride[1] != s ||
         g->dilation[0] != 1 || g->dilation[1] != 1)
         return false;
 #if NN_HAVE_X86
-    if (dw_s2_direct(g)) return false;
+    if (dw_s2_direct(g) || dw_rows(g)) return false;
 #endif
     *ph = nn_padded_extent(g->out[0], s, k, 1, g->pad[0], g->in[0]);
     *pw = nn_padded_extent(g->out[1], s, k, 1, g->pad[1], g->in[1]);
@@ -787,7 +919,55 @@ static void dw_rotate_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     }
 }
 
+/* NN_DW_ROWS=0 in the environment (read once) leaves these convs to the
+ * other kernels, for A/B measurements. */
+static bool dw_rows_enabled(void) {
+    static int enabled = -1; /* accessed atomically: first callers may race to set it (to the same value) */
+    int on = __atomic_load_n(&enabled, __ATOMIC_RELAXED);
+    if (on < 0) {
+        const char *env = getenv("NN_DW_ROWS");
+        on = !(env && !strcmp(env, "0"));
+        __atomic_store_n(&enabled, on, __ATOMIC_RELAXED);
+    }
+    return on;
+}
+
+/* Whether dw_rows_avx512 runs g: rows of 9 to 64 floats for 3x3 kernels, to
+ * 32 for 5x5 ones (more vectors a row would spill the accumulators); 7x7
+ * planes stay with depthwise_blocked (by rows, 7 of 16 lanes count: 1.0x
+ * its time for 5x5, 1.13x for 3x3). */
+static bool dw_rows(const conv_geom *g) {
+    int64_t k = g->kernel[0];
+    if (!dw_rows_enabled() || nn_isa_active() != NN_ISA_AVX512 || (k != 3 && k != 5) || g->kernel[1] != k ||
+        g->in[1] <= 8 || g->in[1] > (k == 3 ? 64 : 32) || g->out_ch != g->group)
+        return false;
+    for (int d = 0; d < 2; d++)
+        if (g->stride[d] != 1 || g->dilation[d] != 1 || g->pad[d] != k / 2 || g->out[d] != g->in[d]) return false;
+    return true;
+}
+
+static void dw_rows_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const dw_job *j = ctx;
+    const conv_geom *g = j->g;
+    for (int64_t p = lo; p < hi; p++) {
+        int64_t oc = p % g->out_ch;
+        dw_rows_avx512((int)g->kernel[0], g->in[0], g->in[1], dw_input_plane(g, j->x, p), j->w + oc * g->kernel_size,
+                       j->bias ? j->bias[oc] : 0.0f, j->y + p * g->out_size, j->e,
+                       j->res ? j->res + p * g->out_size : NULL);
+    }
+}
+
+/* One plane per task. */
+static void depthwise_rows(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                           const nn_epilogue *e, const float *res, int threads) {
+    int64_t planes = g->batch * g->out_ch;
+    dw_job j = {.g = g, .x = x, .w = w, .bias = bias, .res = res, .y = y, .e = e};
+    nn_par_for_range(planes * g->out_size * g->kernel_size > NN_PAR_MIN ? threads : 1, planes, 1, dw_rows_range, &j);
+}
+
 #endif
+
 
 /* What depthwise_2d's tasks compute, derived from g alone. */
 typedef struct dw2d {
@@ -896,10 +1076,29 @@ static void depthwise_2d(const conv_geom *g, const float *x, const float *w, con
 
 size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads) { return dw_blocked_workspace(g, threads); }
 
+const char *nn_conv_depthwise_kernel(const conv_geom *g) {
+#if NN_HAVE_X86
+    int64_t ph, pw;
+    nn_flat_taps t;
+    if (dw_rows(g)) return "by rows";
+    if (dw_blocked_fits(g, &ph, &pw)) return "channel-blocked";
+    if (dw_rotate(g)) return "by lane rotation";
+    if (dw_flat(g, &t)) return "on flat planes";
+    if (dw_s2_direct(g)) return "stride 2 direct";
+#else
+    (void)g;
+#endif
+    return "per plane";
+}
+
 void nn_conv_depthwise_run(const conv_geom *g, const float *x, const float *w, const float *wblk, const float *bias,
                            float *y, const nn_epilogue *e, const float *res, void *workspace, size_t workspace_size,
                            int threads) {
 #if NN_HAVE_X86
+    if (dw_rows(g)) {
+        depthwise_rows(g, x, w, bias, y, e, res, threads);
+        return;
+    }
     int64_t ph, pw;
     if (dw_blocked_fits(g, &ph, &pw) && workspace_size >= dw_blocked_bytes(g, ph, pw, threads)) {
         depthwise_blocked(g, ph, pw, x, w, wblk, bias, y, e, res, workspace, threads);

@@ -34,6 +34,8 @@ static inline void nn_conv_epilogue(const nn_epilogue *e, float *y, const float 
  * have been laid out for the lanes in use now).  w is read by the per-plane
  * kernels and when wblk is NULL. */
 size_t nn_conv_depthwise_workspace(const conv_geom *g, int threads);
+/* which of the kernels below runs g, for nndump ("by rows", "channel-blocked", ...) */
+const char *nn_conv_depthwise_kernel(const conv_geom *g);
 size_t nn_conv_depthwise_prepared_floats(const conv_geom *g);
 int nn_conv_depthwise_lanes(void); /* channels per block of the layout prepare makes now */
 void nn_conv_depthwise_prepare(const conv_geom *g, const float *w, float *wblk);

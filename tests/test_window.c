@@ -326,6 +326,35 @@ int main(void) {
                 if (cases[i].group == cases[i].in_ch && cases[i].group > 1) check_case(&cases[i], kernels[k]);
     }
     cpu_prepare = false;
+    /* depthwise by rows (AVX-512: 3x3 and 5x5 at stride 1 on rows of 9 to
+     * 64, one to four vectors a row): planes of fewer rows than the kernel,
+     * rows of 9, 16, 17, 32, 33, 48, 49 and 64, residuals, activations in
+     * the vector and after the plane, two images, no bias; the other
+     * families run them on their own kernels */
+    const conv_case by_rows[] = {
+        DW(2, 3, 1, 20, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
+        DW(1, 4, 2, 9, 5, 1, 1, {2, 2, 2, 2}, true, relu6),
+        DW(1, 3, 5, 33, 3, 1, 1, {1, 1, 1, 1}, true, res_only),
+        DW(1, 3, 3, 49, 3, 1, 1, {1, 1, 1, 1}, false, none),
+        DW(2, 5, 14, 14, 5, 1, 1, {2, 2, 2, 2}, true, res_clip),
+        DW(1, 4, 11, 16, 5, 1, 1, {2, 2, 2, 2}, true, tanh_only),
+        DW(1, 3, 28, 28, 5, 1, 1, {2, 2, 2, 2}, true, silu),
+        DW(1, 2, 13, 17, 3, 1, 1, {1, 1, 1, 1}, true, res_gelu),
+        DW(1, 3, 9, 48, 3, 1, 1, {1, 1, 1, 1}, true, relu),
+        DW(1, 2, 7, 64, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
+        DW(1, 2, 6, 32, 5, 1, 1, {2, 2, 2, 2}, false, relu6),
+    };
+    for (int prep = 0; prep <= 1; prep++) {
+        cpu_prepare = prep;
+        for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+            if (!nn_gemm_use_kernel(kernels[k])) continue;
+            check_how = strcmp(kernels[k], "avx512") ? NULL : "depthwise by rows";
+            for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+                for (size_t i = 0; i < sizeof by_rows / sizeof by_rows[0]; i++) check_case(&by_rows[i], kernels[k]);
+        }
+    }
+    check_how = NULL;
+    cpu_prepare = false;
     /* Dense and grouped convs dilated past their planes, weights prepared
      * as the engine prepares constants: the GEMM runs a kernel cut to the
      * taps that reach the input (DeepLab's ASPP: only the centre tap at

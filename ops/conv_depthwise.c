@@ -247,8 +247,8 @@ static inline __attribute__((always_inline)) T512 __m512 dw_epilogue512(__m512 v
 }
 
 /* AVX-512, stride-1 K x K kernels (K <= 7, any dilation) that keep a small
- * plane's size (MobileNet's and EfficientNet's 14x14 and 7x7 layers,
- * ConvNeXt's 7x7 kernels up to 28x28, DeepLab's dilated 5x5 ones): 16
+ * plane's size and that dw_rows leaves (7x7 planes, ConvNeXt's 7x7 kernels
+ * on 56x56, DeepLab's dilated 5x5 ones): 16
  * positions of the flat plane per vector, each tap a load masked to the
  * lanes whose neighbour is inside (window.h), so no padded copy and no
  * half-empty vectors at the ends of short rows. */
@@ -375,10 +375,10 @@ T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges
         dw_rotate_body(act, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
 }
 
-/* Stride-1 3x3 and 5x5 depthwise convs padded by K/2 on every side whose
- * rows fit in DW_ROWS_MAX_V vectors (planes of 7x7 to 32x32: MobileNet's,
- * MnasNet's and EfficientNet's 28x28, 14x14 and 7x7 layers), a row of the
- * plane at a time.  Each input row is loaded once (masked, so the lanes past
+/* Stride-1 3x3, 5x5 and 7x7 depthwise convs padded by K/2 on every side
+ * whose rows fit in a few vectors (dw_rows: MobileNet's, MnasNet's,
+ * EfficientNet's and ConvNeXt's layers on 56x56 to 14x14 planes), a row of
+ * the plane at a time.  Each input row is loaded once (masked, so the lanes past
  * the row are zero), shifted left and right by 1 to K/2 lanes (valignd with
  * the row's other vector, or with zeros at its ends: the taps past a row's
  * ends read zeros), and multiplied into the K output rows it reaches, whose
@@ -395,11 +395,15 @@ T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges
  * lane's neighbour d columns left; and d down from next: d columns right. */
 static inline __attribute__((always_inline)) T512 __m512 dw_left(__m512 cur, __m512 prev, const int d) {
     __m512i c = _mm512_castps_si512(cur), p = _mm512_castps_si512(prev);
-    return _mm512_castsi512_ps(d == 1 ? _mm512_alignr_epi32(c, p, 15) : _mm512_alignr_epi32(c, p, 14));
+    return _mm512_castsi512_ps(d == 1   ? _mm512_alignr_epi32(c, p, 15)
+                               : d == 2 ? _mm512_alignr_epi32(c, p, 14)
+                                        : _mm512_alignr_epi32(c, p, 13));
 }
 static inline __attribute__((always_inline)) T512 __m512 dw_right(__m512 cur, __m512 next, const int d) {
     __m512i c = _mm512_castps_si512(cur), n = _mm512_castps_si512(next);
-    return _mm512_castsi512_ps(d == 1 ? _mm512_alignr_epi32(n, c, 1) : _mm512_alignr_epi32(n, c, 2));
+    return _mm512_castsi512_ps(d == 1   ? _mm512_alignr_epi32(n, c, 1)
+                               : d == 2 ? _mm512_alignr_epi32(n, c, 2)
+                                        : _mm512_alignr_epi32(n, c, 3));
 }
 
 static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K, const int V, const nn_act act,
@@ -409,7 +413,7 @@ static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K,
     const int R = K / 2;
     const __m512 zero = _mm512_setzero_ps(), b = _mm512_set1_ps(bias);
     __mmask16 m[DW_ROWS_MAX_V];
-    __m512 acc[5][DW_ROWS_MAX_V];
+    __m512 acc[7][DW_ROWS_MAX_V];
 #pragma clang loop unroll(full)
     for (int q = 0; q < V; q++) {
         m[q] = w_n > 16 * q ? nn_flat_lanes(w_n, q) : 0; /* V rounds up: a vector past the row is empty */
@@ -423,7 +427,7 @@ static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K,
             int64_t i = i0 + u; /* the input row */
             if (i >= h + R) break;
             if (i < h) {
-                __m512 c[DW_ROWS_MAX_V], sh[5][DW_ROWS_MAX_V]; /* sh[R + d]: the row shifted to column offset d */
+                __m512 c[DW_ROWS_MAX_V], sh[7][DW_ROWS_MAX_V]; /* sh[R + d]: the row shifted to column offset d */
 #pragma clang loop unroll(full)
                 for (int q = 0; q < V; q++)
                     c[q] = _mm512_maskz_loadu_ps(m[q], x + i * w_n + 16 * q);
@@ -496,10 +500,14 @@ T512 static void dw_rows_avx512(int k, int64_t h, int64_t w_n, const float *x, c
         dw_rows_k(3, 3, h, w_n, x, w, bias, y, e, res);
     else if (k == 3)
         dw_rows_k(3, 4, h, w_n, x, w, bias, y, e, res);
-    else if (v == 1)
+    else if (k == 5 && v == 1)
         dw_rows_k(5, 1, h, w_n, x, w, bias, y, e, res);
-    else
+    else if (k == 5)
         dw_rows_k(5, 2, h, w_n, x, w, bias, y, e, res);
+    else if (v == 1)
+        dw_rows_k(7, 1, h, w_n, x, w, bias, y, e, res);
+    else
+        dw_rows_k(7, 2, h, w_n, x, w, bias, y, e, res);
 }
 
 /* np (1 or 2) planes at once: 3x3 windows take two, whose chains of
@@ -933,12 +941,13 @@ static bool dw_rows_enabled(void) {
 }
 
 /* Whether dw_rows_avx512 runs g: rows of 9 to 64 floats for 3x3 kernels, to
- * 32 for 5x5 ones (more vectors a row would spill the accumulators); 7x7
+ * 32 for 5x5 and 7x7 ones (more vectors a row spill the accumulators and
+ * shifts: a 7x7 on 56x56 by rows took as long as on flat planes); 7x7
  * planes stay with depthwise_blocked (by rows, 7 of 16 lanes count: 1.0x
  * its time for 5x5, 1.13x for 3x3). */
 static bool dw_rows(const conv_geom *g) {
     int64_t k = g->kernel[0];
-    if (!dw_rows_enabled() || nn_isa_active() != NN_ISA_AVX512 || (k != 3 && k != 5) || g->kernel[1] != k ||
+    if (!dw_rows_enabled() || nn_isa_active() != NN_ISA_AVX512 || (k != 3 && k != 5 && k != 7) || g->kernel[1] != k ||
         g->in[1] <= 8 || g->in[1] > (k == 3 ? 64 : 32) || g->out_ch != g->group)
         return false;
     for (int d = 0; d < 2; d++)

@@ -326,11 +326,11 @@ int main(void) {
                 if (cases[i].group == cases[i].in_ch && cases[i].group > 1) check_case(&cases[i], kernels[k]);
     }
     cpu_prepare = false;
-    /* depthwise by rows (AVX-512: 3x3 and 5x5 at stride 1 on rows of 9 to
-     * 64, one to four vectors a row): planes of fewer rows than the kernel,
-     * rows of 9, 16, 17, 32, 33, 48, 49 and 64, residuals, activations in
-     * the vector and after the plane, two images, no bias; the other
-     * families run them on their own kernels */
+    /* depthwise by rows (AVX-512: 3x3, 5x5 and 7x7 at stride 1 on rows of 9
+     * to 64, one to four vectors a row): planes of fewer rows than the
+     * kernel, rows of 9, 10, 16, 17, 29, 32, 33, 48, 49 and 64, residuals,
+     * activations in the vector and after the plane, two images, no bias;
+     * the other families run them on their own kernels */
     const conv_case by_rows[] = {
         DW(2, 3, 1, 20, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
         DW(1, 4, 2, 9, 5, 1, 1, {2, 2, 2, 2}, true, relu6),
@@ -343,6 +343,9 @@ int main(void) {
         DW(1, 3, 9, 48, 3, 1, 1, {1, 1, 1, 1}, true, relu),
         DW(1, 2, 7, 64, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
         DW(1, 2, 6, 32, 5, 1, 1, {2, 2, 2, 2}, false, relu6),
+        DW(1, 3, 14, 14, 7, 1, 1, {3, 3, 3, 3}, true, res_clip),
+        DW(2, 2, 4, 29, 7, 1, 1, {3, 3, 3, 3}, true, relu6),
+        DW(1, 2, 9, 10, 7, 1, 1, {3, 3, 3, 3}, false, res_gelu),
     };
     for (int prep = 0; prep <= 1; prep++) {
         cpu_prepare = prep;

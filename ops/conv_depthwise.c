@@ -406,17 +406,27 @@ static inline __attribute__((always_inline)) T512 __m512 dw_right(__m512 cur, __
                                         : _mm512_alignr_epi32(n, c, 3));
 }
 
-static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K, const int V, const nn_act act,
-                                                                    int64_t h, int64_t w_n, const float *x,
-                                                                    const float *w, float bias, float *y, float alpha,
-                                                                    float beta, const float *res) {
+/* Vectors [q0, q0 + V) of each row; a chunk of a longer row also reads the
+ * vectors either side of it (zero past the row's ends), a whole row
+ * (chunk false, q0 0) none. */
+static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K, const int V, const bool chunk,
+                                                                    const nn_act act, int64_t h, int64_t w_n,
+                                                                    int64_t q0, const float *x, const float *w,
+                                                                    float bias, float *y, float alpha, float beta,
+                                                                    const float *res) {
     const int R = K / 2;
     const __m512 zero = _mm512_setzero_ps(), b = _mm512_set1_ps(bias);
     __mmask16 m[DW_ROWS_MAX_V];
     __m512 acc[7][DW_ROWS_MAX_V];
+    int64_t left = w_n - 16 * q0; /* columns from the chunk on */
+    __mmask16 next_m = chunk && left > 16 * V ? nn_flat_lanes(left, V) : 0;
+    bool prev = chunk && q0 > 0;
+    x += 16 * q0;
+    y += 16 * q0;
+    res = res ? res + 16 * q0 : NULL;
 #pragma clang loop unroll(full)
     for (int q = 0; q < V; q++) {
-        m[q] = w_n > 16 * q ? nn_flat_lanes(w_n, q) : 0; /* V rounds up: a vector past the row is empty */
+        m[q] = left > 16 * q ? nn_flat_lanes(left, q) : 0; /* V rounds up: a vector past the row is empty */
 #pragma clang loop unroll(full)
         for (int s = 0; s < K; s++)
             acc[s][q] = b;
@@ -431,13 +441,15 @@ static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K,
 #pragma clang loop unroll(full)
                 for (int q = 0; q < V; q++)
                     c[q] = _mm512_maskz_loadu_ps(m[q], x + i * w_n + 16 * q);
+                __m512 before = prev ? _mm512_loadu_ps(x + i * w_n - 16) : zero;
+                __m512 after = next_m ? _mm512_maskz_loadu_ps(next_m, x + i * w_n + 16 * V) : zero;
 #pragma clang loop unroll(full)
                 for (int q = 0; q < V; q++) {
                     sh[R][q] = c[q];
 #pragma clang loop unroll(full)
                     for (int d = 1; d <= R; d++) {
-                        sh[R - d][q] = dw_left(c[q], q > 0 ? c[q - 1] : zero, d);
-                        sh[R + d][q] = dw_right(c[q], q + 1 < V ? c[q + 1] : zero, d);
+                        sh[R - d][q] = dw_left(c[q], q > 0 ? c[q - 1] : before, d);
+                        sh[R + d][q] = dw_right(c[q], q + 1 < V ? c[q + 1] : after, d);
                     }
                 }
 #pragma clang loop unroll(full)
@@ -467,11 +479,36 @@ static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K,
     }
 }
 
-static inline __attribute__((always_inline)) T512 void dw_rows_k(const int K, const int V, int64_t h, int64_t w_n,
-                                                                 const float *x, const float *w, float bias, float *y,
-                                                                 const nn_epilogue *e, const float *res) {
+/* The row whole, or in chunks of V vectors (the last one shorter). */
+static inline __attribute__((always_inline)) T512 void dw_rows_act(const int K, const int V, const bool chunk,
+                                                                   const nn_act act, int64_t h, int64_t w_n,
+                                                                   const float *x, const float *w, float bias,
+                                                                   float *y, float alpha, float beta,
+                                                                   const float *res) {
+    if (!chunk) {
+        dw_rows_body(K, V, false, act, h, w_n, 0, x, w, bias, y, alpha, beta, res);
+        return;
+    }
+    int64_t vt = (w_n + 15) / 16;
+    for (int64_t q0 = 0; q0 < vt; q0 += V) {
+        int64_t n = vt - q0 < V ? vt - q0 : V;
+        if (n == V)
+            dw_rows_body(K, V, true, act, h, w_n, q0, x, w, bias, y, alpha, beta, res);
+        else if (n == 1)
+            dw_rows_body(K, 1, true, act, h, w_n, q0, x, w, bias, y, alpha, beta, res);
+        else if (n == 2)
+            dw_rows_body(K, V > 2 ? 2 : 1, true, act, h, w_n, q0, x, w, bias, y, alpha, beta, res);
+        else
+            dw_rows_body(K, V > 3 ? 3 : 1, true, act, h, w_n, q0, x, w, bias, y, alpha, beta, res);
+    }
+}
+
+static inline __attribute__((always_inline)) T512 void dw_rows_k(const int K, const int V, const bool chunk, int64_t h,
+                                                                 int64_t w_n, const float *x, const float *w,
+                                                                 float bias, float *y, const nn_epilogue *e,
+                                                                 const float *res) {
     if (e && !nn_act_has_vec(e->act)) { /* after the plane, as nn_conv_epilogue does */
-        dw_rows_body(K, V, NN_ACT_NONE, h, w_n, x, w, bias, y, 0.0f, 0.0f, NULL);
+        dw_rows_act(K, V, chunk, NN_ACT_NONE, h, w_n, x, w, bias, y, 0.0f, 0.0f, NULL);
         nn_conv_epilogue(e, y, res, h * w_n);
         return;
     }
@@ -479,35 +516,52 @@ static inline __attribute__((always_inline)) T512 void dw_rows_k(const int K, co
     float alpha = e ? e->alpha : 0.0f, beta = e ? e->beta : 0.0f;
     res = e ? res : NULL;
     if (act == NN_ACT_NONE)
-        dw_rows_body(K, V, NN_ACT_NONE, h, w_n, x, w, bias, y, alpha, beta, res);
+        dw_rows_act(K, V, chunk, NN_ACT_NONE, h, w_n, x, w, bias, y, alpha, beta, res);
     else if (act == NN_ACT_RELU)
-        dw_rows_body(K, V, NN_ACT_RELU, h, w_n, x, w, bias, y, alpha, beta, res);
+        dw_rows_act(K, V, chunk, NN_ACT_RELU, h, w_n, x, w, bias, y, alpha, beta, res);
     else if (act == NN_ACT_CLIP)
-        dw_rows_body(K, V, NN_ACT_CLIP, h, w_n, x, w, bias, y, alpha, beta, res);
+        dw_rows_act(K, V, chunk, NN_ACT_CLIP, h, w_n, x, w, bias, y, alpha, beta, res);
     else
-        dw_rows_body(K, V, act, h, w_n, x, w, bias, y, alpha, beta, res);
+        dw_rows_act(K, V, chunk, act, h, w_n, x, w, bias, y, alpha, beta, res);
 }
 
-/* One h x w_n plane; res: the residual, read only with an epilogue e. */
+/* Rows longer than dw_rows_avx512 takes whole, in chunks. */
+T512 __attribute__((noinline)) static void dw_rows_chunks(int k, int64_t h, int64_t w_n, const float *x,
+                                                           const float *w, float bias, float *y,
+                                                           const nn_epilogue *e, const float *res) {
+    if (k == 3)
+        dw_rows_k(3, 4, true, h, w_n, x, w, bias, y, e, res);
+    else if (k == 5)
+        dw_rows_k(5, 2, true, h, w_n, x, w, bias, y, e, res);
+    else
+        dw_rows_k(7, 2, true, h, w_n, x, w, bias, y, e, res);
+}
+
+/* One h x w_n plane; res: the residual, read only with an epilogue e.
+ * Rows of up to 4 vectors (3x3) or 2 (5x5, 7x7) whole, longer ones in
+ * chunks of that many (each chunk its own function: the whole-row loops
+ * took 1.1-1.15x their time compiled beside the chunked ones). */
 T512 static void dw_rows_avx512(int k, int64_t h, int64_t w_n, const float *x, const float *w, float bias, float *y,
                                 const nn_epilogue *e, const float *res) {
     int64_t v = (w_n + 15) / 16;
     if (k == 3 && v == 1)
-        dw_rows_k(3, 1, h, w_n, x, w, bias, y, e, res);
+        dw_rows_k(3, 1, false, h, w_n, x, w, bias, y, e, res);
     else if (k == 3 && v == 2)
-        dw_rows_k(3, 2, h, w_n, x, w, bias, y, e, res);
+        dw_rows_k(3, 2, false, h, w_n, x, w, bias, y, e, res);
     else if (k == 3 && v == 3)
-        dw_rows_k(3, 3, h, w_n, x, w, bias, y, e, res);
-    else if (k == 3)
-        dw_rows_k(3, 4, h, w_n, x, w, bias, y, e, res);
+        dw_rows_k(3, 3, false, h, w_n, x, w, bias, y, e, res);
+    else if (k == 3 && v == 4)
+        dw_rows_k(3, 4, false, h, w_n, x, w, bias, y, e, res);
     else if (k == 5 && v == 1)
-        dw_rows_k(5, 1, h, w_n, x, w, bias, y, e, res);
-    else if (k == 5)
-        dw_rows_k(5, 2, h, w_n, x, w, bias, y, e, res);
-    else if (v == 1)
-        dw_rows_k(7, 1, h, w_n, x, w, bias, y, e, res);
+        dw_rows_k(5, 1, false, h, w_n, x, w, bias, y, e, res);
+    else if (k == 5 && v == 2)
+        dw_rows_k(5, 2, false, h, w_n, x, w, bias, y, e, res);
+    else if (k == 7 && v == 1)
+        dw_rows_k(7, 1, false, h, w_n, x, w, bias, y, e, res);
+    else if (k == 7 && v == 2)
+        dw_rows_k(7, 2, false, h, w_n, x, w, bias, y, e, res);
     else
-        dw_rows_k(7, 2, h, w_n, x, w, bias, y, e, res);
+        dw_rows_chunks(k, h, w_n, x, w, bias, y, e, res);
 }
 
 /* np (1 or 2) planes at once: 3x3 windows take two, whose chains of
@@ -940,15 +994,15 @@ static bool dw_rows_enabled(void) {
     return on;
 }
 
-/* Whether dw_rows_avx512 runs g: rows of 9 to 64 floats for 3x3 kernels, to
- * 32 for 5x5 and 7x7 ones (more vectors a row spill the accumulators and
- * shifts: a 7x7 on 56x56 by rows took as long as on flat planes); 7x7
+/* Whether dw_rows_avx512 runs g: rows of 9 to 128 floats (up to 4 vectors
+ * of a 3x3's row at once, 2 of a 5x5's or 7x7's: more spill the
+ * accumulators and shifts; longer rows in chunks of that many); 7x7
  * planes stay with depthwise_blocked (by rows, 7 of 16 lanes count: 1.0x
  * its time for 5x5, 1.13x for 3x3). */
 static bool dw_rows(const conv_geom *g) {
     int64_t k = g->kernel[0];
     if (!dw_rows_enabled() || nn_isa_active() != NN_ISA_AVX512 || (k != 3 && k != 5 && k != 7) || g->kernel[1] != k ||
-        g->in[1] <= 8 || g->in[1] > (k == 3 ? 64 : 32) || g->out_ch != g->group)
+        g->in[1] <= 8 || g->in[1] > 128 || g->out_ch != g->group)
         return false;
     for (int d = 0; d < 2; d++)
         if (g->stride[d] != 1 || g->dilation[d] != 1 || g->pad[d] != k / 2 || g->out[d] != g->in[d]) return false;

@@ -327,8 +327,8 @@ int main(void) {
     }
     cpu_prepare = false;
     /* depthwise by rows (AVX-512: 3x3, 5x5 and 7x7 at stride 1 on rows of 9
-     * to 64, one to four vectors a row): planes of fewer rows than the
-     * kernel, rows of 9, 10, 16, 17, 29, 32, 33, 48, 49 and 64, residuals,
+     * to 128, up to four vectors a row at once): planes of fewer rows than
+     * the kernel, rows of 9 to 128, residuals,
      * activations in the vector and after the plane, two images, no bias;
      * the other families run them on their own kernels */
     const conv_case by_rows[] = {
@@ -346,6 +346,13 @@ int main(void) {
         DW(1, 3, 14, 14, 7, 1, 1, {3, 3, 3, 3}, true, res_clip),
         DW(2, 2, 4, 29, 7, 1, 1, {3, 3, 3, 3}, true, relu6),
         DW(1, 2, 9, 10, 7, 1, 1, {3, 3, 3, 3}, false, res_gelu),
+        /* rows in chunks, the last one of 1 to 3 vectors */
+        DW(1, 2, 7, 66, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
+        DW(1, 2, 6, 82, 3, 1, 1, {1, 1, 1, 1}, true, relu6),
+        DW(1, 2, 5, 100, 3, 1, 1, {1, 1, 1, 1}, false, tanh_only),
+        DW(1, 2, 9, 40, 5, 1, 1, {2, 2, 2, 2}, true, res_only),
+        DW(2, 2, 5, 128, 5, 1, 1, {2, 2, 2, 2}, true, silu),
+        DW(1, 2, 8, 100, 7, 1, 1, {3, 3, 3, 3}, true, res_clip),
     };
     for (int prep = 0; prep <= 1; prep++) {
         cpu_prepare = prep;

@@ -26,9 +26,10 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes, or when the optimizer makes a faster graph of the same
- * model (15: 3x3 and 5x5 depthwise convs on rows of 9 to 64 run by rows,
- * with no blocked weights, where version 14 blocked them per 8 or 16
- * channels, ops/conv.c PREP_DEPTHWISE): older files then read as stale. */
+ * model (15: stride-1 depthwise convs on rows of 9 to 128 run by rows,
+ * ops/conv_depthwise.c dw_rows, with no blocked weights, where version 14
+ * blocked their 3x3 and 5x5 weights per 8 or 16 channels, ops/conv.c
+ * PREP_DEPTHWISE): older files then read as stale. */
 #define CACHE_FORMAT 15
 #define CACHE_MAGIC  "nnplan\n"
 enum {

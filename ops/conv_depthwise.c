@@ -482,9 +482,8 @@ static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K,
 /* The row whole, or in chunks of V vectors (the last one shorter). */
 static inline __attribute__((always_inline)) T512 void dw_rows_act(const int K, const int V, const bool chunk,
                                                                    const nn_act act, int64_t h, int64_t w_n,
-                                                                   const float *x, const float *w, float bias,
-                                                                   float *y, float alpha, float beta,
-                                                                   const float *res) {
+                                                                   const float *x, const float *w, float bias, float *y,
+                                                                   float alpha, float beta, const float *res) {
     if (!chunk) {
         dw_rows_body(K, V, false, act, h, w_n, 0, x, w, bias, y, alpha, beta, res);
         return;
@@ -526,9 +525,9 @@ static inline __attribute__((always_inline)) T512 void dw_rows_k(const int K, co
 }
 
 /* Rows longer than dw_rows_avx512 takes whole, in chunks. */
-T512 __attribute__((noinline)) static void dw_rows_chunks(int k, int64_t h, int64_t w_n, const float *x,
-                                                           const float *w, float bias, float *y,
-                                                           const nn_epilogue *e, const float *res) {
+T512 __attribute__((noinline)) static void dw_rows_chunks(int k, int64_t h, int64_t w_n, const float *x, const float *w,
+                                                          float bias, float *y, const nn_epilogue *e,
+                                                          const float *res) {
     if (k == 3)
         dw_rows_k(3, 4, true, h, w_n, x, w, bias, y, e, res);
     else if (k == 5)
@@ -1030,7 +1029,6 @@ static void depthwise_rows(const conv_geom *g, const float *x, const float *w, c
 }
 
 #endif
-
 
 /* What depthwise_2d's tasks compute, derived from g alone. */
 typedef struct dw2d {

@@ -112,13 +112,13 @@ static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) 
 
 /* A tile's time relative to a full one, by its valid rows or columns: the
  * tile kernels run a ragged edge with the row count rounded up to 14, 8,
- * 4, 2 or 1 (AVX2: 6, 4, 2, 1), columns within the kernel's `narrow` with
- * vectors down the rows (0.2: a 14x14 plane's N = 196 ends on a 4-column
- * tile), and other columns that fit in half a panel with half the vectors
- * (0.55).  The scalar path runs whole blocks: all 1. */
-static double tile_weight(const gemm_kernel *kd, int64_t valid, int64_t full, bool cols) {
+ * 4, 2 or 1 (AVX2: 6, 4, 2, 1), up to `narrow` columns (the kernel's, 0 for
+ * a transposed C) with vectors down the rows (0.2: a 14x14 plane's N = 196
+ * ends on a 4-column tile), and other columns that fit in half a panel with
+ * half the vectors (0.55).  The scalar path runs whole blocks: all 1. */
+static double tile_weight(const gemm_kernel *kd, int64_t valid, int64_t full, bool cols, int narrow) {
     if (kd->block || valid >= full) return 1.0;
-    if (cols && valid <= kd->narrow) return 0.2;
+    if (cols && valid <= narrow) return 0.2;
     if (cols) return valid * 2 <= full ? 0.55 : 1.0;
     return (double)(valid + 2) / (double)(full + 2);
 }
@@ -128,9 +128,9 @@ static double tile_weight(const gemm_kernel *kd, int64_t valid, int64_t full, bo
  * weight before it is nearest its share, so a light ragged tile goes with
  * a part one tile longer (N = 196 in 32-column tiles on two threads: 3 and
  * 3 + the 4-column tile, where ceil-sized parts gave 4 and 2 + it). */
-static void cut_tiles(const gemm_kernel *kd, int64_t tiles, int64_t last, int64_t full, bool cols, int64_t parts,
-                      int64_t *cut) {
-    double total = (double)(tiles - 1) + tile_weight(kd, last, full, cols);
+static void cut_tiles(const gemm_kernel *kd, int64_t tiles, int64_t last, int64_t full, bool cols, int narrow,
+                      int64_t parts, int64_t *cut) {
+    double total = (double)(tiles - 1) + tile_weight(kd, last, full, cols, narrow);
     cut[0] = 0;
     for (int64_t i = 1; i <= parts; i++) {
         double share = total * (double)i / (double)parts;
@@ -179,8 +179,8 @@ static plan make_plan(const nn_gemm *g, int threads) {
                 pl.tasks = tasks;
             }
         }
-    cut_tiles(pl.kd, mt, g->m - (mt - 1) * mr, mr, false, pl.mparts, pl.mcut);
-    cut_tiles(pl.kd, nt, g->n - (nt - 1) * nr, nr, true, pl.nparts, pl.ncut);
+    cut_tiles(pl.kd, mt, g->m - (mt - 1) * mr, mr, false, 0, pl.mparts, pl.mcut);
+    cut_tiles(pl.kd, nt, g->n - (nt - 1) * nr, nr, true, g->trans_c ? 0 : pl.kd->narrow, pl.nparts, pl.ncut);
     return pl;
 }
 

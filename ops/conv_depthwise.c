@@ -376,9 +376,9 @@ T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges
 }
 
 /* Stride-1 3x3, 5x5 and 7x7 depthwise convs padded by K/2 on every side
- * whose rows fit in a few vectors (dw_rows: MobileNet's, MnasNet's,
- * EfficientNet's and ConvNeXt's layers on 56x56 to 14x14 planes), a row of
- * the plane at a time.  Each input row is loaded once (masked, so the lanes past
+ * with rows of 9 to 128 columns (dw_rows: MobileNet's, MnasNet's,
+ * EfficientNet's and ConvNeXt's layers on 112x112 to 14x14 planes), a row
+ * of the plane at a time.  Each input row is loaded once (masked, so the lanes past
  * the row are zero), shifted left and right by 1 to K/2 lanes (valignd with
  * the row's other vector, or with zeros at its ends: the taps past a row's
  * ends read zeros), and multiplied into the K output rows it reaches, whose
@@ -538,8 +538,8 @@ T512 __attribute__((noinline)) static void dw_rows_chunks(int k, int64_t h, int6
 
 /* One h x w_n plane; res: the residual, read only with an epilogue e.
  * Rows of up to 4 vectors (3x3) or 2 (5x5, 7x7) whole, longer ones in
- * chunks of that many (each chunk its own function: the whole-row loops
- * took 1.1-1.15x their time compiled beside the chunked ones). */
+ * chunks of that many, apart in dw_rows_chunks (with the chunks as the
+ * only loop, whole rows took 1.1-1.16x the time: perf-notes.md). */
 T512 static void dw_rows_avx512(int k, int64_t h, int64_t w_n, const float *x, const float *w, float bias, float *y,
                                 const nn_epilogue *e, const float *res) {
     int64_t v = (w_n + 15) / 16;

@@ -328,9 +328,9 @@ int main(void) {
     cpu_prepare = false;
     /* depthwise by rows (AVX-512: 3x3, 5x5 and 7x7 at stride 1 on rows of 9
      * to 128, up to four vectors a row at once): planes of fewer rows than
-     * the kernel, rows of 9 to 128, residuals,
-     * activations in the vector and after the plane, two images, no bias;
-     * the other families run them on their own kernels */
+     * the kernel, rows of 9 to 128, residuals, activations in the vector
+     * and after the plane, two images, no bias; the other families run
+     * them on their own kernels */
     const conv_case by_rows[] = {
         DW(2, 3, 1, 20, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
         DW(1, 4, 2, 9, 5, 1, 1, {2, 2, 2, 2}, true, relu6),

@@ -4,7 +4,6 @@
  * (rotated rows, a flat plane, stride-2 direct) for the others. */
 #include <limits.h>
 #include "par.h"
-#include <stdlib.h>
 #include <string.h>
 
 #include "act_x86.h"
@@ -983,14 +982,8 @@ static void dw_rotate_range(void *ctx, int64_t lo, int64_t hi, int seat) {
 /* NN_DW_ROWS=0 in the environment (read once) leaves these convs to the
  * other kernels, for A/B measurements. */
 static bool dw_rows_enabled(void) {
-    static int enabled = -1; /* accessed atomically: first callers may race to set it (to the same value) */
-    int on = __atomic_load_n(&enabled, __ATOMIC_RELAXED);
-    if (on < 0) {
-        const char *env = getenv("NN_DW_ROWS");
-        on = !(env && !strcmp(env, "0"));
-        __atomic_store_n(&enabled, on, __ATOMIC_RELAXED);
-    }
-    return on;
+    static int enabled = -1;
+    return nn_env_switch(&enabled, "NN_DW_ROWS");
 }
 
 /* Whether dw_rows_avx512 runs g: rows of 9 to 128 floats (up to 4 vectors

@@ -60,19 +60,11 @@ static int64_t live_taps(const conv_geom *g, int64_t *largest) {
 
 /* NN_CONV_TAPS=0 in the environment (read once) leaves these convs to the
  * GEMM, for A/B measurements; nn_conv_taps_enable overrides it (tests). */
-static int enabled = -1; /* accessed atomically: first callers may race to set it (to the same value) */
+static int enabled = -1; /* nn_env_switch's state; nn_conv_taps_enable stores it too */
 
 void nn_conv_taps_enable(bool on) { __atomic_store_n(&enabled, on ? 1 : 0, __ATOMIC_RELAXED); }
 
-static bool taps_enabled(void) {
-    int on = __atomic_load_n(&enabled, __ATOMIC_RELAXED);
-    if (on < 0) {
-        const char *env = getenv("NN_CONV_TAPS");
-        on = !(env && !strcmp(env, "0"));
-        __atomic_store_n(&enabled, on, __ATOMIC_RELAXED);
-    }
-    return on;
-}
+static bool taps_enabled(void) { return nn_env_switch(&enabled, "NN_CONV_TAPS"); }
 
 bool nn_conv_taps_fits(const conv_geom *g) {
     if (g->nsp != 2 || g->group != 1 || g->kernel_size < 2 || !taps_enabled()) return false;

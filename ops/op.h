@@ -396,4 +396,10 @@ int64_t nn_loop_max(void);
  * thread: waking the team costs more than it saves on smaller loops. */
 #define NN_PAR_MIN 32768
 
+/* A kernel's A/B switch from the environment (ops/support.c): false when
+ * variable `name` is "0", else true, read once into *state (-1 until then;
+ * accessed atomically, first callers may race to set it to the same value,
+ * and a test may store 0 or 1 there itself). */
+bool nn_env_switch(int *state, const char *name);
+
 #endif

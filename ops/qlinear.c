@@ -564,16 +564,10 @@ typedef struct qdwf_plan {
 
 /* NN_QDW_FLOAT=0 in the environment (read once) keeps these convs on the
  * integer paths below, for A/B measurements and their tests. */
-static int qdwf_enabled = -1; /* accessed atomically: first callers may race to set it (to the same value) */
+static int qdwf_enabled = -1; /* nn_env_switch's state */
 
 static bool qdwf_fits(const nn_conv_geom *g) {
-    int on = __atomic_load_n(&qdwf_enabled, __ATOMIC_RELAXED);
-    if (on < 0) {
-        const char *env = getenv("NN_QDW_FLOAT");
-        on = !(env && !strcmp(env, "0"));
-        __atomic_store_n(&qdwf_enabled, on, __ATOMIC_RELAXED);
-    }
-    return on && qconv_depthwise2d(g) && g->kernel_size <= QDWF_MAX_TAPS &&
+    return nn_env_switch(&qdwf_enabled, "NN_QDW_FLOAT") && qconv_depthwise2d(g) && g->kernel_size <= QDWF_MAX_TAPS &&
            (g->in_size + g->out_size) * (int64_t)sizeof(float) <= QDWF_PLANE_MAX;
 }
 

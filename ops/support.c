@@ -1,6 +1,7 @@
 /* Helpers shared by all operators: attribute access, shapes, broadcasting. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../engine/arena.h"
@@ -198,4 +199,14 @@ void nn_broadcast_strides(const nn_tensor *in, int ndim, const int64_t *out_dims
         strides[i] = (d == 1 && out_dims[i] != 1) ? 0 : s;
         s *= d;
     }
+}
+
+bool nn_env_switch(int *state, const char *name) {
+    int on = __atomic_load_n(state, __ATOMIC_RELAXED);
+    if (on < 0) {
+        const char *env = getenv(name);
+        on = !(env && !strcmp(env, "0"));
+        __atomic_store_n(state, on, __ATOMIC_RELAXED);
+    }
+    return on;
 }

@@ -562,6 +562,193 @@ T512 static void dw_rows_avx512(int k, int64_t h, int64_t w_n, const float *x, c
         dw_rows_chunks(k, h, w_n, x, w, bias, y, e, res);
 }
 
+/* dw_rows_body in 8-lane AVX2 vectors, for the processors without AVX-512
+ * (Zen 3): the same order, with 16 registers instead of 32, so a row goes
+ * in chunks of at most DW_ROWS8_V vectors (dw_rows_avx2).  Shifts across
+ * the 128-bit halves take a vperm2f128 (shared by every distance) and a
+ * vpalignr each.  No masked loads or stores (slow on AMD, whose masked
+ * loads may also fault on the lanes they skip): a row's last, partial
+ * vector is loaded whole with the lanes past the row cleared (dw_load8),
+ * and stored whole where dw_rows_avx2 allows ("spill"). */
+static inline __attribute__((always_inline)) T256 __m256 dw_left256(__m256 cur, __m256 prev, const int d) {
+    __m256i c = _mm256_castps_si256(cur), t = _mm256_castps_si256(_mm256_permute2f128_ps(prev, cur, 0x21));
+    return _mm256_castsi256_ps(d == 1   ? _mm256_alignr_epi8(c, t, 12)
+                               : d == 2 ? _mm256_alignr_epi8(c, t, 8)
+                                        : _mm256_alignr_epi8(c, t, 4));
+}
+static inline __attribute__((always_inline)) T256 __m256 dw_right256(__m256 cur, __m256 next, const int d) {
+    __m256i c = _mm256_castps_si256(cur), t = _mm256_castps_si256(_mm256_permute2f128_ps(cur, next, 0x21));
+    return _mm256_castsi256_ps(d == 1   ? _mm256_alignr_epi8(t, c, 4)
+                               : d == 2 ? _mm256_alignr_epi8(t, c, 8)
+                                        : _mm256_alignr_epi8(t, c, 12));
+}
+
+/* n (1 to 8) floats at p, the last of a row of more than 8, the lanes
+ * past them zero; `more`: p + 8 floats are readable (the plane goes on
+ * past the row), else the 8 floats that end the row are loaded and moved
+ * down. */
+static inline __attribute__((always_inline)) T256 __m256 dw_load8(const float *p, int64_t n, __m256 lanes, bool more) {
+    if (n >= 8) return _mm256_loadu_ps(p);
+    if (more) return _mm256_and_ps(_mm256_loadu_ps(p), lanes);
+    __m256i down = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)(8 - n)));
+    return _mm256_and_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(p + n - 8), down), lanes);
+}
+/* The plane's last row's partial vector (a call: its spills stay off the
+ * other rows' path). */
+T256 __attribute__((noinline)) static void dw_store_first8(float *p, __m256 v, int64_t n) { nn_store_first8(p, v, n); }
+
+static inline __attribute__((always_inline)) T256 __m256 dw_lanes8(int64_t n) {
+    return _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+#define DW_ROWS8_V 2
+
+static inline __attribute__((always_inline)) T256 void dw_rows8_body(const int K, const int V, const bool chunk,
+                                                                     const nn_act act, int64_t h, int64_t w_n,
+                                                                     int64_t q0, bool spill, const float *x,
+                                                                     const float *w, float bias, float *y, float alpha,
+                                                                     float beta, const float *res) {
+    const int R = K / 2;
+    const __m256 zero = _mm256_setzero_ps(), b = _mm256_set1_ps(bias);
+    __m256 acc[7][DW_ROWS8_V];
+    int64_t left = w_n - 8 * q0;       /* columns from the chunk on */
+    int64_t tail = left - 8 * (V - 1); /* the last vector's columns: 1 to 8 */
+    tail = tail > 8 ? 8 : tail;
+    int64_t after = chunk ? left - 8 * V : 0; /* the next chunk's columns (<= 0: none) */
+    const __m256 tail_lanes = dw_lanes8(tail), after_lanes = dw_lanes8(after);
+    bool prev = chunk && q0 > 0;
+    x += 8 * q0;
+    y += 8 * q0;
+    res = res ? res + 8 * q0 : NULL;
+#pragma clang loop unroll(full)
+    for (int q = 0; q < V; q++)
+#pragma clang loop unroll(full)
+        for (int s = 0; s < K; s++)
+            acc[s][q] = b;
+    for (int64_t i0 = 0; i0 < h + R; i0 += K) {
+#pragma clang loop unroll(full)
+        for (int u = 0; u < K; u++) {
+            int64_t i = i0 + u; /* the input row */
+            if (i >= h + R) break;
+            if (i < h) {
+                const float *row = x + i * w_n;
+                bool more = i + 1 < h;
+                __m256 c[DW_ROWS8_V], sh[7][DW_ROWS8_V]; /* sh[R + d]: the row shifted to column offset d */
+#pragma clang loop unroll(full)
+                for (int q = 0; q + 1 < V; q++)
+                    c[q] = _mm256_loadu_ps(row + 8 * q);
+                c[V - 1] = dw_load8(row + 8 * (V - 1), tail, tail_lanes, more);
+                __m256 before = prev ? _mm256_loadu_ps(row - 8) : zero;
+                __m256 next = after > 0 ? dw_load8(row + 8 * V, after, after_lanes, more) : zero;
+#pragma clang loop unroll(full)
+                for (int q = 0; q < V; q++) {
+                    sh[R][q] = c[q];
+#pragma clang loop unroll(full)
+                    for (int d = 1; d <= R; d++) {
+                        sh[R - d][q] = dw_left256(c[q], q > 0 ? c[q - 1] : before, d);
+                        sh[R + d][q] = dw_right256(c[q], q + 1 < V ? c[q + 1] : next, d);
+                    }
+                }
+#pragma clang loop unroll(full)
+                for (int kh = 0; kh < K; kh++) {
+                    int64_t o = i + R - kh; /* the output row this row of taps reaches */
+                    if (o < 0 || o >= h) continue;
+                    const int s = ((u + R - kh) % K + K) % K;
+#pragma clang loop unroll(full)
+                    for (int kw = 0; kw < K; kw++)
+#pragma clang loop unroll(full)
+                        for (int q = 0; q < V; q++)
+                            acc[s][q] = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * K + kw]), sh[kw][q], acc[s][q]);
+                }
+            }
+            int64_t o = i - R; /* complete now */
+            if (o >= 0) {
+                const int s = ((u - R) % K + K) % K;
+                bool more = o + 1 < h;
+                float *out = y + o * w_n;
+                const float *r = res ? res + o * w_n : NULL;
+#pragma clang loop unroll(full)
+                for (int q = 0; q + 1 < V; q++) {
+                    __m256 v = r ? _mm256_add_ps(acc[s][q], _mm256_loadu_ps(r + 8 * q)) : acc[s][q];
+                    _mm256_storeu_ps(out + 8 * q, nn_act256(v, act, alpha, beta));
+                    acc[s][q] = b;
+                }
+                __m256 v = acc[s][V - 1];
+                if (r) v = _mm256_add_ps(v, dw_load8(r + 8 * (V - 1), tail, tail_lanes, more));
+                v = nn_act256(v, act, alpha, beta);
+                if (tail == 8 || (spill && o + 1 < h))
+                    _mm256_storeu_ps(out + 8 * (V - 1), v);
+                else
+                    dw_store_first8(out + 8 * (V - 1), v, tail);
+                acc[s][V - 1] = b;
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) T256 void dw_rows8_k(const int K, const int V, const bool chunk, int64_t h,
+                                                                  int64_t w_n, int64_t q0, bool spill, const float *x,
+                                                                  const float *w, float bias, float *y,
+                                                                  const nn_epilogue *e, const float *res) {
+    nn_act act = e ? e->act : NN_ACT_NONE;
+    float alpha = e ? e->alpha : 0.0f, beta = e ? e->beta : 0.0f;
+    res = e ? res : NULL;
+    if (act == NN_ACT_NONE)
+        dw_rows8_body(K, V, chunk, NN_ACT_NONE, h, w_n, q0, spill, x, w, bias, y, alpha, beta, res);
+    else if (act == NN_ACT_RELU)
+        dw_rows8_body(K, V, chunk, NN_ACT_RELU, h, w_n, q0, spill, x, w, bias, y, alpha, beta, res);
+    else if (act == NN_ACT_CLIP)
+        dw_rows8_body(K, V, chunk, NN_ACT_CLIP, h, w_n, q0, spill, x, w, bias, y, alpha, beta, res);
+    else
+        dw_rows8_body(K, V, chunk, act, h, w_n, q0, spill, x, w, bias, y, alpha, beta, res);
+}
+
+/* A function per variant: called from one function, clang merged the
+ * calls into one with the sizes as variables, and no loop unrolled. */
+#define DW_ROWS8_FOR(NAME, K, V, CHUNK)                                                                                \
+    T256 __attribute__((noinline)) static void NAME(int64_t h, int64_t w_n, int64_t q0, bool spill, const float *x,    \
+                                                    const float *w, float bias, float *y, const nn_epilogue *e,        \
+                                                    const float *res) {                                                \
+        dw_rows8_k(K, V, CHUNK, h, w_n, q0, spill, x, w, bias, y, e, res);                                             \
+    }
+DW_ROWS8_FOR(dw_rows8_3_whole, 3, 2, false)
+DW_ROWS8_FOR(dw_rows8_3_chunk, 3, 2, true)
+DW_ROWS8_FOR(dw_rows8_3_last, 3, 1, true)
+DW_ROWS8_FOR(dw_rows8_5_whole, 5, 2, false)
+DW_ROWS8_FOR(dw_rows8_5_chunk, 5, 2, true)
+DW_ROWS8_FOR(dw_rows8_5_last, 5, 1, true)
+DW_ROWS8_FOR(dw_rows8_7_chunk, 7, 1, true)
+#undef DW_ROWS8_FOR
+
+/* dw_rows_avx512's plane in AVX2: a 3x3's or 5x5's rows of 9 to 16
+ * columns whole, longer ones in chunks of 2 vectors (the last one 1 where
+ * their count is odd); a 7x7's in chunks of 1.  The chunks run right to
+ * left, so that a row's last vector may be stored whole ("spill": its
+ * lanes past the row land on the next row's first columns, which the
+ * first chunk writes later), except on the plane's last row and where the
+ * residual lies under the plane. */
+static void dw_rows_avx2(int k, int64_t h, int64_t w_n, const float *x, const float *w, float bias, float *y,
+                         const nn_epilogue *e, const float *res) {
+    if (e && !nn_act_has_vec(e->act)) { /* after the plane, as nn_conv_epilogue does */
+        dw_rows_avx2(k, h, w_n, x, w, bias, y, NULL, NULL);
+        nn_conv_epilogue(e, y, res, h * w_n);
+        return;
+    }
+    int64_t vt = (w_n + 7) / 8, n = h * w_n;
+    bool spill = !e || !res || res + n <= y || y + n <= res;
+    if (vt == 2 && k != 7) {
+        (k == 3 ? dw_rows8_3_whole : dw_rows8_5_whole)(h, w_n, 0, spill, x, w, bias, y, e, res);
+        return;
+    }
+    int64_t v = k == 7 ? 1 : 2, q0 = vt - vt % v;
+    if (q0 < vt) (k == 3 ? dw_rows8_3_last : dw_rows8_5_last)(h, w_n, q0, spill, x, w, bias, y, e, res);
+    for (q0 -= v; q0 >= 0; q0 -= v)
+        (k == 3   ? dw_rows8_3_chunk
+         : k == 5 ? dw_rows8_5_chunk
+                  : dw_rows8_7_chunk)(h, w_n, q0, spill, x, w, bias, y, e, res);
+}
+
 /* np (1 or 2) planes at once: 3x3 windows take two, whose chains of
  * multiply-adds then interleave and share each tap's mask.  The epilogue e
  * (NULL: none) adds res[q] (NULL: none) and applies the activation. */
@@ -873,6 +1060,9 @@ typedef struct dw_job {
     const nn_epilogue *e;
     const void *taps; /* depthwise_flat: its nn_flat_taps; depthwise_rotate: its edges */
     int64_t np;       /* depthwise_flat: planes per task */
+    /* depthwise_rows: dw_rows_avx512 or dw_rows_avx2 */
+    void (*rows)(int k, int64_t h, int64_t w_n, const float *x, const float *w, float bias, float *y,
+                 const nn_epilogue *e, const float *res);
 } dw_job;
 
 /* Planes up to this many floats are copied into a zero-padded stack buffer
@@ -986,15 +1176,16 @@ static bool dw_rows_enabled(void) {
     return nn_env_switch(&enabled, "NN_DW_ROWS");
 }
 
-/* Whether dw_rows_avx512 runs g: rows of 9 to 128 floats (up to 4 vectors
- * of a 3x3's row at once, 2 of a 5x5's or 7x7's: more spill the
- * accumulators and shifts; longer rows in chunks of that many); 7x7
- * planes stay with depthwise_blocked (by rows, 7 of 16 lanes count: 1.0x
- * its time for 5x5, 1.13x for 3x3). */
+/* Whether dw_rows_avx512 or dw_rows_avx2 runs g: rows of 9 to 128 floats
+ * (AVX-512: up to 4 vectors of a 3x3's row at once, 2 of a 5x5's or 7x7's:
+ * more spill the accumulators and shifts; longer rows in chunks of that
+ * many); 7x7 planes stay with depthwise_blocked (by rows, 7 of 16 lanes
+ * count: 1.0x its time for 5x5, 1.13x for 3x3). */
 static bool dw_rows(const conv_geom *g) {
     int64_t k = g->kernel[0];
-    if (!dw_rows_enabled() || nn_isa_active() != NN_ISA_AVX512 || (k != 3 && k != 5 && k != 7) || g->kernel[1] != k ||
-        g->in[1] <= 8 || g->in[1] > 128 || g->out_ch != g->group)
+    nn_isa isa = nn_isa_active();
+    if (!dw_rows_enabled() || (isa != NN_ISA_AVX512 && isa != NN_ISA_AVX2) || (k != 3 && k != 5 && k != 7) ||
+        g->kernel[1] != k || g->in[1] <= 8 || g->in[1] > 128 || g->out_ch != g->group)
         return false;
     for (int d = 0; d < 2; d++)
         if (g->stride[d] != 1 || g->dilation[d] != 1 || g->pad[d] != k / 2 || g->out[d] != g->in[d]) return false;
@@ -1007,9 +1198,8 @@ static void dw_rows_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     const conv_geom *g = j->g;
     for (int64_t p = lo; p < hi; p++) {
         int64_t oc = p % g->out_ch;
-        dw_rows_avx512((int)g->kernel[0], g->in[0], g->in[1], dw_input_plane(g, j->x, p), j->w + oc * g->kernel_size,
-                       j->bias ? j->bias[oc] : 0.0f, j->y + p * g->out_size, j->e,
-                       j->res ? j->res + p * g->out_size : NULL);
+        j->rows((int)g->kernel[0], g->in[0], g->in[1], dw_input_plane(g, j->x, p), j->w + oc * g->kernel_size,
+                j->bias ? j->bias[oc] : 0.0f, j->y + p * g->out_size, j->e, j->res ? j->res + p * g->out_size : NULL);
     }
 }
 
@@ -1017,7 +1207,8 @@ static void dw_rows_range(void *ctx, int64_t lo, int64_t hi, int seat) {
 static void depthwise_rows(const conv_geom *g, const float *x, const float *w, const float *bias, float *y,
                            const nn_epilogue *e, const float *res, int threads) {
     int64_t planes = g->batch * g->out_ch;
-    dw_job j = {.g = g, .x = x, .w = w, .bias = bias, .res = res, .y = y, .e = e};
+    dw_job j = {.g = g, .x = x, .w = w, .bias = bias, .res = res, .y = y, .e = e,
+                .rows = nn_isa_active() == NN_ISA_AVX512 ? dw_rows_avx512 : dw_rows_avx2};
     nn_par_for_range(planes * g->out_size * g->kernel_size > NN_PAR_MIN ? threads : 1, planes, 1, dw_rows_range, &j);
 }
 

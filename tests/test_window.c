@@ -326,11 +326,11 @@ int main(void) {
                 if (cases[i].group == cases[i].in_ch && cases[i].group > 1) check_case(&cases[i], kernels[k]);
     }
     cpu_prepare = false;
-    /* depthwise by rows (AVX-512: 3x3, 5x5 and 7x7 at stride 1 on rows of 9
-     * to 128, up to four vectors a row at once): planes of fewer rows than
-     * the kernel, rows of 9 to 128, residuals, activations in the vector
-     * and after the plane, two images, no bias; the other families run
-     * them on their own kernels */
+    /* depthwise by rows (3x3, 5x5 and 7x7 at stride 1 on rows of 9 to 128;
+     * AVX-512 up to four vectors a row at once, AVX2 in chunks of two or
+     * one): planes of fewer rows than the kernel, rows of 9 to 128,
+     * residuals, activations in the vector and after the plane, two images,
+     * no bias; the scalar family runs them on its own kernel */
     const conv_case by_rows[] = {
         DW(2, 3, 1, 20, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
         DW(1, 4, 2, 9, 5, 1, 1, {2, 2, 2, 2}, true, relu6),
@@ -346,6 +346,9 @@ int main(void) {
         DW(1, 3, 14, 14, 7, 1, 1, {3, 3, 3, 3}, true, res_clip),
         DW(2, 2, 4, 29, 7, 1, 1, {3, 3, 3, 3}, true, relu6),
         DW(1, 2, 9, 10, 7, 1, 1, {3, 3, 3, 3}, false, res_gelu),
+        /* AVX2's whole 3x3 rows: 2 vectors, the last of 4 and of 8 columns */
+        DW(1, 3, 6, 12, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
+        DW(2, 2, 5, 16, 3, 1, 1, {1, 1, 1, 1}, true, relu6),
         /* rows in chunks, the last one of 1 to 3 vectors */
         DW(1, 2, 7, 66, 3, 1, 1, {1, 1, 1, 1}, true, res_clip),
         DW(1, 2, 6, 82, 3, 1, 1, {1, 1, 1, 1}, true, relu6),
@@ -358,7 +361,7 @@ int main(void) {
         cpu_prepare = prep;
         for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
             if (!nn_gemm_use_kernel(kernels[k])) continue;
-            check_how = strcmp(kernels[k], "avx512") ? NULL : "depthwise by rows";
+            check_how = strcmp(kernels[k], "scalar") ? "depthwise by rows" : NULL;
             for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
                 for (size_t i = 0; i < sizeof by_rows / sizeof by_rows[0]; i++) check_case(&by_rows[i], kernels[k]);
         }

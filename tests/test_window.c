@@ -326,6 +326,22 @@ int main(void) {
                 if (cases[i].group == cases[i].in_ch && cases[i].group > 1) check_case(&cases[i], kernels[k]);
     }
     cpu_prepare = false;
+    /* AVX2's stride-2 3x3 and 5x5 with the columns split in registers, on
+     * the planes the channel-blocked kernel and the split copy leave (rows
+     * of outputs under 32 or not a multiple of 8): odd widths, asymmetric
+     * pads, residuals */
+    const conv_case s2_avx2[] = {
+        DW(1, 2, 33, 72, 3, 2, 1, {1, 1, 1, 1}, true, relu6),
+        DW(1, 3, 45, 47, 3, 2, 1, {1, 1, 1, 1}, true, res_clip),
+        DW(2, 2, 40, 104, 5, 2, 1, {2, 3, 1, 2}, true, res_clip),
+        DW(1, 2, 70, 69, 5, 2, 1, {2, 2, 2, 2}, false, relu6),
+    };
+    if (nn_gemm_use_kernel("avx2")) {
+        check_how = "columns split in registers";
+        for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+            for (size_t i = 0; i < sizeof s2_avx2 / sizeof s2_avx2[0]; i++) check_case(&s2_avx2[i], "avx2");
+        check_how = NULL;
+    }
     /* depthwise by rows (3x3, 5x5 and 7x7 at stride 1 on rows of 9 to 128;
      * AVX-512 up to four vectors a row at once, AVX2 in chunks of two or
      * one): planes of fewer rows than the kernel, rows of 9 to 128,

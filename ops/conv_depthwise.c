@@ -1305,10 +1305,8 @@ static dw2d dw2d_setup(const conv_geom *g) {
      * (dw_s2_avx2: 0.83-0.91x the time of dw_plane_avx2 on 56x56, 1.05-1.12x
      * that of the split copy on 112x112) */
     if (!split && padded && isa == NN_ISA_AVX2 && (kh_n == 3 || kh_n == 5) && kw_n == kh_n && sh == 2 && sw == 2 &&
-        dh == 1 && dw == 1) {
+        dh == 1 && dw == 1)
         plane_fn = dw_s2_avx2;
-        split = false;
-    }
 #endif
     int64_t half = split ? (pw_n + 1) / 2 : 0;
     return (dw2d){.ph_n = ph_n, .pw_n = pw_n, .a = a, .b = b, .half = half, .padded = padded, .direct_s2 = direct_s2,

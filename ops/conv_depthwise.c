@@ -390,6 +390,32 @@ T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges
  * rows"). */
 #define DW_ROWS_MAX_V 4
 
+/* One input row's taps, in either width (VOP(op): the width's intrinsic,
+ * act_x86.h): the row's vectors c[0, V) shifted by 1 to R lanes each way
+ * (LEFT and RIGHT, with the vectors BEFORE and AFTER the row's or chunk's
+ * ends shifting in) into sh[R + d], then each row of taps multiplied into
+ * the accumulator slot of the output row it reaches (input row i, the u-th
+ * of its K-fold unrolled step).  The names it uses are dw_rows_body's and
+ * dw_rows8_body's. */
+#define DW_ROWS_TAPS(VOP, LEFT, RIGHT, BEFORE, AFTER)                                                                  \
+    do {                                                                                                               \
+        _Pragma("clang loop unroll(full)") for (int q = 0; q < V; q++) {                                               \
+            sh[R][q] = c[q];                                                                                           \
+            _Pragma("clang loop unroll(full)") for (int d = 1; d <= R; d++) {                                          \
+                sh[R - d][q] = LEFT(c[q], q > 0 ? c[q - 1] : BEFORE, d);                                               \
+                sh[R + d][q] = RIGHT(c[q], q + 1 < V ? c[q + 1] : AFTER, d);                                           \
+            }                                                                                                          \
+        }                                                                                                              \
+        _Pragma("clang loop unroll(full)") for (int kh = 0; kh < K; kh++) {                                            \
+            int64_t o = i + R - kh; /* the output row this row of taps reaches */                                      \
+            if (o < 0 || o >= h) continue;                                                                             \
+            const int s = ((u + R - kh) % K + K) % K;                                                                  \
+            _Pragma("clang loop unroll(full)") for (int kw = 0; kw < K; kw++)                                          \
+                _Pragma("clang loop unroll(full)") for (int q = 0; q < V; q++)                                         \
+                    acc[s][q] = VOP(fmadd_ps)(VOP(set1_ps)(w[kh * K + kw]), sh[kw][q], acc[s][q]);                     \
+        }                                                                                                              \
+    } while (0)
+
 /* cur's lanes moved d up, the lanes shifted in the last d of prev: each
  * lane's neighbour d columns left; and d down from next: d columns right. */
 static inline __attribute__((always_inline)) T512 __m512 dw_left(__m512 cur, __m512 prev, const int d) {
@@ -442,26 +468,7 @@ static inline __attribute__((always_inline)) T512 void dw_rows_body(const int K,
                     c[q] = _mm512_maskz_loadu_ps(m[q], x + i * w_n + 16 * q);
                 __m512 before = prev ? _mm512_loadu_ps(x + i * w_n - 16) : zero;
                 __m512 after = next_m ? _mm512_maskz_loadu_ps(next_m, x + i * w_n + 16 * V) : zero;
-#pragma clang loop unroll(full)
-                for (int q = 0; q < V; q++) {
-                    sh[R][q] = c[q];
-#pragma clang loop unroll(full)
-                    for (int d = 1; d <= R; d++) {
-                        sh[R - d][q] = dw_left(c[q], q > 0 ? c[q - 1] : before, d);
-                        sh[R + d][q] = dw_right(c[q], q + 1 < V ? c[q + 1] : after, d);
-                    }
-                }
-#pragma clang loop unroll(full)
-                for (int kh = 0; kh < K; kh++) {
-                    int64_t o = i + R - kh; /* the output row this row of taps reaches */
-                    if (o < 0 || o >= h) continue;
-                    const int s = ((u + R - kh) % K + K) % K;
-#pragma clang loop unroll(full)
-                    for (int kw = 0; kw < K; kw++)
-#pragma clang loop unroll(full)
-                        for (int q = 0; q < V; q++)
-                            acc[s][q] = _mm512_fmadd_ps(_mm512_set1_ps(w[kh * K + kw]), sh[kw][q], acc[s][q]);
-                }
+                DW_ROWS_TAPS(V512, dw_left, dw_right, before, after);
             }
             int64_t o = i - R; /* complete now */
             if (o >= 0) {
@@ -641,26 +648,7 @@ static inline __attribute__((always_inline)) T256 void dw_rows8_body(const int K
                 c[V - 1] = dw_load8(row + 8 * (V - 1), tail, tail_lanes, more);
                 __m256 before = prev ? _mm256_loadu_ps(row - 8) : zero;
                 __m256 next = after > 0 ? dw_load8(row + 8 * V, after, after_lanes, more) : zero;
-#pragma clang loop unroll(full)
-                for (int q = 0; q < V; q++) {
-                    sh[R][q] = c[q];
-#pragma clang loop unroll(full)
-                    for (int d = 1; d <= R; d++) {
-                        sh[R - d][q] = dw_left256(c[q], q > 0 ? c[q - 1] : before, d);
-                        sh[R + d][q] = dw_right256(c[q], q + 1 < V ? c[q + 1] : next, d);
-                    }
-                }
-#pragma clang loop unroll(full)
-                for (int kh = 0; kh < K; kh++) {
-                    int64_t o = i + R - kh; /* the output row this row of taps reaches */
-                    if (o < 0 || o >= h) continue;
-                    const int s = ((u + R - kh) % K + K) % K;
-#pragma clang loop unroll(full)
-                    for (int kw = 0; kw < K; kw++)
-#pragma clang loop unroll(full)
-                        for (int q = 0; q < V; q++)
-                            acc[s][q] = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * K + kw]), sh[kw][q], acc[s][q]);
-                }
+                DW_ROWS_TAPS(V256, dw_left256, dw_right256, before, next);
             }
             int64_t o = i - R; /* complete now */
             if (o >= 0) {

@@ -22,6 +22,23 @@ static inline __attribute__((always_inline, target("avx2"))) void nn_store_first
     memcpy(p, part, sizeof(float) * (size_t)n);
 }
 
+/* Lanes [0, n) set (n from 0 to 8, more counts as 8): a mask for
+ * vmaskmovps, or through a cast for an and. */
+static inline __attribute__((always_inline, target("avx2"))) __m256i nn_lanes8(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The even and the odd floats of a then b (16 consecutive ones): per
+ * 128-bit half, then the halves in order. */
+static inline __attribute__((always_inline, target("avx2"))) __m256 nn_evens8(__m256 a, __m256 b) {
+    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+static inline __attribute__((always_inline, target("avx2"))) __m256 nn_odds8(__m256 a, __m256 b) {
+    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
 /* r[0..7] (rows) become their columns: r[j] lane i is row i's lane j. */
 static inline __attribute__((always_inline, target("avx2"))) void nn_transpose8(__m256 r[8]) {
     __m256 t[8], u[8];

@@ -604,11 +604,6 @@ static inline __attribute__((always_inline)) T256 __m256 dw_load8(const float *p
  * other rows' path). */
 T256 __attribute__((noinline)) static void dw_store_first8(float *p, __m256 v, int64_t n) { nn_store_first8(p, v, n); }
 
-static inline __attribute__((always_inline)) T256 __m256 dw_lanes8(int64_t n) {
-    return _mm256_castsi256_ps(
-        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-}
-
 #define DW_ROWS8_V 2
 
 static inline __attribute__((always_inline)) T256 void dw_rows8_body(const int K, const int V, const bool chunk,
@@ -623,7 +618,7 @@ static inline __attribute__((always_inline)) T256 void dw_rows8_body(const int K
     int64_t tail = left - 8 * (V - 1); /* the last vector's columns: 1 to 8 */
     tail = tail > 8 ? 8 : tail;
     int64_t after = chunk ? left - 8 * V : 0; /* the next chunk's columns (<= 0: none) */
-    const __m256 tail_lanes = dw_lanes8(tail), after_lanes = dw_lanes8(after);
+    const __m256 tail_lanes = _mm256_castsi256_ps(nn_lanes8(tail)), after_lanes = _mm256_castsi256_ps(nn_lanes8(after));
     bool prev = chunk && q0 > 0;
     x += 8 * q0;
     y += 8 * q0;
@@ -745,15 +740,6 @@ static void dw_rows_avx2(int k, int64_t h, int64_t w_n, const float *x, const fl
  * the even or odd vector moved on by kw / 2.  A row's last vector is
  * stored whole over the next row's start, which is written later, except
  * on the plane's last row. */
-static inline __attribute__((always_inline)) T256 __m256 dw_evens8(__m256 a, __m256 b) {
-    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-}
-static inline __attribute__((always_inline)) T256 __m256 dw_odds8(__m256 a, __m256 b) {
-    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-}
-
 static inline __attribute__((always_inline)) T256 void dw_s2_256(const int K, const conv_geom *g, const dw_plane *p) {
     int64_t oh_n = g->out[0], ow_n = g->out[1];
     const float *w = p->w;
@@ -765,7 +751,7 @@ static inline __attribute__((always_inline)) T256 void dw_s2_256(const int K, co
             for (int kh = 0; kh < K; kh++) {
                 const float *src = p->xp + (2 * oh + kh) * p->pw_n + 2 * ow;
                 __m256 a = _mm256_loadu_ps(src), b = _mm256_loadu_ps(src + 8), c = _mm256_loadu_ps(src + 16);
-                __m256 e0 = dw_evens8(a, b), o1 = dw_odds8(a, b);
+                __m256 e0 = nn_evens8(a, b), o1 = nn_odds8(a, b);
                 __m256 ce = _mm256_shuffle_ps(c, c, _MM_SHUFFLE(2, 0, 2, 0)); /* low lanes: c0 c2 */
                 acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * K]), e0, acc);
                 acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * K + 1]), o1, acc);

@@ -314,7 +314,7 @@ T256 static void pack_rows_avx2(const float *src, int64_t ld, int64_t kc, int64_
         const float *s = src + i0 * ld;
         for (int64_t p = 0; p < kc; p += 8) {
             int64_t n = min64(8, kc - p);
-            __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            __m256i k = nn_lanes8(n);
             __m256 r[8];
 #pragma clang loop unroll(full)
             for (int i = 0; i < 8; i++) {

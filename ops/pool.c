@@ -19,6 +19,8 @@ typedef struct pool_job {
 
 #if NN_HAVE_X86
 #include <immintrin.h>
+
+#include "avx2.h"
 #endif
 
 /* shared with the CUDA backend (geom.h) */
@@ -611,8 +613,7 @@ static inline void split_none(row_bufs *b, int64_t rows, int64_t stride, int64_t
  * through a buffer and a short loop (nn_store_first8's memcpy, once per
  * row here, cost more than the row). */
 static inline __attribute__((always_inline, target("avx2"))) __m256 load_tail256(const float *p, int64_t n) {
-    __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lanes));
+    return _mm256_maskload_ps(p, nn_lanes8(n));
 }
 static inline __attribute__((always_inline, target("avx2"))) void store_tail256(float *p, __m256 v, int64_t n) {
     float part[8];
@@ -629,10 +630,8 @@ static inline __attribute__((always_inline, target("avx2"))) void split256(row_b
             const float *s = b->rows + i * stride + 2 * c;
             float *e = b->halves + i * stride + c, *o = e + stride / 2;
             __m256 x = _mm256_loadu_ps(s), y = _mm256_loadu_ps(s + 8);
-            __m256 ev = _mm256_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
-                   od = _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1));
-            _mm256_storeu_ps(e, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
-            _mm256_storeu_ps(o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), _MM_SHUFFLE(3, 1, 2, 0))));
+            _mm256_storeu_ps(e, nn_evens8(x, y));
+            _mm256_storeu_ps(o, nn_odds8(x, y));
         }
 }
 /* Tap k of 8 outputs from o on at stride 2, from the halves. */

@@ -222,8 +222,13 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo :
 
 /* The blocking rule.  Loops run: a KC x NC slab of B packed once, then per
  * MR-row panel of A (MR x KC) every NR-column panel of the slab (KC x NR).
- *   KC: the A panel, reused across the slab, and the B panel streaming past
- *       it both fit in L1d: 4 (MR + NR) KC <= L1d, rounded down to 16.
+ *   KC: the A panel, reused across the slab, fills half of L1d (the B
+ *       panels stream past it from L2): 4 MR KC <= L1d / 2, rounded down
+ *       to 16, at most 512.  Each K block reloads and stores every C tile,
+ *       so a longer block pays that less often; past 512 it costs under
+ *       0.4% and the longer block only shrinks NC and MC.  (A and B panels
+ *       together in L1d gave KC 176 for AVX-512 on 32 KiB: 1-3% slower
+ *       whole models; docs/perf-notes.md, "KC from the A panel".)
  *   NC: the B slab, reused by every A panel, fills half of L2 (the other
  *       half holds the A block and C's tiles): 4 KC NC <= L2 / 2.
  *   MC: the A block packed beside it, a quarter of L2: 4 KC MC <= L2 / 4.
@@ -233,7 +238,7 @@ nn_gemm_blocking nn_gemm_blocking_derive(const nn_cpu_caches *c, int mr, int nr)
     nn_gemm_blocking b;
     int64_t l1 = clamp64(c->l1d, NN_CACHE_L1_MIN, NN_CACHE_L1_MAX);
     int64_t l2 = clamp64(c->l2, NN_CACHE_L2_MIN, NN_CACHE_L2_MAX);
-    b.kc = clamp64(l1 / (4 * (int64_t)(mr + nr)) / 16 * 16, NN_GEMM_KC_MIN, NN_GEMM_KC_MAX);
+    b.kc = clamp64(l1 / 2 / (4 * (int64_t)mr) / 16 * 16, NN_GEMM_KC_MIN, NN_GEMM_KC_MAX);
     b.nc = clamp64(l2 / 2 / (4 * b.kc) / nr * nr, nr, NN_GEMM_NC_MAX / nr * nr);
     b.mc = clamp64(l2 / 4 / (4 * b.kc) / mr * mr, mr, NN_GEMM_MC_MAX / mr * mr);
     return b;

@@ -50,7 +50,7 @@ typedef struct nn_gemm_blocking {
 
 #define NN_GEMM_KC_FIXED 384
 #define NN_GEMM_KC_MIN 64
-#define NN_GEMM_KC_MAX 1024
+#define NN_GEMM_KC_MAX 512
 #define NN_GEMM_NC_MAX 8192 /* columns of a B block: packers may size buffers by it */
 #define NN_GEMM_MC_MAX 4096
 nn_gemm_blocking nn_gemm_blocking_derive(const nn_cpu_caches *c, int mr, int nr);

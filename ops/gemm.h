@@ -160,8 +160,8 @@ void nn_gemm_act(float *y, int64_t n, nn_act act, float alpha, float beta);
  * tests and benchmarks (false when this CPU lacks it); it switches every
  * kernel family.  Operands packed for another kernel are repacked on the fly. */
 const char *nn_gemm_kernel_name(void);
-/* "L1d 32 KiB, L2 1024 KiB, L3 32768 KiB (sysfs); GEMM avx512 14x32: KC 176,
- * MC 364, NC 736": the caches read and the blocking derived from them;
+/* "L1d 32 KiB, L2 1024 KiB, L3 32768 KiB (sysfs); GEMM avx512 14x32: KC 288,
+ * MC 224, NC 448": the caches read and the blocking derived from them;
  * compact: the numbers only, for the plan cache's key. */
 void nn_gemm_describe_blocking(char *buf, size_t size, bool compact);
 bool nn_gemm_use_kernel(const char *name);

@@ -208,7 +208,7 @@ static const gemm_case products[] = {
      * projections to 16 and 24 channels), its rows longer than used */
     {23, 9001, 40, 1, 1, PA | RES | PAD_B, 0, ROW, NN_ACT_CLIP, 1.0f, 1},
     {23, 9001, 40, 1, 1, PA | RES | PAD_B, 0, ROW, NN_ACT_CLIP, 1.0f, 2},
-    /* ... and over several K blocks (KC 176-384): MobileNetV2's 14x14
+    /* ... and over several K blocks (KC 288-512): MobileNetV2's 14x14
      * projection (576 -> 96 channels) and a two-tile one from 600 */
     {96, 196, 576, 1, 1, PA | RES | PAD_B, 0, ROW, NN_ACT_CLIP, 1.0f, 2},
     {23, 300, 600, 1, 1, PA | PAD_B | ACC, 0, ROW, NN_ACT_RELU, 1.0f, 1},

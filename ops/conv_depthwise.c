@@ -353,6 +353,21 @@ static inline __attribute__((always_inline)) T512 void dw_rotate_body(const nn_a
     }
 }
 
+/* The fused kernels' act dispatch: BODY(A) with A a constant for the
+ * activations MobileNets and ResNets fuse, so that the body's per-vector
+ * switch on it folds away; any other passes through as a variable. */
+#define DW_BY_ACT(act, BODY)                                                                                           \
+    do {                                                                                                               \
+        if ((act) == NN_ACT_NONE)                                                                                      \
+            BODY(NN_ACT_NONE);                                                                                         \
+        else if ((act) == NN_ACT_RELU)                                                                                 \
+            BODY(NN_ACT_RELU);                                                                                         \
+        else if ((act) == NN_ACT_CLIP)                                                                                 \
+            BODY(NN_ACT_CLIP);                                                                                         \
+        else                                                                                                           \
+            BODY(act);                                                                                                 \
+    } while (0)
+
 /* res: the residual, read only with an epilogue e (nn_conv_epilogue's order). */
 T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges)[2], const float *xp, const float *w,
                                   float bias, float *y, const nn_epilogue *e, const float *res) {
@@ -364,14 +379,9 @@ T512 static void dw_rotate_avx512(int64_t n, int64_t w_n, const uint16_t (*edges
     nn_act act = e ? e->act : NN_ACT_NONE;
     float alpha = e ? e->alpha : 0.0f, beta = e ? e->beta : 0.0f;
     res = e ? res : NULL;
-    if (act == NN_ACT_NONE)
-        dw_rotate_body(NN_ACT_NONE, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
-    else if (act == NN_ACT_RELU)
-        dw_rotate_body(NN_ACT_RELU, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
-    else if (act == NN_ACT_CLIP)
-        dw_rotate_body(NN_ACT_CLIP, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
-    else
-        dw_rotate_body(act, n, w_n, edges, xp, w, bias, y, alpha, beta, res);
+#define ROTATE(A) dw_rotate_body(A, n, w_n, edges, xp, w, bias, y, alpha, beta, res)
+    DW_BY_ACT(act, ROTATE);
+#undef ROTATE
 }
 
 /* Stride-1 3x3, 5x5 and 7x7 depthwise convs padded by K/2 on every side
@@ -520,14 +530,9 @@ static inline __attribute__((always_inline)) T512 void dw_rows_k(const int K, co
     nn_act act = e ? e->act : NN_ACT_NONE;
     float alpha = e ? e->alpha : 0.0f, beta = e ? e->beta : 0.0f;
     res = e ? res : NULL;
-    if (act == NN_ACT_NONE)
-        dw_rows_act(K, V, chunk, NN_ACT_NONE, h, w_n, x, w, bias, y, alpha, beta, res);
-    else if (act == NN_ACT_RELU)
-        dw_rows_act(K, V, chunk, NN_ACT_RELU, h, w_n, x, w, bias, y, alpha, beta, res);
-    else if (act == NN_ACT_CLIP)
-        dw_rows_act(K, V, chunk, NN_ACT_CLIP, h, w_n, x, w, bias, y, alpha, beta, res);
-    else
-        dw_rows_act(K, V, chunk, act, h, w_n, x, w, bias, y, alpha, beta, res);
+#define ROWS(A) dw_rows_act(K, V, chunk, A, h, w_n, x, w, bias, y, alpha, beta, res)
+    DW_BY_ACT(act, ROWS);
+#undef ROWS
 }
 
 /* Rows longer than dw_rows_avx512 takes whole, in chunks. */
@@ -677,14 +682,9 @@ static inline __attribute__((always_inline)) T256 void dw_rows8_k(const int K, c
     nn_act act = e ? e->act : NN_ACT_NONE;
     float alpha = e ? e->alpha : 0.0f, beta = e ? e->beta : 0.0f;
     res = e ? res : NULL;
-    if (act == NN_ACT_NONE)
-        dw_rows8_body(K, V, chunk, NN_ACT_NONE, h, w_n, q0, spill, x, w, bias, y, alpha, beta, res);
-    else if (act == NN_ACT_RELU)
-        dw_rows8_body(K, V, chunk, NN_ACT_RELU, h, w_n, q0, spill, x, w, bias, y, alpha, beta, res);
-    else if (act == NN_ACT_CLIP)
-        dw_rows8_body(K, V, chunk, NN_ACT_CLIP, h, w_n, q0, spill, x, w, bias, y, alpha, beta, res);
-    else
-        dw_rows8_body(K, V, chunk, act, h, w_n, q0, spill, x, w, bias, y, alpha, beta, res);
+#define ROWS8(A) dw_rows8_body(K, V, chunk, A, h, w_n, q0, spill, x, w, bias, y, alpha, beta, res)
+    DW_BY_ACT(act, ROWS8);
+#undef ROWS8
 }
 
 /* A function per variant: called from one function, clang merged the

@@ -305,11 +305,20 @@ typedef struct resize_tap {
     int n;
 } resize_tap;
 
+/* The last axis's two linear taps, compact (resize_planes). */
+typedef struct row_tap {
+    int64_t i0, i1;
+    float w0, w1;
+} row_tap;
+
+/* The taps, then for resize_planes the last axis's row_taps and two rows
+ * of the output's width per thread. */
 static size_t workspace_resize(const nn_call *c) {
     int64_t taps = 0;
     for (int d = 0; d < c->out[0].ndim; d++)
         taps += c->out[0].dims[d];
-    return sizeof(resize_tap) * (size_t)taps;
+    int64_t w = c->out[0].ndim ? c->out[0].dims[c->out[0].ndim - 1] : 0, threads = c->threads > 1 ? c->threads : 1;
+    return sizeof(resize_tap) * (size_t)taps + sizeof(row_tap) * (size_t)w + sizeof(float) * (size_t)(2 * w * threads);
 }
 
 /* Input coordinate of output coordinate x along axis d (ONNX's
@@ -535,6 +544,76 @@ static void resize_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     }
 }
 
+/* Linear resizes of the last two axes, the others passed through (one tap
+ * each, as when only H and W are scaled): segmentation heads upsample
+ * their logits so, 8x or more.  An output row blends two source rows
+ * already interpolated along the last axis, and those are kept (two per
+ * thread) while consecutive output rows read the same source rows: the
+ * gathers run once per source row, where resize_range runs them twice per
+ * output row. */
+typedef struct planes_job {
+    const resize_tap *const *taps;
+    const row_tap *tw;
+    const int64_t *out_dims;
+    const float *src;
+    float *dst, *rows;
+    int64_t w;
+    int nd;
+} planes_job;
+
+static bool planes_apply(const resize_params *p, int nd, const int64_t *out_dims, resize_tap *const *taps) {
+    if (p->mode != MODE_LINEAR || p->coord == COORD_TF_CROP_AND_RESIZE || nd < 2) return false;
+    for (int d = 0; d < nd - 2; d++)
+        for (int64_t o = 0; o < out_dims[d]; o++)
+            if (taps[d][o].n != 1) return false;
+    return true;
+}
+
+static void interp_row(float *out, const float *s, const row_tap *tw, int64_t w) {
+    for (int64_t x = 0; x < w; x++)
+        out[x] = tw[x].w0 * s[tw[x].i0] + tw[x].w1 * s[tw[x].i1];
+}
+
+static void resize_planes(void *ctx, int64_t lo, int64_t hi, int seat) {
+    const planes_job *pj = ctx;
+    const int64_t w = pj->w, oh = pj->out_dims[pj->nd - 2];
+    float *ra = pj->rows + (size_t)seat * 2 * (size_t)w, *rb = ra + w;
+    int64_t ka = -1, kb = -1; /* the source rows (offsets) that ra and rb hold */
+    for (int64_t row = lo; row < hi; row++) {
+        int64_t rem = row / oh, off = 0;
+        for (int d = pj->nd - 3; d >= 0; d--) {
+            off += pj->taps[d][rem % pj->out_dims[d]].i[0];
+            rem /= pj->out_dims[d];
+        }
+        const resize_tap *th = &pj->taps[pj->nd - 2][row % oh];
+        int64_t s0 = off + th->i[0], s1 = off + th->i[1]; /* s1 == s0 with one tap (w[1] 0) */
+        float w0 = th->w[0], w1 = th->w[1];
+        if (kb == s0 || ka == s1) { /* moving down: the row below becomes the row above */
+            float *t = ra;
+            ra = rb;
+            rb = t;
+            int64_t k = ka;
+            ka = kb;
+            kb = k;
+        }
+        if (ka != s0) {
+            interp_row(ra, pj->src + s0, pj->tw, w);
+            ka = s0;
+        }
+        const float *b = ra;
+        if (s1 != s0) {
+            if (kb != s1) {
+                interp_row(rb, pj->src + s1, pj->tw, w);
+                kb = s1;
+            }
+            b = rb;
+        }
+        float *out = pj->dst + row * w;
+        for (int64_t x = 0; x < w; x++)
+            out[x] = w0 * ra[x] + w1 * b[x];
+    }
+}
+
 static nn_status run_resize(nn_call *c) {
     const resize_params *p = c->params;
     const nn_tensor *x = &c->in[0];
@@ -552,6 +631,27 @@ static nn_status run_resize(nn_call *c) {
     resize_tap *taps[NN_MAX_DIMS];
     all_taps(p, &g, x, c->workspace, taps);
 
+    if (planes_apply(p, nd, y->dims, taps)) {
+        int64_t total = 0;
+        for (int d = 0; d < nd; d++)
+            total += y->dims[d];
+        row_tap *tw = (row_tap *)((resize_tap *)c->workspace + total);
+        for (int64_t x = 0; x < w; x++)
+            tw[x] = (row_tap){.i0 = taps[nd - 1][x].i[0],
+                              .i1 = taps[nd - 1][x].i[1],
+                              .w0 = taps[nd - 1][x].w[0],
+                              .w1 = taps[nd - 1][x].w[1]};
+        planes_job pj = {.taps = (const resize_tap *const *)taps,
+                         .tw = tw,
+                         .out_dims = y->dims,
+                         .src = x->data,
+                         .dst = y->data,
+                         .rows = (float *)(tw + w),
+                         .w = w,
+                         .nd = nd};
+        nn_par_for_range(rows * w > 16384 ? c->threads : 1, rows, 4096 / w + 1, resize_planes, &pj);
+        return NN_OK;
+    }
     resize_job j = {.p = p,
                     .tw = taps[nd - 1],
                     .out_dims = y->dims,

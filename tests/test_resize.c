@@ -2,6 +2,7 @@
  * hand from the ONNX formulas, for what the conformance suite leaves out:
  * extrapolation_value (on the last axis and on an outer one),
  * tf_crop_and_resize under nearest and cubic, exclude_outside at the edge;
+ * linear on larger N-D shapes against a separable reference;
  * and the refusals (antialias, cubic where the op has no such mode). */
 #include "op_harness.h"
 
@@ -83,6 +84,87 @@ static void test_cubic_exclude_outside(void) {
     }
 }
 
+/* Linear taps along one axis from the ONNX formulas, in double: source
+ * coordinate, floor, the two neighbours clamped to the edge. */
+static void ref_taps(const char *coord, int64_t in, int64_t out, int64_t o, int64_t *i0, int64_t *i1, double *r) {
+    double scale = (double)out / (double)in, x = (double)o, xo;
+    if (!strcmp(coord, "align_corners"))
+        xo = out > 1 ? x * (double)(in - 1) / (double)(out - 1) : 0.0;
+    else if (!strcmp(coord, "asymmetric"))
+        xo = x / scale;
+    else if (!strcmp(coord, "pytorch_half_pixel"))
+        xo = out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+    else
+        xo = (x + 0.5) / scale - 0.5;
+    double f = floor(xo);
+    *r = xo - f;
+    *i0 = (int64_t)f < 0 ? 0 : (int64_t)f > in - 1 ? in - 1 : (int64_t)f;
+    *i1 = (int64_t)f + 1 < 0 ? 0 : (int64_t)f + 1 > in - 1 ? in - 1 : (int64_t)f + 1;
+}
+
+/* Linear resizes of N-D tensors against a separable reference: the last
+ * two axes scaled (the path that keeps interpolated source rows, run with
+ * rows reused across outputs and across planes, on 1 and 2 threads), and
+ * an outer axis scaled too (the general path), up and down. */
+static void test_linear(void) {
+    static const struct {
+        int ndim;
+        int64_t in[4], out[4];
+    } shapes[] = {
+        {4, {2, 3, 5, 7}, {2, 3, 40, 56}}, /* 8x up, as segmentation heads */
+        {4, {1, 2, 12, 16}, {1, 2, 96, 128}}, /* big enough to run on two threads */
+        {4, {1, 4, 6, 9}, {1, 4, 3, 4}},   /* down */
+        {4, {1, 2, 1, 5}, {1, 2, 7, 11}},  /* one source row */
+        {4, {1, 3, 4, 1}, {1, 3, 9, 1}},   /* one column */
+        {3, {3, 5, 6}, {3, 17, 13}},       /* 3-D, odd scales */
+        {2, {4, 4}, {9, 20}},              /* 2-D */
+        {4, {1, 3, 4, 5}, {1, 5, 8, 10}},  /* an outer axis scaled: the general path */
+    };
+    static const char *const coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (size_t m = 0; m < sizeof coords / sizeof *coords; m++)
+            for (int threads = 1; threads <= 2; threads++) {
+                int nd = shapes[k].ndim;
+                const int64_t *in = shapes[k].in, *out = shapes[k].out;
+                int64_t n_in = 1, n_out = 1;
+                for (int d = 0; d < nd; d++) {
+                    n_in *= in[d];
+                    n_out *= out[d];
+                }
+                float *x = malloc(sizeof(float) * (size_t)n_in), *want = malloc(sizeof(float) * (size_t)n_out);
+                for (int64_t i = 0; i < n_in; i++)
+                    x[i] = uniform(-2.0f, 2.0f);
+                for (int64_t e = 0; e < n_out; e++) { /* every corner of the 2^nd taps */
+                    int64_t i0[4], i1[4], rem = e;
+                    double r[4], sum = 0.0;
+                    for (int d = nd - 1; d >= 0; d--) {
+                        ref_taps(coords[m], in[d], out[d], rem % out[d], &i0[d], &i1[d], &r[d]);
+                        rem /= out[d];
+                    }
+                    for (int corner = 0; corner < 1 << nd; corner++) {
+                        int64_t at = 0;
+                        double wt = 1.0;
+                        for (int d = 0; d < nd; d++) {
+                            bool hi = corner >> d & 1;
+                            at = at * in[d] + (hi ? i1[d] : i0[d]);
+                            wt *= hi ? r[d] : 1.0 - r[d];
+                        }
+                        sum += wt * x[at];
+                    }
+                    want[e] = (float)sum;
+                }
+                nn_attr a[] = {attr_string("mode", "linear"), attr_string("coordinate_transformation_mode", coords[m])};
+                char what[96];
+                snprintf(what, sizeof what, "linear %s %d-D case %zu, %d thread%s", coords[m], nd, k, threads,
+                         threads > 1 ? "s" : "");
+                cpu_threads = threads;
+                resize_case(what, a, 2, nd, in, x, NULL, NULL, out, want, (int)n_out);
+                cpu_threads = 1;
+                free(x);
+                free(want);
+            }
+}
+
 /* What parse and check refuse, with a message naming the attribute. */
 static void test_refusals(void) {
     static const struct {
@@ -121,6 +203,7 @@ int main(void) {
     test_crop_1d();
     test_crop_outer_axis();
     test_cubic_exclude_outside();
+    test_linear();
     test_refusals();
     return check_summary();
 }

@@ -836,6 +836,7 @@ int nn_conv_depthwise_lanes(void) { return nn_isa_active() >= NN_ISA_AVX512 ? 16
 
 typedef struct dw_blocked {
     int64_t pw;               /* padded row, in pixels */
+    int64_t dh, dw;           /* dilation: a tap's step down and across, in pixels */
     int64_t in_n, out_n;      /* positions per input and output plane */
     const int32_t *in_pixel;  /* per input position: its padded pixel */
     const int32_t *out_pixel; /* per output position, rounded up to DWB_STEP: its window's first padded pixel */
@@ -847,14 +848,13 @@ static bool dw_rows(const conv_geom *g);
 
 static bool dw_blocked_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     int64_t k = g->kernel[0], s = g->stride[0];
-    if (g->out_ch != g->group || (k != 3 && k != 5) || g->kernel[1] != k || (s != 1 && s != 2) || g->stride[1] != s ||
-        g->dilation[0] != 1 || g->dilation[1] != 1)
+    if (g->out_ch != g->group || (k != 3 && k != 5) || g->kernel[1] != k || (s != 1 && s != 2) || g->stride[1] != s)
         return false;
 #if NN_HAVE_X86
     if (dw_s2_direct(g) || dw_rows(g)) return false;
 #endif
-    *ph = nn_padded_extent(g->out[0], s, k, 1, g->pad[0], g->in[0]);
-    *pw = nn_padded_extent(g->out[1], s, k, 1, g->pad[1], g->in[1]);
+    *ph = nn_padded_extent(g->out[0], s, k, g->dilation[0], g->pad[0], g->in[0]);
+    *pw = nn_padded_extent(g->out[1], s, k, g->dilation[1], g->pad[1], g->in[1]);
     return *ph * *pw <= dw_blocked_max_pixels(nn_isa_active(), k, s);
 }
 
@@ -937,8 +937,9 @@ static inline __attribute__((always_inline)) T256 void dw_block8(const int K, co
         for (int kh = 0; kh < K; kh++)
             for (int kw = 0; kw < K; kw++) {
                 __m256 wv = _mm256_loadu_ps(wt + (kh * K + kw) * 8);
+                int64_t tap = (kh * b->dh * b->pw + kw * b->dw) * 8;
                 for (int j = 0; j < DWB_STEP; j++)
-                    acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src[j] + (kh * b->pw + kw) * 8), acc[j]);
+                    acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src[j] + tap), acc[j]);
             }
         for (int j = 0; j < DWB_STEP; j++)
             _mm256_storeu_ps(outs + (o + j) * 8, acc[j]);
@@ -995,8 +996,9 @@ static inline __attribute__((always_inline)) T512 void dw_block16(const int K, c
         for (int kh = 0; kh < K; kh++)
             for (int kw = 0; kw < K; kw++) {
                 __m512 wv = _mm512_loadu_ps(wt + (kh * K + kw) * 16);
+                int64_t tap = (kh * b->dh * b->pw + kw * b->dw) * 16;
                 for (int j = 0; j < DWB_STEP; j++)
-                    acc[j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(src[j] + (kh * b->pw + kw) * 16), acc[j]);
+                    acc[j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(src[j] + tap), acc[j]);
             }
         for (int j = 0; j < DWB_STEP; j++)
             _mm512_storeu_ps(outs + (o + j) * 16, acc[j]);
@@ -1069,7 +1071,13 @@ static void depthwise_blocked(const conv_geom *g, int64_t ph, int64_t pw, const 
         int64_t q = o < g->out_size ? o : g->out_size - 1;
         out_pixel[o] = (int32_t)(q / ow_n * s * pw + q % ow_n * s);
     }
-    dw_blocked b = {.pw = pw, .in_n = g->in_size, .out_n = g->out_size, .in_pixel = in_pixel, .out_pixel = out_pixel};
+    dw_blocked b = {.pw = pw,
+                    .dh = g->dilation[0],
+                    .dw = g->dilation[1],
+                    .in_n = g->in_size,
+                    .out_n = g->out_size,
+                    .in_pixel = in_pixel,
+                    .out_pixel = out_pixel};
     float *scratch = (float *)((char *)workspace + dw_blocked_table_bytes(g));
     size_t per_thread = dw_blocked_thread_floats(g, ph, pw);
     int64_t lanes = nn_conv_depthwise_lanes(), groups = (g->out_ch + lanes - 1) / lanes, tasks = g->batch * groups;

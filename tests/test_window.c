@@ -383,6 +383,28 @@ int main(void) {
         }
     }
     check_how = NULL;
+    /* dilated 3x3 and 5x5 depthwise on the channel-blocked kernel (each
+     * tap a step of the dilation across the padded block): DeepLab's and
+     * LR-ASPP's 5x5 at dilation 2 on 14x14, partial blocks of channels,
+     * stride 2, dilation 4 with pads past the plane, weights prepared and
+     * not; the scalar family runs them elsewhere */
+    const conv_case dilated_blocked[] = {
+        DW(1, 20, 14, 14, 5, 1, 2, {4, 4, 4, 4}, true, res_clip),
+        DW(2, 5, 10, 13, 5, 1, 2, {4, 4, 4, 4}, false, relu6),
+        DW(1, 18, 12, 11, 3, 2, 2, {2, 2, 2, 2}, true, relu6),
+        DW(1, 3, 9, 9, 5, 1, 4, {8, 8, 8, 8}, true, silu),
+    };
+    for (int prep = 0; prep <= 1; prep++) {
+        cpu_prepare = prep;
+        for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+            if (!strcmp(kernels[k], "scalar") || !nn_gemm_use_kernel(kernels[k])) continue;
+            check_how = "channel-blocked";
+            for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+                for (size_t i = 0; i < sizeof dilated_blocked / sizeof dilated_blocked[0]; i++)
+                    check_case(&dilated_blocked[i], kernels[k]);
+        }
+    }
+    check_how = NULL;
     cpu_prepare = false;
     /* Dense and grouped convs dilated past their planes, weights prepared
      * as the engine prepares constants: the GEMM runs a kernel cut to the

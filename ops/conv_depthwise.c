@@ -246,8 +246,8 @@ static inline __attribute__((always_inline)) T512 __m512 dw_epilogue512(__m512 v
 }
 
 /* AVX-512, stride-1 K x K kernels (K <= 7, any dilation) that keep a small
- * plane's size and that dw_rows leaves (7x7 planes, ConvNeXt's 7x7 kernels
- * on 56x56, DeepLab's dilated 5x5 ones): 16
+ * plane's size and that dw_rows and the channel-blocked kernel leave (7x7
+ * kernels on 7x7 planes, dilated ones on planes past the blocked limits): 16
  * positions of the flat plane per vector, each tap a load masked to the
  * lanes whose neighbour is inside (window.h), so no padded copy and no
  * half-empty vectors at the ends of short rows. */

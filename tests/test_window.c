@@ -199,6 +199,25 @@ static void check_pool(const pool_case *c, const char *kernel, bool mean, int in
     release(&r);
 }
 
+/* Each case on every kernel family this CPU has, weights prepared and
+ * not, on 1 and 2 threads; the AVX-512 and AVX2 families must take the
+ * path named `how` (the scalar family runs its own kernel). */
+static void check_every_family(const conv_case *cases, size_t n, const char *how) {
+    static const char *const families[] = {"avx512", "avx2", "scalar"};
+    for (int prep = 0; prep <= 1; prep++) {
+        cpu_prepare = prep;
+        for (size_t k = 0; k < sizeof families / sizeof families[0]; k++) {
+            if (!nn_gemm_use_kernel(families[k])) continue;
+            check_how = strcmp(families[k], "scalar") ? how : NULL;
+            for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
+                for (size_t i = 0; i < n; i++)
+                    check_case(&cases[i], families[k]);
+        }
+    }
+    check_how = NULL;
+    cpu_prepare = false;
+}
+
 int main(void) {
     const nn_epilogue none = {.residual = -1}, relu6 = {.residual = -1, .act = NN_ACT_CLIP, .beta = 6.0f},
                       res_clip = {.residual = 3, .act = NN_ACT_CLIP, .alpha = -0.5f, .beta = 0.5f},
@@ -373,39 +392,19 @@ int main(void) {
         DW(2, 2, 5, 128, 5, 1, 1, {2, 2, 2, 2}, true, silu),
         DW(1, 2, 8, 100, 7, 1, 1, {3, 3, 3, 3}, true, res_clip),
     };
-    for (int prep = 0; prep <= 1; prep++) {
-        cpu_prepare = prep;
-        for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
-            if (!nn_gemm_use_kernel(kernels[k])) continue;
-            check_how = strcmp(kernels[k], "scalar") ? "depthwise by rows" : NULL;
-            for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
-                for (size_t i = 0; i < sizeof by_rows / sizeof by_rows[0]; i++) check_case(&by_rows[i], kernels[k]);
-        }
-    }
-    check_how = NULL;
+    check_every_family(by_rows, sizeof by_rows / sizeof by_rows[0], "depthwise by rows");
     /* dilated 3x3 and 5x5 depthwise on the channel-blocked kernel (each
      * tap a step of the dilation across the padded block): DeepLab's and
      * LR-ASPP's 5x5 at dilation 2 on 14x14, partial blocks of channels,
      * stride 2, dilation 4 with pads past the plane, weights prepared and
-     * not; the scalar family runs them elsewhere */
+     * not; the scalar family runs them on its own kernel */
     const conv_case dilated_blocked[] = {
         DW(1, 20, 14, 14, 5, 1, 2, {4, 4, 4, 4}, true, res_clip),
         DW(2, 5, 10, 13, 5, 1, 2, {4, 4, 4, 4}, false, relu6),
         DW(1, 18, 12, 11, 3, 2, 2, {2, 2, 2, 2}, true, relu6),
         DW(1, 3, 9, 9, 5, 1, 4, {8, 8, 8, 8}, true, silu),
     };
-    for (int prep = 0; prep <= 1; prep++) {
-        cpu_prepare = prep;
-        for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
-            if (!strcmp(kernels[k], "scalar") || !nn_gemm_use_kernel(kernels[k])) continue;
-            check_how = "channel-blocked";
-            for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++)
-                for (size_t i = 0; i < sizeof dilated_blocked / sizeof dilated_blocked[0]; i++)
-                    check_case(&dilated_blocked[i], kernels[k]);
-        }
-    }
-    check_how = NULL;
-    cpu_prepare = false;
+    check_every_family(dilated_blocked, sizeof dilated_blocked / sizeof dilated_blocked[0], "channel-blocked");
     /* Dense and grouped convs dilated past their planes, weights prepared
      * as the engine prepares constants: the GEMM runs a kernel cut to the
      * taps that reach the input (DeepLab's ASPP: only the centre tap at

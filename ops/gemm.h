@@ -145,6 +145,9 @@ bool nn_gemm_pack_conv_a(const nn_gemm *g, const nn_gemm_conv *cv, const float *
 
 /* Scratch bytes nn_gemm_run needs for this problem with `threads` threads. */
 size_t nn_gemm_workspace(const nn_gemm *g, int threads);
+/* How nn_gemm_run would cut the product into tasks on `threads` threads:
+ * *mparts row parts by *nparts column parts per batch entry (tests). */
+void nn_gemm_split(const nn_gemm *g, int threads, int64_t *mparts, int64_t *nparts);
 /* Run the product.  false when the workspace is too small, when an
  * operand's data is NULL (freed once packed) and its packed form was made
  * for another kernel, or when B's prologue is set for a B it does not

@@ -510,6 +510,32 @@ static void test_pack_rows(void) {
             }
 }
 
+/* A B read through a prologue is packed again by every row part: DenseNet's
+ * BN-ReLU-conv products (128 rows on 14x14 and 7x7 planes) keep their rows
+ * whole and split their columns on two threads (ops/gemm.c, B_COST_PROLOGUE),
+ * where the same products with their B packed plain split the rows too. */
+static void test_split(void) {
+    static const int64_t shapes[][3] = {{128, 196, 1024}, {128, 196, 256}, {128, 49, 1500}, {128, 49, 900}};
+    float scale = 1.0f, shift = 0.0f, x = 0.0f;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2], mp, np;
+        nn_gemm g = {.m = m, .n = n, .k = k, .a = &x, .lda = k, .b = &x, .ldb = n, .c = &x, .ldc = n, .alpha = 1.0f,
+                     .batch = {1, 1}, .b_scale = &scale, .b_shift = &shift, .b_act = NN_ACT_RELU};
+        nn_gemm_split(&g, 2, &mp, &np);
+        CHECK(mp == 1 && np >= 2, "%lld x %lld x %lld with a prologue on 2 threads: split %lld x %lld, expected rows whole",
+              (long long)m, (long long)n, (long long)k, (long long)mp, (long long)np);
+        /* the same product with its B packed plain (read transposed): rows split */
+        nn_gemm plain = g;
+        plain.b_scale = plain.b_shift = NULL;
+        plain.b_act = NN_ACT_NONE;
+        plain.trans_b = true;
+        plain.ldb = k;
+        nn_gemm_split(&plain, 2, &mp, &np);
+        CHECK(mp == 2, "%lld x %lld x %lld, B packed plain, on 2 threads: split %lld x %lld, expected rows in two",
+              (long long)m, (long long)n, (long long)k, (long long)mp, (long long)np);
+    }
+}
+
 int main(void) {
     static const char *const names[] = {"avx512", "avx2", "scalar"};
     for (int i = 0; i < 3; i++) {
@@ -526,6 +552,10 @@ int main(void) {
         test_convs();
         check_set_case("%s activations", names[i]);
         test_act();
+        if (i < 2) { /* the tile kernels; the scalar path hands OpenBLAS whole blocks */
+            check_set_case("%s split", names[i]);
+            test_split();
+        }
         printf("kernel %s: %s\n", names[i], check_failures() == before ? "ok" : "FAILED");
     }
     return check_summary();

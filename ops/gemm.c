@@ -143,15 +143,16 @@ static void cut_tiles(const gemm_kernel *kd, int64_t tiles, int64_t last, int64_
 
 /* What packing a float of B costs in the split's estimate, in
  * multiply-adds: read in place or pre-packed, packed plain, and packed
- * through a prologue (BN-ReLU, passes/fuse_prologue.c).  A prologue's B
- * is the concatenated features of the layers before (DenseNet), packed
- * again by every M part; at the plain cost, DenseNet-201's 128-row
- * products on 14x14 and 7x7 planes split their rows in two, and forcing
- * them whole took 0.91-0.96x the model's time at batch 1 (the rows
- * split's gain in balance is smaller than the estimate's rounds count:
- * the last column part is a light one).  32 is the round value from
- * which they stay whole (docs/perf-notes.md, "GEMM: a prologue's B
- * packed once"). */
+ * through a prologue (BN-ReLU, passes/fuse_prologue.c) by a task of a
+ * split that cuts the rows.  A prologue's B is the concatenated features
+ * of the layers before (DenseNet), packed again, transform and all, by
+ * every row part; at the plain cost DenseNet-201's 128-row products on
+ * 14x14 and 7x7 planes split their rows in two, and kept whole they took
+ * 0.94-0.96x the model's time at batch 1 (the rows split's gain in
+ * balance is smaller than the estimate's rounds count: its last column
+ * part is a light one).  32 keeps them whole; splits of the columns alone
+ * are costed as before (docs/perf-notes.md, "GEMM: a prologue's B packed
+ * once"). */
 #define B_COST_READY    4.0
 #define B_COST_PACKED   16.0
 #define B_COST_PROLOGUE 32.0
@@ -175,7 +176,7 @@ static plan make_plan(const nn_gemm *g, int threads) {
     pl.b_in_place = !pl.b_packed && reads_b_in_place(g, pl.kd);
     int64_t mr = pl.kd->mr, nr = pl.kd->nr, bt = batch_count(g, 0) * batch_count(g, 1);
     int64_t mt = (g->m + mr - 1) / mr, nt = (g->n + nr - 1) / nr, k = g->k > 0 ? g->k : 1;
-    double b_cost = pl.b_packed || pl.b_in_place ? B_COST_READY : g->b_scale ? B_COST_PROLOGUE : B_COST_PACKED;
+    double b_cost = pl.b_packed || pl.b_in_place ? B_COST_READY : B_COST_PACKED;
     double best = -1;
     for (int64_t sm = 1; sm <= mt && sm <= MAX_MPARTS; sm++)
         for (int64_t sn = 1; sn <= nt && sn <= MAX_NPARTS; sn++) {
@@ -183,7 +184,9 @@ static plan make_plan(const nn_gemm *g, int threads) {
             int64_t msplit = (g->m + mrange - 1) / mrange, nsplit = (g->n + nrange - 1) / nrange;
             if (msplit != sm || nsplit != sn) continue; /* same as a smaller split */
             int64_t tasks = bt * sm * sn;
-            double task = (double)mrange * (double)nrange * (double)k + b_cost * nrange * k +
+            /* a prologue's B packed again by each of several row parts */
+            double task = (double)mrange * (double)nrange * (double)k +
+                          (g->b_scale && sm > 1 ? B_COST_PROLOGUE : b_cost) * nrange * k +
                           (pl.a_packed ? 4.0 : 16.0) * mrange * k + 8000.0;
             double rounds = (double)((tasks + threads - 1) / threads) + (threads > 1 ? 0.3 : 0.0);
             double cost = rounds * task;

@@ -311,12 +311,18 @@ typedef struct row_tap {
     float w0, w1;
 } row_tap;
 
+/* Taps over all axes of an output of these dims: one per output coordinate. */
+static int64_t count_taps(const int64_t *out, int nd) {
+    int64_t n = 0;
+    for (int d = 0; d < nd; d++)
+        n += out[d];
+    return n;
+}
+
 /* The taps, then for resize_planes the last axis's row_taps and two rows
  * of the output's width per thread. */
 static size_t workspace_resize(const nn_call *c) {
-    int64_t taps = 0;
-    for (int d = 0; d < c->out[0].ndim; d++)
-        taps += c->out[0].dims[d];
+    int64_t taps = count_taps(c->out[0].dims, c->out[0].ndim);
     int64_t w = c->out[0].ndim ? c->out[0].dims[c->out[0].ndim - 1] : 0, threads = c->threads > 1 ? c->threads : 1;
     return sizeof(resize_tap) * (size_t)taps + sizeof(row_tap) * (size_t)w + sizeof(float) * (size_t)(2 * w * threads);
 }
@@ -443,9 +449,7 @@ nn_status nn_resize_taps(nn_call *c, nn_resize_tap *taps, bool *linear) {
     resize_geom g;
     nn_status st = resize_geometry(c, &g);
     if (st != NN_OK) return st;
-    int64_t n_taps = 0;
-    for (int d = 0; d < x->ndim; d++)
-        n_taps += g.out[d];
+    int64_t n_taps = count_taps(g.out, x->ndim);
     resize_tap *full = malloc(sizeof *full * (size_t)(n_taps ? n_taps : 1)), *per_axis[NN_MAX_DIMS];
     if (!full) return nn_call_error(c, NN_ERR_NOMEM, "out of memory for %lld resize taps", (long long)n_taps);
     all_taps(p, &g, x, full, per_axis);
@@ -632,10 +636,7 @@ static nn_status run_resize(nn_call *c) {
     all_taps(p, &g, x, c->workspace, taps);
 
     if (planes_apply(p, nd, y->dims, taps)) {
-        int64_t total = 0;
-        for (int d = 0; d < nd; d++)
-            total += y->dims[d];
-        row_tap *tw = (row_tap *)((resize_tap *)c->workspace + total);
+        row_tap *tw = (row_tap *)((resize_tap *)c->workspace + count_taps(y->dims, nd));
         for (int64_t x = 0; x < w; x++)
             tw[x] = (row_tap){.i0 = taps[nd - 1][x].i[0],
                               .i1 = taps[nd - 1][x].i[1],

@@ -468,15 +468,21 @@ size_t nn_winograd_prepared_size(const nn_winograd_shape *s) {
     return sizeof(float) * (size_t)(s->group * NPOS * pl.panels * pl.cg * PANEL);
 }
 
-/* G, the weight transform, in double: the weights are rounded once. */
-static const double G[ALPHA][3] = {
-    {1.0 / 4, 0, 0},
-    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-    {1.0 / 24, 1.0 / 12, 1.0 / 6},
-    {1.0 / 24, -1.0 / 12, 1.0 / 6},
-    {0, 0, 1},
-};
+/* G, the weight transform, in double: the weights are rounded once.  Its
+ * rows are (1/4, 0, 0), -(1, 1, 1)/6, -(1, -1, 1)/6, (1/24, 1/12, 1/6),
+ * (1/24, -1/12, 1/6) and (0, 0, 1); g_apply computes them through their
+ * shared terms (k0 + k2, k0/24 + k2/6, k1/12), PANEL lanes at once. */
+INLINE void g_apply(const double *k0, const double *k1, const double *k2, double out[ALPHA][PANEL]) {
+    for (int m = 0; m < PANEL; m++) {
+        double s = k0[m] + k2[m], t = k0[m] * (1.0 / 24) + k2[m] * (1.0 / 6), c = k1[m] * (1.0 / 12);
+        out[0][m] = k0[m] * 0.25;
+        out[1][m] = (s + k1[m]) * (-1.0 / 6);
+        out[2][m] = (s - k1[m]) * (-1.0 / 6);
+        out[3][m] = t + c;
+        out[4][m] = t - c;
+        out[5][m] = k2[m];
+    }
+}
 
 typedef struct prep_job {
     const float *w;
@@ -484,32 +490,48 @@ typedef struct prep_job {
     const plan *pl;
 } prep_job;
 
-static void prep_range(void *ctx, int64_t lo, int64_t hi, int seat) {
-    (void)seat;
-    const prep_job *j = ctx;
+/* Rows lo..hi of U: a row is (group, panel, input channel), G g Gt of the
+ * panel's 3x3 kernels with the output channel in the lane, so the loops
+ * vectorize (in double: 8 lanes under AVX-512). */
+INLINE void prep_rows(const prep_job *j, int64_t lo, int64_t hi) {
     const float *w = j->w;
     float *u = j->u;
     plan pl = *j->pl;
     for (int64_t i = lo; i < hi; i++) {
         int64_t c = i % pl.cg, mp = i / pl.cg % pl.panels, g = i / (pl.cg * pl.panels);
         int64_t lanes = min64(PANEL, pl.mg - mp * PANEL);
-        /* lane = output channel: the loops over lanes vectorize */
-        double k[9][PANEL] = {{0}}, gk[ALPHA][3][PANEL];
+        double k[9][PANEL], gk[3][ALPHA][PANEL], out[ALPHA][PANEL];
         float panel[NPOS][PANEL];
+        if (lanes < PANEL) memset(k, 0, sizeof k);
         for (int64_t m = 0; m < lanes; m++)
             for (int e = 0; e < 9; e++) k[e][m] = w[((g * pl.mg + mp * PANEL + m) * pl.cg + c) * 9 + e];
-        for (int a = 0; a < ALPHA; a++)
-            for (int col = 0; col < 3; col++)
-                for (int m = 0; m < PANEL; m++)
-                    gk[a][col][m] = G[a][0] * k[col][m] + G[a][1] * k[3 + col][m] + G[a][2] * k[6 + col][m];
-        for (int a = 0; a < ALPHA; a++)
+        for (int col = 0; col < 3; col++) /* G down each column of the kernel */
+            g_apply(k[col], k[3 + col], k[6 + col], gk[col]);
+        for (int a = 0; a < ALPHA; a++) { /* then along each row of G g */
+            g_apply(gk[0][a], gk[1][a], gk[2][a], out);
             for (int b = 0; b < ALPHA; b++)
-                for (int m = 0; m < PANEL; m++)
-                    panel[a * ALPHA + b][m] =
-                        (float)(gk[a][0][m] * G[b][0] + gk[a][1][m] * G[b][1] + gk[a][2][m] * G[b][2]);
+                for (int m = 0; m < PANEL; m++) panel[a * ALPHA + b][m] = (float)out[b][m];
+        }
         for (int p = 0; p < NPOS; p++)
             memcpy(u + (((g * NPOS + p) * pl.panels + mp) * pl.cg + c) * PANEL, panel[p], sizeof panel[p]);
     }
+}
+
+typedef void prep_fn(const prep_job *j, int64_t lo, int64_t hi);
+#if NN_HAVE_X86
+__attribute__((target("avx512f"))) static void prep_avx512(const prep_job *j, int64_t lo, int64_t hi) {
+    prep_rows(j, lo, hi);
+}
+__attribute__((target("avx2,fma"))) static void prep_avx2(const prep_job *j, int64_t lo, int64_t hi) {
+    prep_rows(j, lo, hi);
+}
+#endif
+static void prep_portable(const prep_job *j, int64_t lo, int64_t hi) { prep_rows(j, lo, hi); }
+
+static void prep_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    prep_fn *f = NN_ISA_PICK(prep);
+    f(ctx, lo, hi);
 }
 
 nn_status nn_winograd_prepare(const nn_winograd_shape *s, const float *w, void *prepared, int threads) {

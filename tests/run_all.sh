@@ -52,6 +52,8 @@ suite "one thread pool" sh -c "! nm -A '$BUILD/libnn.a' | grep ' U __kmpc_fork_c
 suite "test_par omp" env NN_PAR=omp LSAN_OPTIONS=suppressions=tests/lsan-libomp.supp "$BUILD/tests/test_par"
 # valgrind hides AVX-512 from the program: the int8 GEMM's VNNI kernel is checked natively
 suite "test_qgemm native" "$BUILD/tests/test_qgemm"
+# and the Winograd weight transform's AVX-512 variant (the runs above, under valgrind, reach AVX2 at most)
+suite "test_winograd native" "$BUILD/tests/test_winograd"
 # likewise the bf16 kernel (AVX512-BF16); skipped, not passed, where the processor lacks it
 if "$BUILD/tests/test_gemm_bf16" --available; then
     suite "test_gemm_bf16 native" "$BUILD/tests/test_gemm_bf16"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/isa.h"
 #include "../ops/winograd.h"
 #include "check.h"
 
@@ -215,6 +216,69 @@ static void fixed_cases(void) {
     check_case(&k, "dilated 6, tiny");
 }
 
+/* The prepared weights against G g Gt in double, rounded once to float,
+ * on every ISA this processor runs (valgrind hides AVX-512; run_all.sh also
+ * runs this program natively).  The layout is winograd.c's: position p,
+ * panel of PANEL output channels, input channel, lane; lanes past the last
+ * output channel are zero. */
+enum { PANEL = 32 };
+static void prepare_cases(void) {
+    static const double G[6][3] = {{1.0 / 4, 0, 0},          {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                   {-1.0 / 6, 1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                   {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+    static const int64_t shapes[][3] = {{5, 7, 1}, {16, 32, 1}, {33, 70, 1}, {24, 40, 2}, {3, 96, 3}};
+    nn_isa first = nn_isa_active();
+    for (int isa = 0; isa < NN_ISA_COUNT; isa++) {
+        if (!nn_isa_select((nn_isa)isa)) continue; /* not on this processor */
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            int64_t c_in = shapes[i][0], c_out = shapes[i][1], group = shapes[i][2];
+            conv_case k = make_case(1, c_in * group, c_out * group, group, 6, 6, 1, 1, 1, 1);
+            int64_t panels = (c_out + PANEL - 1) / PANEL;
+            size_t count = (size_t)(group * 36 * panels * c_in * PANEL), nw = (size_t)(group * c_out * c_in * 9);
+            CHECK(nn_winograd_prepared_size(&k.s) == count * sizeof(float),
+                  "prepared size, C=%lld M=%lld group %lld: expected %zu bytes (the layout this test reads), got %zu",
+                  (long long)c_in, (long long)c_out, (long long)group, count * sizeof(float),
+                  nn_winograd_prepared_size(&k.s));
+            if (nn_winograd_prepared_size(&k.s) != count * sizeof(float)) continue;
+            float *w = malloc(sizeof(float) * nw), *u = malloc(sizeof(float) * count);
+            for (size_t e = 0; e < nw; e++) w[e] = uniform(-1.0f, 1.0f);
+            for (size_t e = 0; e < count; e++) u[e] = NAN; /* every value must be written */
+            nn_status st = nn_winograd_prepare(&k.s, w, u, 1 + (int)(i % 2));
+            int64_t bad = 0, worst = -1;
+            double worst_err = 0;
+            for (int64_t g = 0; g < group && st == NN_OK; g++)
+                for (int64_t m = 0; m < panels * PANEL; m++)
+                    for (int64_t c = 0; c < c_in; c++)
+                        for (int p = 0; p < 36; p++) {
+                            double want = 0, size = 0;
+                            if (m < c_out)
+                                for (int r = 0; r < 3; r++)
+                                    for (int q = 0; q < 3; q++) {
+                                        double t = G[p / 6][r] * w[((g * c_out + m) * c_in + c) * 9 + r * 3 + q] *
+                                                   G[p % 6][q];
+                                        want += t;
+                                        size += fabs(t);
+                                    }
+                            int64_t at = (((g * 36 + p) * panels + m / PANEL) * c_in + c) * PANEL + m % PANEL;
+                            /* rounded once: within half an ulp of the exact value, plus double's own error */
+                            double err = fabs((double)u[at] - want), tol = fabs(want) * 0x1p-24 + size * 0x1p-50;
+                            if (!(err <= tol)) {
+                                if (bad++ == 0) worst = at;
+                                if (!(err <= worst_err)) worst_err = err;
+                            }
+                        }
+            CHECK(st == NN_OK && bad == 0,
+                  "prepare on %s, C=%lld M=%lld group %lld: expected every value G g Gt rounded once; status %d, "
+                  "%lld values off (first at %lld, largest error %.3g)",
+                  nn_isa_name((nn_isa)isa), (long long)c_in, (long long)c_out, (long long)group, (int)st,
+                  (long long)bad, (long long)worst, worst_err);
+            free(w);
+            free(u);
+        }
+    }
+    nn_isa_select(first);
+}
+
 static void error_cases(void) {
     conv_case k = make_case(1, 4, 4, 1, 8, 8, 1, 1, 1, 1);
     float x[4 * 64] = {0}, w[4 * 4 * 9] = {0}, y[4 * 64], ws[16], prep[16];
@@ -241,6 +305,7 @@ static void error_cases(void) {
 }
 
 int main(void) {
+    prepare_cases();
     fixed_cases();
     random_cases(60);
     error_cases();

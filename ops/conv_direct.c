@@ -14,7 +14,8 @@
  * their K (channels x taps: 27 to 147) is short, and gathering the im2col
  * panels costs about as much as the multiply-adds.  Here each image's
  * channels are copied once into zero-padded planes (rows split by column
- * parity for stride 2, so a tap's outputs are consecutive floats), and a
+ * phase for strides above 1: by parity for 2, by column mod 4 for
+ * AlexNet's 11x11 stride 4, so a tap's outputs are consecutive floats), and a
  * block of 4 output channels x 3 vectors of outputs along a row (24 with
  * AVX2, 48 with AVX-512) accumulates every tap in 12 registers: per tap 3
  * loads, 4 broadcasts of the weights as they lie, 12 multiply-adds
@@ -24,6 +25,7 @@
 #define DIRECT_VECS      3
 #define DIRECT_SLACK     64 /* vector reads past a plane's last row: under 3 x 16 floats */
 #define DIRECT_MAX_KW    11
+#define DIRECT_MAX_S     4 /* AlexNet's stem */
 
 typedef struct conv_direct {
     const conv_geom *g;
@@ -41,12 +43,13 @@ typedef struct conv_direct {
 
 bool nn_conv_direct_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
     int64_t s = g->stride[0];
-    if (nn_isa_active() < NN_ISA_AVX2 || g->nsp != 2 || g->group != 1 || g->in_ch > DIRECT_MAX_IN_CH ||
-        (s != 1 && s != 2) || g->stride[1] != s || g->dilation[0] != 1 || g->dilation[1] != 1 ||
+    if (nn_isa_active() < NN_ISA_AVX2 || g->nsp != 2 || g->group != 1 || g->in_ch > DIRECT_MAX_IN_CH || s < 1 ||
+        s > DIRECT_MAX_S || g->stride[1] != s || g->dilation[0] != 1 || g->dilation[1] != 1 ||
         g->kernel[1] > DIRECT_MAX_KW)
         return false;
     *ph = nn_padded_extent(g->out[0], s, g->kernel[0], 1, g->pad[0], g->in[0]);
     *pw = nn_padded_extent(g->out[1], s, g->kernel[1], 1, g->pad[1], g->in[1]);
+    if (s > 2) *pw = (*pw + s - 1) / s * s; /* s phases of pw / s columns each */
     return true;
 }
 
@@ -167,21 +170,43 @@ static inline __attribute__((always_inline)) T512 void direct_row512(const int K
 DIRECT_ROW_FOR(avx2, T256, direct_row256)
 DIRECT_ROW_FOR(avx512, T512, direct_row512)
 
-/* The input planes of one image, padded (and split by column parity), one
+/* The input planes of one image, padded (and split by column phase), one
  * range of channels per task; then the output rows, one range per task. */
 typedef struct direct_pad {
     const conv_geom *g;
     float *planes;
     const float *xn;
-    int64_t plane, ph, pw, half;
+    int64_t plane, ph, pw, half, s;
 } direct_pad;
+
+/* A plane padded as nn_pad_plane does, each row's column c stored at
+ * (c % s) * (pw / s) + c / s: s phases of pw / s columns (pw a multiple
+ * of s), and `slack` zeros after the last row. */
+static void pad_plane_phases(float *dst, int64_t ph, int64_t pw, int64_t s, int64_t slack, const float *src,
+                             int64_t h, int64_t w, int64_t pt, int64_t pl) {
+    int64_t span = pw / s;
+    memset(dst, 0, sizeof(float) * (size_t)(pt * pw));
+    for (int64_t r = 0; r < h; r++) {
+        float *row = dst + (pt + r) * pw;
+        const float *from = src + r * w;
+        for (int64_t q = 0; q < s; q++)
+            for (int64_t j = 0; j < span; j++) {
+                int64_t c = j * s + q - pl; /* the input column of padded column j * s + q */
+                row[q * span + j] = c >= 0 && c < w ? from[c] : 0.0f;
+            }
+    }
+    memset(dst + (pt + h) * pw, 0, sizeof(float) * (size_t)((ph - pt - h) * pw + slack));
+}
 
 static void pad_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     (void)seat;
     const direct_pad *p = ctx;
     const conv_geom *g = p->g;
     for (int64_t c = lo; c < hi; c++) {
-        if (p->half)
+        if (p->s > 2)
+            pad_plane_phases(p->planes + c * p->plane, p->ph, p->pw, p->s, DIRECT_SLACK, p->xn + c * g->in_size,
+                             g->in[0], g->in[1], g->pad[0], g->pad[1]);
+        else if (p->half)
             nn_pad_plane_split(p->planes + c * p->plane, p->ph, p->pw, DIRECT_SLACK, p->xn + c * g->in_size, g->in[0],
                                g->in[1], g->pad[0], g->pad[1], 0.0f);
         else
@@ -206,13 +231,13 @@ void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float 
                             const float *bias, float *y, const nn_epilogue *e, const float *res, float *planes,
                             int threads) {
     /* clang-format on */
-    int64_t plane = ph * pw + DIRECT_SLACK, half = g->stride[0] == 2 ? (pw + 1) / 2 : 0;
+    int64_t s = g->stride[0], plane = ph * pw + DIRECT_SLACK, half = s == 2 ? (pw + 1) / 2 : 0;
     void (*row)(const conv_direct *, int64_t) = nn_isa_active() == NN_ISA_AVX512 ? direct_row_avx512 : direct_row_avx2;
     double work = (double)g->batch * (double)g->out_ch * (double)g->out_size * (double)(g->in_ch * g->kernel_size);
     int par = work > 1e5 ? threads : 1;
     for (int64_t n = 0; n < g->batch; n++) {
         direct_pad pad = {.g = g, .planes = planes, .xn = x + n * g->in_ch * g->in_size, .plane = plane, .ph = ph,
-                          .pw = pw, .half = half};
+                          .pw = pw, .half = half, .s = s};
         nn_par_for_range(par, g->in_ch, 1, pad_range, &pad);
         int64_t first = n * g->out_ch * g->out_size;
         conv_direct d = {.g = g,
@@ -231,8 +256,8 @@ void nn_conv_direct_run(const conv_geom *g, int64_t ph, int64_t pw, const float 
         } else {
             d.row_epilogue = e && (e->residual >= 0 || e->act != NN_ACT_NONE);
         }
-        for (int64_t kw = 0; kw < g->kernel[1]; kw++) /* split rows: tap kw reads its parity's half */
-            d.col[kw] = half ? (kw & 1) * half + kw / 2 : kw;
+        for (int64_t kw = 0; kw < g->kernel[1]; kw++) /* split rows: tap kw reads its phase's columns */
+            d.col[kw] = s > 2 ? kw % s * (pw / s) + kw / s : half ? (kw & 1) * half + kw / 2 : kw;
         direct_rows r = {.d = &d, .row = row};
         nn_par_for_range(par, g->out[0], 1, rows_range, &r);
     }

@@ -11,7 +11,8 @@
  * residual, activation).
  *
  * Convs with few input channels (the RGB stems), against double precision:
- * 3x3 stride 2, 7x7 stride 2, 3x3 stride 1 and other kernels, output
+ * 3x3 stride 2, 7x7 stride 2, 3x3 stride 1, 11x11 stride 4 and other
+ * kernels and strides, output
  * channel counts and row widths that leave partial blocks, every kind of
  * epilogue; and one grouped conv.
  *
@@ -405,6 +406,18 @@ int main(void) {
         DW(1, 3, 9, 9, 5, 1, 4, {8, 8, 8, 8}, true, silu),
     };
     check_every_family(dilated_blocked, sizeof dilated_blocked / sizeof dilated_blocked[0], "channel-blocked");
+    /* few-channel convs at strides 3 and 4 on the direct kernel, rows split
+     * into 3 or 4 column phases: AlexNet's 11x11 stride 4 stem (pad 2), a
+     * 5x5 stride 3 with asymmetric pads and a residual, a kernel narrower
+     * than its stride (phases no tap reads), widths that leave partial
+     * vectors and blocks of 4 channels */
+    const conv_case strided_stems[] = {
+        STEM(1, 3, 6, 39, 47, 11, 4, {2, 2, 2, 2}, true, relu),
+        STEM(2, 3, 5, 19, 29, 5, 3, {1, 2, 0, 1}, true, res_clip),
+        STEM(1, 2, 9, 16, 70, 3, 4, {0, 0, 0, 0}, false, none),
+        STEM(1, 4, 4, 23, 203, 7, 4, {3, 1, 2, 3}, true, relu6),
+    };
+    check_every_family(strided_stems, sizeof strided_stems / sizeof strided_stems[0], "direct");
     /* Dense and grouped convs dilated past their planes, weights prepared
      * as the engine prepares constants: the GEMM runs a kernel cut to the
      * taps that reach the input (DeepLab's ASPP: only the centre tap at

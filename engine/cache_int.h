@@ -26,12 +26,14 @@
 
 /* Bump when the layout of the file, of an op's params or of a prepared
  * block changes, or when the optimizer makes a faster graph of the same
- * model (16: with AVX2 too, stride-1 depthwise convs on rows of 9 to 128
- * run by rows, ops/conv_depthwise.c dw_rows, with no blocked weights, where
- * version 15 did so with AVX-512 only and version 14 blocked their 3x3 and
- * 5x5 weights per 8 or 16 channels, ops/conv.c PREP_DEPTHWISE): older
- * files then read as stale. */
-#define CACHE_FORMAT 16
+ * model (17: with --precision bf16 the 3x3 convs Winograd takes keep its
+ * fp32 transformed weights, engine/call.c, where version 16 packed them for
+ * the bf16 GEMM; 16: with AVX2 too, stride-1 depthwise convs on rows of 9
+ * to 128 run by rows, ops/conv_depthwise.c dw_rows, with no blocked
+ * weights, where version 15 did so with AVX-512 only and version 14
+ * blocked their 3x3 and 5x5 weights per 8 or 16 channels, ops/conv.c
+ * PREP_DEPTHWISE): older files then read as stale. */
+#define CACHE_FORMAT 17
 #define CACHE_MAGIC  "nnplan\n"
 enum {
     DATA_ALIGN = 64,

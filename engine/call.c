@@ -18,8 +18,9 @@ nn_call nn_node_call(const nn_model *m, const nn_node *n, const nn_tensor *in, n
                      .prologue = n->has_prologue ? &n->prologue : NULL,
                      .prepared = n->prepared,
                      .pool = (nn_arena *)&m->g.weights, /* folding; a run gives its lane's pool */
-                     /* Winograd is fp32: with bf16, 3x3 convs go through the bf16 GEMM */
-                     .winograd = m->opt.winograd != 0 && m->opt.precision != NN_PRECISION_BF16,
+                     /* Winograd stays on with bf16, in fp32: on the convs it takes it beat the
+                      * bf16 GEMM (docs/precision.md, "Winograd under bf16") */
+                     .winograd = m->opt.winograd != 0,
                      .bf16 = m->opt.precision == NN_PRECISION_BF16,
                      .err = err,
                      .err_size = err_size};

@@ -6,7 +6,9 @@
  * a pair, K over KC_MAX takes several K blocks), with each epilogue, against
  * a double-precision product of the inputs rounded to bf16 here; then a seed
  * model loaded fp32 and bf16 through one plan cache folder in both orders
- * (neither gets the other's plan), and NN_ISA's avx2 refusing bf16.
+ * (neither gets the other's plan), a 3x3 conv Winograd takes run in fp32
+ * under bf16 (bit for bit fp32's output) and the same conv at stride 2 in
+ * bf16, and NN_ISA's avx2 refusing bf16.
  * Without it (or under valgrind, which hides AVX-512) only the refusal is
  * checked.  `--available` exits 0 where the kernel runs (tests/run_all.sh). */
 #include <math.h>
@@ -18,6 +20,7 @@
 #include "../ops/isa.h"
 #include "check.h"
 #include "nn.h"
+#include "onnx_builder.h"
 
 static uint32_t rng = 2024;
 static float uniform(void) {
@@ -285,6 +288,70 @@ static void check_cache(void) {
     CHECK(system(cmd) == 0, "cannot remove %s", dir);
 }
 
+/* A 64 -> 64 3x3 conv on 28x28 at `stride`, run once fp32 and once bf16
+ * (1 thread, no cache, the same input): relative L2 of bf16 against fp32,
+ * or -1 when something failed (a failed check says what). */
+static double conv_bf16_vs_fp32(int64_t stride) {
+    enum { CH = 64, HW = 28 };
+    builder b;
+    builder_init(&b);
+    int64_t out_hw = (HW + 2 - 3) / stride + 1;
+    const int64_t x_dims[] = {1, CH, HW, HW}, y_dims[] = {1, CH, out_hw, out_hw}, w_dims[] = {CH, CH, 3, 3};
+    static float w[CH * CH * 9], x[CH * HW * HW];
+    for (int i = 0; i < CH * CH * 9; i++)
+        w[i] = uniform() * 0.06f;
+    for (int i = 0; i < CH * HW * HW; i++)
+        x[i] = uniform();
+    graph_input(&b, "X", 4, x_dims);
+    graph_output(&b, "Y", 4, y_dims);
+    float_init(&b, "W", 4, w_dims, CH * CH * 9, w);
+    const char *conv_in[] = {"X", "W"}, *conv_out[] = {"Y"};
+    Onnx__NodeProto *conv = node_io(&b, "Conv", "conv", 2, conv_in, 1, conv_out);
+    attr_ints(&b, conv, "kernel_shape", 2, (const int64_t[]){3, 3});
+    attr_ints(&b, conv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+    attr_ints(&b, conv, "strides", 2, (const int64_t[]){stride, stride});
+    const char *path = save(&b, "conv3x3.onnx");
+    builder_free(&b);
+    float *y[2] = {NULL, NULL};
+    int64_t n = CH * out_hw * out_hw;
+    for (int p = 0; p < 2; p++) {
+        nn_options o = nn_options_default();
+        o.precision = p ? NN_PRECISION_BF16 : NN_PRECISION_FP32;
+        o.cache = 0;
+        o.threads = 1;
+        nn_model *m = NULL;
+        if (!CHECK(nn_load(path, &o, &m) == NN_OK, "load the 3x3 conv (%s): %s", p ? "bf16" : "fp32", nn_last_error()))
+            break;
+        nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .data = x}, out = {0};
+        memcpy(in.dims, x_dims, sizeof x_dims);
+        if (CHECK(nn_predict(m, &in, 1, &out, 1) == NN_OK && nn_tensor_elements(&out) == n, "predict: %s",
+                  nn_last_error())) {
+            y[p] = malloc(sizeof(float) * (size_t)n);
+            memcpy(y[p], out.data, sizeof(float) * (size_t)n);
+            nn_tensor_release(&out);
+        }
+        nn_free(m);
+    }
+    double d = y[0] && y[1] ? rel_l2(y[1], y[0], n) : -1;
+    free(y[0]), free(y[1]);
+    return d;
+}
+
+/* Winograd's 3x3 convs stay in fp32 under bf16, faster there than the bf16
+ * GEMM (docs/precision.md, "Winograd under bf16"); a stride-2 one, which
+ * Winograd does not take, runs in bf16. */
+static void check_winograd(void) {
+    check_set_case("winograd under bf16");
+    if (!CHECK(mkdtemp(nn_test_dir) != NULL, "mkdtemp failed")) return;
+    double d1 = conv_bf16_vs_fp32(1), d2 = conv_bf16_vs_fp32(2);
+    CHECK(d1 == 0, "stride 1 (Winograd): bf16 output should equal fp32's bit for bit, relative L2 %.3g", d1);
+    CHECK(d2 > 1e-4 && d2 < 1e-1, "stride 2 (the bf16 GEMM): relative L2 against fp32 %.3g, want within (1e-4, 1e-1)",
+          d2);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
+    CHECK(system(cmd) == 0, "cannot remove %s", nn_test_dir);
+}
+
 static void check_refused(void) {
     check_set_case("refusal");
     nn_options o = nn_options_default();
@@ -327,6 +394,7 @@ int main(int argc, char **argv) {
      * blocks of up to NN_GEMM_NC_MAX columns; one thread takes all of N */
     run_conv(16, 48, 50, 1, 20, 1);
     check_cache();
+    check_winograd();
     /* the ISA chosen below avx512 takes the kernel away: refused, not run in fp32 */
     if (nn_isa_select(NN_ISA_AVX2)) {
         CHECK(!nn_gemm_bf16_available(), "bf16 still available under avx2");

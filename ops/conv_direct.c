@@ -47,6 +47,11 @@ bool nn_conv_direct_fits(const conv_geom *g, int64_t *ph, int64_t *pw) {
         s > DIRECT_MAX_S || g->stride[1] != s || g->dilation[0] != 1 || g->dilation[1] != 1 ||
         g->kernel[1] > DIRECT_MAX_KW)
         return false;
+    /* Above stride 2 only where the taps overlap: a patchifying stem
+     * (Swin-T's and ConvNeXt-T's 4x4 stride 4) gathers each input once, and
+     * the GEMM ran it as fast alone and faster in those models
+     * (docs/perf-notes.md, "Direct stems at strides 3 and 4"). */
+    if (s > 2 && (g->kernel[0] <= s || g->kernel[1] <= s)) return false;
     *ph = nn_padded_extent(g->out[0], s, g->kernel[0], 1, g->pad[0], g->in[0]);
     *pw = nn_padded_extent(g->out[1], s, g->kernel[1], 1, g->pad[1], g->in[1]);
     if (s > 2) *pw = (*pw + s - 1) / s * s; /* s phases of pw / s columns each */

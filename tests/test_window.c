@@ -296,6 +296,7 @@ int main(void) {
         STEM(1, 4, 4, 17, 25, 3, 2, {0, 1, 1, 0}, true, res_only),
         STEM(1, 2, 8, 23, 31, 11, 2, {5, 5, 5, 5}, false, relu6),
         STEM(1, 2, 2, 9, 9, 2, 2, {0, 0, 0, 0}, true, none),
+        STEM(1, 3, 7, 16, 28, 4, 4, {0, 0, 0, 0}, true, none), /* Swin's patches: the GEMM */
         /* ConvNeXt's 7x7 (flat planes up to 32x32, padded copies past
          * them), dilated 3x3 and 5x5 (DeepLab's) at dilations 2, 4 and 6,
          * flat and padded, asymmetric pads, and strides the fast paths
@@ -408,13 +409,13 @@ int main(void) {
     check_every_family(dilated_blocked, sizeof dilated_blocked / sizeof dilated_blocked[0], "channel-blocked");
     /* few-channel convs at strides 3 and 4 on the direct kernel, rows split
      * into 3 or 4 column phases: AlexNet's 11x11 stride 4 stem (pad 2), a
-     * 5x5 stride 3 with asymmetric pads and a residual, a kernel narrower
-     * than its stride (phases no tap reads), widths that leave partial
-     * vectors and blocks of 4 channels */
+     * 5x5 stride 3 with asymmetric pads and a residual, a 5x5 stride 4 (one
+     * phase read by two taps), widths that leave partial vectors and blocks
+     * of 4 channels (a kernel no wider than its stride goes to the GEMM) */
     const conv_case strided_stems[] = {
         STEM(1, 3, 6, 39, 47, 11, 4, {2, 2, 2, 2}, true, relu),
         STEM(2, 3, 5, 19, 29, 5, 3, {1, 2, 0, 1}, true, res_clip),
-        STEM(1, 2, 9, 16, 70, 3, 4, {0, 0, 0, 0}, false, none),
+        STEM(1, 2, 9, 16, 70, 5, 4, {0, 0, 0, 0}, false, none),
         STEM(1, 4, 4, 23, 203, 7, 4, {3, 1, 2, 3}, true, relu6),
     };
     check_every_family(strided_stems, sizeof strided_stems / sizeof strided_stems[0], "direct");

@@ -16,9 +16,9 @@ struct nn_arena_chunk {
 /* A chunk of zeroed memory.  calloc, not aligned_alloc and memset: a large
  * chunk comes from mmap as pages the kernel zeroes when they are first
  * touched, so the weights and packed panels written into it are written
- * once, not cleared and then written (docs/perf-notes.md, "Load: memory
- * written once").  Chunks are never reused, so every byte handed out is
- * still zero. */
+ * once, not cleared and then written (docs/perf-notes.md, "Load: weights
+ * written once, transformed in vectors").  Chunks are never reused, so
+ * every byte handed out is still zero. */
 static nn_arena_chunk *new_chunk(size_t cs) {
     size_t bytes = sizeof(nn_arena_chunk) + cs + ARENA_ALIGN;
     if (bytes < cs) return NULL;

@@ -216,14 +216,17 @@ static void run_conv(int64_t ch, int64_t h, int64_t w, int64_t stride, int64_t o
 /* the committed MobileNetV2: present in a clean checkout, before `make models` */
 static const char *model = "models/mobilenetv2.onnx";
 
-/* Runs `path` once on a fixed input; NULL when it does not load. */
-static float *predict(const char *cache_dir, nn_precision precision, int64_t *count) {
+/* Runs `path` once on a fixed input, its plans cached in `cache_dir` (NULL:
+ * no cache); NULL when it does not load. */
+static float *predict(const char *path, const char *cache_dir, nn_precision precision, int threads, int64_t *count) {
     nn_options o = nn_options_default();
     o.precision = precision;
     o.cache_dir = cache_dir;
-    o.threads = 2;
+    o.cache = cache_dir != NULL;
+    o.threads = threads;
     nn_model *mdl = NULL;
-    if (!CHECK(nn_load(model, &o, &mdl) == NN_OK, "load %s: %s", precision ? "bf16" : "fp32", nn_last_error()))
+    if (!CHECK(nn_load(path, &o, &mdl) == NN_OK, "load %s (%s): %s", path, precision ? "bf16" : "fp32",
+               nn_last_error()))
         return NULL;
     nn_tensor shape;
     const char *name;
@@ -274,8 +277,9 @@ static void check_cache(void) {
     char dir[] = "/tmp/nn-bf16-cache.XXXXXX";
     if (!CHECK(mkdtemp(dir) != NULL, "mkdtemp failed")) return;
     int64_t n32 = 0, n16 = 0, n32b = 0, n16b = 0;
-    float *f32 = predict(dir, NN_PRECISION_FP32, &n32), *b16 = predict(dir, NN_PRECISION_BF16, &n16);
-    float *f32b = predict(dir, NN_PRECISION_FP32, &n32b), *b16b = predict(dir, NN_PRECISION_BF16, &n16b);
+    float *f32 = predict(model, dir, NN_PRECISION_FP32, 2, &n32), *b16 = predict(model, dir, NN_PRECISION_BF16, 2, &n16);
+    float *f32b = predict(model, dir, NN_PRECISION_FP32, 2, &n32b);
+    float *b16b = predict(model, dir, NN_PRECISION_BF16, 2, &n16b);
     if (f32 && b16 && f32b && b16b && CHECK(n32 == n16 && n32 == n32b && n16 == n16b, "output sizes differ")) {
         double d = rel_l2(b16, f32, n32);
         CHECK(d > 1e-4 && d < 1e-1, "bf16 vs fp32 relative L2 %.3g: want within (1e-4, 1e-1)", d);
@@ -297,11 +301,9 @@ static double conv_bf16_vs_fp32(int64_t stride) {
     builder_init(&b);
     int64_t out_hw = (HW + 2 - 3) / stride + 1;
     const int64_t x_dims[] = {1, CH, HW, HW}, y_dims[] = {1, CH, out_hw, out_hw}, w_dims[] = {CH, CH, 3, 3};
-    static float w[CH * CH * 9], x[CH * HW * HW];
+    static float w[CH * CH * 9];
     for (int i = 0; i < CH * CH * 9; i++)
         w[i] = uniform() * 0.06f;
-    for (int i = 0; i < CH * HW * HW; i++)
-        x[i] = uniform();
     graph_input(&b, "X", 4, x_dims);
     graph_output(&b, "Y", 4, y_dims);
     float_init(&b, "W", 4, w_dims, CH * CH * 9, w);
@@ -312,28 +314,13 @@ static double conv_bf16_vs_fp32(int64_t stride) {
     attr_ints(&b, conv, "strides", 2, (const int64_t[]){stride, stride});
     const char *path = save(&b, "conv3x3.onnx");
     builder_free(&b);
-    float *y[2] = {NULL, NULL};
-    int64_t n = CH * out_hw * out_hw;
-    for (int p = 0; p < 2; p++) {
-        nn_options o = nn_options_default();
-        o.precision = p ? NN_PRECISION_BF16 : NN_PRECISION_FP32;
-        o.cache = 0;
-        o.threads = 1;
-        nn_model *m = NULL;
-        if (!CHECK(nn_load(path, &o, &m) == NN_OK, "load the 3x3 conv (%s): %s", p ? "bf16" : "fp32", nn_last_error()))
-            break;
-        nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .data = x}, out = {0};
-        memcpy(in.dims, x_dims, sizeof x_dims);
-        if (CHECK(nn_predict(m, &in, 1, &out, 1) == NN_OK && nn_tensor_elements(&out) == n, "predict: %s",
-                  nn_last_error())) {
-            y[p] = malloc(sizeof(float) * (size_t)n);
-            memcpy(y[p], out.data, sizeof(float) * (size_t)n);
-            nn_tensor_release(&out);
-        }
-        nn_free(m);
-    }
-    double d = y[0] && y[1] ? rel_l2(y[1], y[0], n) : -1;
-    free(y[0]), free(y[1]);
+    int64_t n32 = 0, n16 = 0;
+    float *f32 = predict(path, NULL, NN_PRECISION_FP32, 1, &n32), *b16 = predict(path, NULL, NN_PRECISION_BF16, 1, &n16);
+    double d = f32 && b16 && CHECK(n32 == CH * out_hw * out_hw && n16 == n32, "output sizes %lld and %lld",
+                                   (long long)n32, (long long)n16)
+                   ? rel_l2(b16, f32, n32)
+                   : -1;
+    free(f32), free(b16);
     return d;
 }
 

@@ -208,7 +208,8 @@ typedef struct nn_node_profile {
     double ms;         /* mean milliseconds per run */
     double share;      /* fraction of all nodes' time, 0..1 */
     double flops;      /* floating-point operations per run (a multiply-add counts 2) for Conv, Gemm and
-                        * MatMul; 0 for other ops */
+                        * MatMul, integer ones for QLinearConv, ConvInteger, QLinearMatMul and
+                        * MatMulInteger; 0 for other ops */
 } nn_node_profile;
 NN_API int nn_profile_node_count(const nn_model *model);
 NN_API nn_status nn_profile_node(const nn_model *model, int index, nn_node_profile *profile);

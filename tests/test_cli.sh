@@ -235,6 +235,21 @@ check "--profile --json: the first conv's FLOPs are 2 x 32 x 112 x 112 x 3 x 3 x
     test "$(json "$tmp/profile.json" "int(d['profile']['nodes'][0]['flops'])")" = $((2 * 32 * 112 * 112 * 27))
 check "--profile --json: per-op rows sum the nodes" \
     test "$(json "$tmp/profile.json" "sum(o['nodes'] for o in d['profile']['ops']) == len(d['profile']['nodes'])")" = True
+# a QLinearConv counts its integer multiply-adds as a Conv counts its float ones
+$PY - "$tmp/qconv.onnx" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+c = lambda n, a: numpy_helper.from_array(np.asarray(a), n)
+inits = [c('xs', np.float32(0.02)), c('xz', np.uint8(128)), c('w', np.ones((16, 8, 3, 3), np.int8)),
+         c('ws', np.float32(0.01)), c('wz', np.int8(0)), c('ys', np.float32(0.05)), c('yz', np.uint8(128))]
+node = helper.make_node('QLinearConv', ['x', 'xs', 'xz', 'w', 'ws', 'wz', 'ys', 'yz'], ['y'], pads=[1, 1, 1, 1])
+g = helper.make_graph([node], 'q', [helper.make_tensor_value_info('x', TensorProto.UINT8, [1, 8, 10, 10])],
+                      [helper.make_tensor_value_info('y', TensorProto.UINT8, [1, 16, 10, 10])], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), sys.argv[1])
+PYEOF
+$NNRUN "$tmp/qconv.onnx" --iters 2 --warmup 0 --profile --json >"$tmp/qprofile.json" 2>/dev/null
+check "--profile --json: a 3x3 QLinearConv's operations are 2 x 16 x 10 x 10 x 8 x 3 x 3" \
+    test "$(json "$tmp/qprofile.json" "int(d['profile']['nodes'][0]['flops'])")" = $((2 * 16 * 100 * 72))
 
 # energy from Linux powercap, read from a fake sysfs tree that a writer advances by 1 J every 50 ms
 zone="$tmp/powercap/intel-rapl:0"

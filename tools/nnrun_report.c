@@ -28,7 +28,7 @@ static void print_profile_text(const nn_model *m) {
         else
             printf("%9s\n", "-");
     }
-    if (n > 0) printf("(op+: other ops fused into the node; GFLOP/s for Conv, Gemm and MatMul, 2 per multiply-add)\n");
+    if (n > 0) printf("(op+: other ops fused into the node; GFLOP/s for Conv, Gemm and MatMul, 2 per multiply-add; integer operations for their quantized forms)\n");
 }
 
 static void print_profile_json(const nn_model *m) {

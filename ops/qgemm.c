@@ -60,11 +60,9 @@ static void pack_a_block(const nn_qgemm *g, int64_t k4, uint8_t *ap, int32_t *rs
     }
 }
 
-/* B[p][j0 .. j0 + nc): in place, or gathered into buf. */
-static inline const uint8_t *b_row(const nn_qgemm *g, int64_t p, int64_t j0, int64_t nc, uint8_t *buf) {
-    if (!g->b_gather) return g->b + p * g->ldb + j0;
-    g->b_gather(g->b_ctx, p, j0, nc, buf);
-    return buf;
+/* B[p][j0 ...], where it lies. */
+static inline const uint8_t *b_row(const nn_qgemm *g, int64_t p, int64_t j0) {
+    return g->b + (g->b_row_off ? g->b_row_off[p] : p * g->ldb) + j0;
 }
 
 /* Column panel pn of B as int8 (bytes of uint8 B flipped: b - 128), and each column's sum. */
@@ -85,19 +83,18 @@ static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csu
     if (g->k != k4 || nc < QG_NR) memset(dst, 0, (size_t)(QG_NR * k4)); /* padding only */
     int32_t s[QG_NR] = {0};
     int64_t p0 = 0;
-    uint8_t buf[4][QG_NR];
 #if NN_HAVE_X86
-    if (simd && nc == QG_NR && !g->b_gather && g->k >= 4) {
+    if (simd && nc == QG_NR && g->k >= 4) {
         p0 = g->k / 4 * 4;
-        nn_qg_pack_b_avx2(g->b + j0, g->ldb, g->k / 4, flip, dst, s);
+        nn_qg_pack_b_avx2(g->b + j0, g->ldb, g->b_row_off, g->k / 4, flip, dst, s);
     }
 #else
     (void)simd;
 #endif
     if (nc == QG_NR) /* whole panels, four rows at a time: fixed-size loops that vectorize */
         for (; p0 + 4 <= g->k; p0 += 4) {
-            const uint8_t *r0 = b_row(g, p0, j0, nc, buf[0]), *r1 = b_row(g, p0 + 1, j0, nc, buf[1]),
-                          *r2 = b_row(g, p0 + 2, j0, nc, buf[2]), *r3 = b_row(g, p0 + 3, j0, nc, buf[3]);
+            const uint8_t *r0 = b_row(g, p0, j0), *r1 = b_row(g, p0 + 1, j0), *r2 = b_row(g, p0 + 2, j0),
+                          *r3 = b_row(g, p0 + 3, j0);
             int8_t *d = dst + (p0 >> 2) * QG_NR * 4;
             for (int c = 0; c < QG_NR; c++) {
                 int8_t v0 = (int8_t)(r0[c] ^ flip), v1 = (int8_t)(r1[c] ^ flip), v2 = (int8_t)(r2[c] ^ flip),
@@ -107,7 +104,7 @@ static void pack_b_panel(const nn_qgemm *g, int64_t k4, int8_t *bp, int32_t *csu
             }
         }
     for (int64_t p = p0; p < g->k; p++) {
-        const uint8_t *src = b_row(g, p, j0, nc, buf[0]);
+        const uint8_t *src = b_row(g, p, j0);
         int8_t *d = dst + (p >> 2) * QG_NR * 4 + (p & 3);
         for (int64_t c = 0; c < nc; c++) {
             int8_t v = (int8_t)(src[c] ^ flip);

@@ -66,11 +66,9 @@ typedef struct nn_qgemm {
     bool a_signed;
     const uint8_t *b; /* B[p * ldb + j] */
     int64_t ldb;
-    /* Instead of b: B[p][j0 .. j0 + count) written to dst (count <= 32),
-     * e.g. a conv's im2col rows made as they are packed, never stored
-     * whole. */
-    void (*b_gather)(const void *ctx, int64_t p, int64_t j0, int64_t count, uint8_t *dst);
-    const void *b_ctx;
+    /* Non-NULL: B[p][j] = b[b_row_off[p] + j] instead, rows anywhere in b
+     * (a stride-1 conv's taps as shifted views of padded planes). */
+    const int64_t *b_row_off;
     bool b_signed;
     const int32_t *za; /* za[0], or za[i] with za_per_row; NULL: 0 */
     bool za_per_row;

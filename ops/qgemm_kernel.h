@@ -32,10 +32,12 @@ typedef struct qg_epi {
 
 typedef void (*qg_tile_q8_fn)(const uint8_t *a, const int8_t *b, int64_t groups, const qg_epi *e);
 
-/* Pack `groups` groups of 4 rows of a whole 32-column B panel (rows ldb
- * bytes apart, from b) into dst as pack_b_panel lays them out, each byte
- * xor flip, adding each column's sum of the int8 values to s[32]. */
-typedef void (*qg_pack_b_fn)(const uint8_t *b, int64_t ldb, int64_t groups, uint8_t flip, int8_t *dst, int32_t *s);
+/* Pack `groups` groups of 4 rows of a whole 32-column B panel (row p at
+ * b + p * ldb, or at b + row_off[p] when row_off is not NULL) into dst as
+ * pack_b_panel lays them out, each byte xor flip, adding each column's sum
+ * of the int8 values to s[32]. */
+typedef void (*qg_pack_b_fn)(const uint8_t *b, int64_t ldb, const int64_t *row_off, int64_t groups, uint8_t flip,
+                             int8_t *dst, int32_t *s);
 
 /* One tap of the int8 depthwise conv (qlinear.c): acc[i] += src[i] * w for
  * i < n, each product exact in int32 (|src|, |w| <= 255), the sums wrapping
@@ -46,7 +48,8 @@ typedef void (*qg_dw_tap_fn)(uint32_t *acc, const int16_t *src, int32_t w, int64
 void nn_qg_tile_vnni512(const uint8_t *a, const int8_t *b, int64_t groups, int32_t *acc);
 void nn_qg_tile_avx2(const uint8_t *a, const int8_t *b, int64_t groups, int32_t *acc);
 void nn_qg_tile_vnni512_q8(const uint8_t *a, const int8_t *b, int64_t groups, const qg_epi *e);
-void nn_qg_pack_b_avx2(const uint8_t *b, int64_t ldb, int64_t groups, uint8_t flip, int8_t *dst, int32_t *s);
+void nn_qg_pack_b_avx2(const uint8_t *b, int64_t ldb, const int64_t *row_off, int64_t groups, uint8_t flip,
+                       int8_t *dst, int32_t *s);
 void nn_qg_dw_tap_avx512(uint32_t *acc, const int16_t *src, int32_t w, int64_t n);
 void nn_qg_dw_tap_avx2(uint32_t *acc, const int16_t *src, int32_t w, int64_t n);
 #endif

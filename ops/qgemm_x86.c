@@ -113,18 +113,21 @@ __attribute__((target("avx2"))) void nn_qg_tile_avx2(const uint8_t *a, const int
  * unpack steps (row pairs by byte, then pairs of pairs by 16 bits), which
  * gives each column's 4 bytes in k order; column sums from PMADDUBSW with
  * unsigned ones (pairs of int8, no saturation) and PMADDWD. */
-__attribute__((target("avx2"))) void nn_qg_pack_b_avx2(const uint8_t *b, int64_t ldb, int64_t groups, uint8_t flip,
-                                                        int8_t *dst, int32_t *s) {
+__attribute__((target("avx2"))) void nn_qg_pack_b_avx2(const uint8_t *b, int64_t ldb, const int64_t *row_off,
+                                                        int64_t groups, uint8_t flip, int8_t *dst, int32_t *s) {
     __m128i fl = _mm_set1_epi8((char)flip), ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
     __m128i sum[8];
     for (int i = 0; i < 8; i++)
         sum[i] = _mm_setzero_si128();
-    for (int64_t q = 0; q < groups; q++, b += 4 * ldb, dst += QG_NR * 4)
+    for (int64_t q = 0; q < groups; q++, dst += QG_NR * 4) {
+        const uint8_t *row[4];
+        for (int i = 0; i < 4; i++)
+            row[i] = b + (row_off ? row_off[4 * q + i] : (4 * q + i) * ldb);
         for (int h = 0; h < 2; h++) {
-            __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + 16 * h)), fl);
-            __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + ldb + 16 * h)), fl);
-            __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + 2 * ldb + 16 * h)), fl);
-            __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + 3 * ldb + 16 * h)), fl);
+            __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(row[0] + 16 * h)), fl);
+            __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(row[1] + 16 * h)), fl);
+            __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(row[2] + 16 * h)), fl);
+            __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(row[3] + 16 * h)), fl);
             __m128i a_lo = _mm_unpacklo_epi8(r0, r1), a_hi = _mm_unpackhi_epi8(r0, r1);
             __m128i b_lo = _mm_unpacklo_epi8(r2, r3), b_hi = _mm_unpackhi_epi8(r2, r3);
             __m128i o[4] = {_mm_unpacklo_epi16(a_lo, b_lo), _mm_unpackhi_epi16(a_lo, b_lo),
@@ -135,6 +138,7 @@ __attribute__((target("avx2"))) void nn_qg_pack_b_avx2(const uint8_t *b, int64_t
                 sum[4 * h + k] = _mm_add_epi32(sum[4 * h + k], _mm_madd_epi16(pair, ones16));
             }
         }
+    }
     for (int i = 0; i < 8; i++) {
         int32_t t[4];
         _mm_storeu_si128((__m128i *)t, sum[i]);

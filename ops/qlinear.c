@@ -354,6 +354,88 @@ static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, ui
     nn_par_for_range(rows * g->out_size > NN_PAR_MIN ? threads : 1, rows, 1, im2col_range, &j);
 }
 
+/* A stride-1 2-D conv reads its taps from padded planes instead of an
+ * im2col matrix (docs/perf-notes.md, "Int8: stride-1 convs over padded
+ * planes"): each input plane is copied once into an hp x wp plane whose
+ * border holds x's zero point, and the GEMM's row for tap (ci, kh, kw) is
+ * that plane read from kh * dh * wp + kw * dw on.  The GEMM's columns are
+ * then a grid wp wide: column oh * wp + ow is output (oh, ow) for ow <
+ * out[1]; the other (kw - 1) * dw columns of each grid row are work thrown
+ * away when the grid is copied into y.  Used where that rounds to at most
+ * an eighth more 32-column panels than the im2col matrix has. */
+typedef struct qpad {
+    int64_t hp, wp, plane, grid;
+} qpad;
+
+static bool qconv_padded(const nn_conv_geom *g, qpad *q) {
+    if (g->nsp != 2 || g->kernel_size == 1 || g->stride[0] != 1 || g->stride[1] != 1) return false;
+    int64_t sh, sw; /* the taps' spans less one */
+    if (__builtin_mul_overflow(g->kernel[0] - 1, g->dilation[0], &sh) ||
+        __builtin_mul_overflow(g->kernel[1] - 1, g->dilation[1], &sw) || sh > INT_MAX || sw > INT_MAX)
+        return false;
+    q->hp = g->out[0] + sh; /* = in + both pads at stride 1 */
+    q->wp = g->out[1] + sw;
+    if (q->hp < g->in[0] + g->pad[0] || q->wp < g->in[1] + g->pad[1] || q->hp * q->wp > INT_MAX) return false;
+    q->plane = q->hp * q->wp;
+    q->grid = (g->out[0] - 1) * q->wp + g->out[1];
+    return nn_round_up(q->grid, 32) * 8 <= nn_round_up(g->out_size, 32) * 9;
+}
+
+/* Bytes before the zero points in the workspace: the im2col matrix, or the
+ * padded planes, tap offsets and output grid; -1 if too large. */
+static int64_t qconv_col_bytes(const nn_conv_geom *g, int64_t esize) {
+    int64_t cg = g->in_ch / g->group, mg = g->out_ch / g->group, kdim = cg * g->kernel_size, planes, grid;
+    if (qconv_pointwise(g)) return 0;
+    qpad q;
+    if (!qconv_padded(g, &q)) return nn_round_up(kdim * g->out_size, 64); /* < 2^62: both below 2^31 */
+    if (__builtin_mul_overflow(cg, q.plane, &planes) || __builtin_mul_overflow(mg * esize, q.grid, &grid) ||
+        planes > INT64_MAX / 4 || grid > INT64_MAX / 4)
+        return -1;
+    return nn_round_up(planes, 64) + nn_round_up(kdim * 8, 64) + nn_round_up(grid, 64);
+}
+
+typedef struct qpad_job {
+    const nn_conv_geom *g;
+    const qpad *q;
+    const uint8_t *x;
+    uint8_t *xp, pad;
+} qpad_job;
+
+/* Padded planes [lo, hi): each row copied once, the pad around them set. */
+static void qpad_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const qpad_job *j = ctx;
+    int64_t ih = j->g->in[0], iw = j->g->in[1], wp = j->q->wp, plane = j->q->plane;
+    for (int64_t ci = lo; ci < hi; ci++) {
+        const uint8_t *src = j->x + ci * j->g->in_size;
+        uint8_t *dst = j->xp + ci * plane, *row = dst + j->g->pad[0] * wp + j->g->pad[1];
+        memset(dst, j->pad, (size_t)(row - dst));
+        for (int64_t r = 0; r < ih; r++, row += wp) {
+            memcpy(row, src + r * iw, (size_t)iw);
+            uint8_t *end = r + 1 < ih ? row + wp : dst + plane; /* to the next row's first byte */
+            memset(row + iw, j->pad, (size_t)(end - row - iw));
+        }
+    }
+}
+
+typedef struct qgrid_job {
+    const uint8_t *grid;
+    uint8_t *y;
+    int64_t wp, rows, cols, esize, grid_n, out_size;
+} qgrid_job;
+
+/* Output channels [lo, hi) of the grid copied into y, each grid row's
+ * first `cols` columns. */
+static void qgrid_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const qgrid_job *j = ctx;
+    size_t e = (size_t)j->esize;
+    for (int64_t i = lo; i < hi; i++)
+        for (int64_t r = 0; r < j->rows; r++)
+            memcpy(j->y + (i * j->out_size + r * j->cols) * e, j->grid + (i * j->grid_n + r * j->wp) * e,
+                   (size_t)j->cols * e);
+}
+
 /* A 2-D depthwise conv (one input and one output channel per group): a GEMM
  * per channel would be a 1-row product with k = the kernel's taps, all
  * overhead; here each channel's taps are summed directly, over rows of
@@ -685,10 +767,12 @@ static size_t qconv_workspace_of(const nn_call *c, const qio *io) {
     nn_conv_geom g;
     if (qconv_resolve(c, io, &g) != NN_OK) return 0;
     int64_t mg = g.out_ch / g.group, kdim = g.in_ch / g.group * g.kernel_size;
-    size_t gemm = nn_qgemm_workspace(mg, g.out_size, kdim);
+    qpad q;
+    size_t gemm = nn_qgemm_workspace(mg, qconv_padded(&g, &q) ? q.grid : g.out_size, kdim);
     if (gemm == SIZE_MAX) return SIZE_MAX;
     int64_t col, acc, total; /* sizes are below 2^31 each (qconv_resolve): the products fit, their sum is checked */
-    col = qconv_pointwise(&g) ? 0 : nn_round_up(kdim * g.out_size, 64);
+    col = qconv_col_bytes(&g, io->y_zero >= 0 ? 1 : 4);
+    if (col < 0) return SIZE_MAX;
     acc = nn_round_up(g.out_ch, 16) * 8; /* per-channel zero points and multipliers */
     if (__builtin_add_overflow(col, acc, &total) || (uint64_t)total > SIZE_MAX / 2 - gemm) return SIZE_MAX;
     size_t threads = (size_t)(c->threads > 0 ? c->threads : 1);
@@ -712,8 +796,11 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
         return nn_call_error(c, NN_ERR_INTERNAL, "workspace too small");
     int64_t cg = g.in_ch / g.group, mg = g.out_ch / g.group, kdim = cg * g.kernel_size, P = g.out_size;
     bool pointwise = qconv_pointwise(&g), q8 = io->y_zero >= 0;
+    qpad q;
+    bool padded = qconv_padded(&g, &q);
+    int64_t esize = q8 ? 1 : 4;
     uint8_t *col = c->workspace;
-    int32_t *wzs = (int32_t *)(col + (pointwise ? 0 : nn_round_up(kdim * P, 64)));
+    int32_t *wzs = (int32_t *)(col + qconv_col_bytes(&g, esize));
     float *mults = (float *)(wzs + nn_round_up(g.out_ch, 16));
     void *gemm_ws = mults + nn_round_up(g.out_ch, 16);
     int32_t xz = nn_quant_zero(c, io->x_zero, 0);
@@ -770,18 +857,32 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
         nn_par_for(planes * P * g.kernel_size > NN_PAR_MIN ? c->threads : 1, planes, qdw_task, &j);
         return NN_OK;
     }
+    /* padded planes: the tap offsets (rows of B), then the output grid */
+    int64_t *roff = padded ? (int64_t *)(col + nn_round_up(cg * q.plane, 64)) : NULL;
+    uint8_t *grid = padded ? (uint8_t *)roff + nn_round_up(kdim * 8, 64) : NULL;
+    if (padded)
+        for (int64_t p = 0; p < kdim; p++) {
+            int64_t ci = p / g.kernel_size, kh = p % g.kernel_size / g.kernel[1], kw = p % g.kernel[1];
+            roff[p] = ci * q.plane + kh * g.dilation[0] * q.wp + kw * g.dilation[1];
+        }
     for (int64_t n = 0; n < g.batch; n++)
         for (int64_t gi = 0; gi < g.group; gi++) {
             const uint8_t *xg = x + (n * g.in_ch + gi * cg) * g.in_size;
-            if (!pointwise) qconv_im2col(&g, xg, cg, (uint8_t)xz, col, c->threads);
-            int64_t off = (n * g.out_ch + gi * mg) * P;
+            if (padded) {
+                qpad_job pj = {.g = &g, .q = &q, .x = xg, .xp = col, .pad = (uint8_t)xz};
+                nn_par_for_range(cg * q.plane > NN_PAR_MIN ? c->threads : 1, cg, 1, qpad_range, &pj);
+            } else if (!pointwise)
+                qconv_im2col(&g, xg, cg, (uint8_t)xz, col, c->threads);
+            int64_t off = (n * g.out_ch + gi * mg) * P, ld = padded ? q.grid : P;
+            uint8_t *y = padded ? grid : (uint8_t *)c->out[0].data + off * esize;
             if (q8) {
-                o8.y = (uint8_t *)c->out[0].data + off;
+                o8.y = y;
+                o8.ldy = ld;
                 o8.mult = mults + gi * mg;
                 o8.bias = r.bias ? r.bias + gi * mg : NULL;
             }
             nn_qgemm qg = {.m = mg,
-                           .n = P,
+                           .n = padded ? q.grid : P,
                            .k = kdim,
                            .a = w ? w + gi * mg * kdim : NULL,
                            .lda = kdim,
@@ -789,14 +890,26 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
                            .a_packed = c->prepared ? qprep_block(c->prepared, one, gi) : NULL,
                            .b = pointwise ? xg : col,
                            .ldb = P,
+                           .b_row_off = roff,
                            .b_signed = c->in[io->x].dtype == NN_DTYPE_INT8,
                            .za = wzs + (za_rows ? gi * mg : 0),
                            .za_per_row = za_rows,
                            .zb = &xz,
                            .out8 = q8 ? &o8 : NULL,
-                           .c = q8 ? NULL : (int32_t *)c->out[0].data + off,
-                           .ldc = P};
+                           .c = q8 ? NULL : (int32_t *)y,
+                           .ldc = ld};
             nn_qgemm_run(&qg, gemm_ws, c->threads);
+            if (padded) {
+                qgrid_job gj = {.grid = grid,
+                                .y = (uint8_t *)c->out[0].data + off * esize,
+                                .wp = q.wp,
+                                .rows = g.out[0],
+                                .cols = g.out[1],
+                                .esize = esize,
+                                .grid_n = q.grid,
+                                .out_size = P};
+                nn_par_for_range(mg * P > NN_PAR_MIN ? c->threads : 1, mg, 1, qgrid_range, &gj);
+            }
         }
     return NN_OK;
 }

@@ -1,5 +1,6 @@
 """The integer ops with constant weights, which nn packs once at load:
-QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel, 3x3 stride 1 with pads)
+QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel, 3x3 stride 1 with pads, stride-1
+convs over padded planes: dilated, 7x7 planes, grouped 5x5 ConvInteger)
 ConvInteger (pointwise), QLinearAdd (int8 and uint8), and depthwise QLinearConv / ConvInteger (strided,
 dilated, uneven pads, 7x7 planes; summed directly over phase planes,
 weights read as they are), built here with onnx.helper and run by nnrun
@@ -241,6 +242,44 @@ def qlinearconv_same_dilated():
     return qlinearconv_same(2, (2, 2, 2, 2))
 
 
+def qlinearconv_padded(shape, m, dil, pads):
+    """Stride-1 convs run over padded planes (taps read as shifted rows, the output grid's extra columns dropped):
+    shapes whose grid rounds to few enough extra 32-column panels."""
+    x = rng.integers(0, 256, shape, dtype=np.uint8)
+    w = rng.integers(-127, 128, (m, shape[1], 3, 3), dtype=np.int8)
+    xs, xz = np.float32(0.02), np.uint8(140)
+    ws = rng.uniform(0.0005, 0.004, m).astype(np.float32)
+    wz = np.zeros(m, np.int8)
+    ys, yz = np.float32(0.3), np.uint8(128)
+    bias = rng.integers(-2000, 2000, m).astype(np.int32)
+    acc = conv_ref(x, w, int(xz), wz, 1, 1, pads, dil) + bias.reshape(1, -1, 1, 1)
+    want = requant(acc, ((xs * ws) / ys).reshape(1, -1, 1, 1), int(yz), np.uint8)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"],
+                            dilations=[dil, dil], pads=list(pads))
+    inits = [const("xs", xs), const("xz", xz), const("w", w), const("ws", ws), const("wz", wz), const("ys", ys),
+             const("yz", yz), const("bias", bias)]
+    return model(node, x, inits, np.uint8, want.shape), x, want
+
+
+def qlinearconv_padded_dilated():
+    return qlinearconv_padded((1, 8, 20, 40), 7, 2, (2, 2, 2, 2))
+
+
+def qlinearconv_padded_7x7():
+    """A 7x7 plane (49 outputs, grid 61: two panels either way), 40 input channels (k 360), 40 rows."""
+    return qlinearconv_padded((2, 40, 7, 7), 40, 1, (1, 1, 1, 1))
+
+
+def convinteger_padded_grouped():
+    """ConvInteger (int32 out, so a 4-byte grid), two groups, a 5x5 kernel, uint8 weights with a zero point."""
+    x = rng.integers(0, 256, (1, 4, 16, 40), dtype=np.uint8)
+    w = rng.integers(0, 256, (6, 2, 5, 5), dtype=np.uint8)
+    xz, wz = np.uint8(31), np.uint8(129)
+    want = conv_ref(x, w, int(xz), [int(wz)] * 6, 2, 1, 2).astype(np.int32)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=2, pads=[2, 2, 2, 2])
+    return model(node, x, [const("w", w), const("xz", xz), const("wz", wz)], np.int32, want.shape), x, want
+
+
 def qadd_ref(a, sa, za, b, sb, zb, sc, zc, dtype):
     """ONNX Runtime's QLinearAdd order in float32: ((a - za) * sa + (b - zb) * sb) / sc, rounded half to even."""
     lo, hi = (-128, 127) if dtype == np.int8 else (0, 255)
@@ -283,7 +322,8 @@ def main():
     for make in (qmatmul, matmulinteger, qlinearconv, convinteger, qdepthwise, convinteger_depthwise,
                  qdepthwise_dilated, qdepthwise_7x7, convinteger_depthwise_extremes, convinteger_depthwise_17x17,
                  qadd_signed, qadd_unsigned, qlinearconv_same_pad1, qlinearconv_same_uneven,
-                 qlinearconv_same_dilated):
+                 qlinearconv_same_dilated, qlinearconv_padded_dilated, qlinearconv_padded_7x7,
+                 convinteger_padded_grouped):
         m, x, want = make()
         name = make.__name__
         path, xin = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".x.npy")

@@ -227,7 +227,13 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, 
     const uint32_t *zb = p->zb, *cs = p->cs;
     const nn_qgemm_out8 *o = g->out8;
     if (tile_q8 && o) { /* the kernel requantizes from its registers */
-        qg_epi e = {.zb = zb, .cs = cs, .cols = (int)nc, .zp = o->zp, .lo = o->lo, .hi = o->hi};
+        qg_epi e = {.zb = zb,
+                    .cs = cs,
+                    .cols = (int)nc,
+                    .zp = o->zp,
+                    .lo = o->lo,
+                    .hi = o->hi,
+                    .uniform = !(g->zb && g->zb_per_col) && !(g->za && g->za_per_row)};
         if (o->per_col) {
             e.mu_col = p->mu_col;
             e.bias_col = p->bias_col;
@@ -238,6 +244,7 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, 
             e.rs[r] = (uint32_t)rsum[i] - kk * e.za[r];
             e.mu[r] = o->per_col ? 0.0f : o->mult[i];
             e.bias[r] = !o->per_col && o->bias ? (uint32_t)o->bias[i] : 0u;
+            e.rk[r] = e.bias[r] - zb[0] * e.rs[r];
             e.y[r] = o->y + i * o->ldy + j0;
         }
         tile_q8(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, k4 / 4, &e);

@@ -4,6 +4,7 @@
 #ifndef NN_QGEMM_KERNEL_H
 #define NN_QGEMM_KERNEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "isa.h"
@@ -18,10 +19,16 @@ typedef void (*qg_tile_fn)(const uint8_t *a, const int8_t *b, int64_t groups, in
  * column (mu_col, bias_col: 32 each), and the destination bytes; per
  * column zb and csum; cols valid columns.  The result is
  *     y = requantize(acc - zb[c] * rs[r] - za[r] * cs[c] + bias)
- * as nn_qgemm_requantize computes it. */
+ * as nn_qgemm_requantize computes it.  With `uniform` (one zb for every
+ * column, one za for every row: a per-tensor activation zero point and
+ * per-tensor weight zero point) the same sum, modulo 2^32, is
+ *     acc + rk[r] - za[0] * cs[c] (+ bias_col[c])
+ * with rk[r] = bias[r] - zb[0] * rs[r]: one product per column for the
+ * tile instead of two per element. */
 typedef struct qg_epi {
     const uint32_t *zb, *cs;
-    uint32_t rs[QG_MR], za[QG_MR], bias[QG_MR];
+    uint32_t rs[QG_MR], za[QG_MR], bias[QG_MR], rk[QG_MR];
+    bool uniform;
     float mu[QG_MR];
     const float *mu_col;
     const uint32_t *bias_col;

@@ -61,6 +61,23 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q
         int n = e->cols - 16 * h;
         keep[h] = n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
     }
+    if (e->uniform) { /* the corrections folded (qg_epi) */
+        __m512i za = _mm512_set1_epi32((int32_t)e->za[0]);
+        __m512i zcs[2] = {_mm512_mullo_epi32(za, cs[0]), _mm512_mullo_epi32(za, cs[1])};
+        for (int i = 0; i < e->rows; i++) {
+            __m512i rk = _mm512_set1_epi32((int32_t)e->rk[i]);
+            __m512 mu = e->mu_col ? _mm512_setzero_ps() : _mm512_set1_ps(e->mu[i]);
+            for (int h = 0; h < 2; h++) {
+                __m512i v = _mm512_sub_epi32(_mm512_add_epi32(c[i][h], rk), zcs[h]);
+                if (e->bias_col) v = _mm512_add_epi32(v, _mm512_loadu_si512(e->bias_col + 16 * h));
+                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), e->mu_col ? _mm512_loadu_ps(e->mu_col + 16 * h) : mu);
+                f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
+                __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+                _mm512_mask_cvtepi32_storeu_epi8(e->y[i] + 16 * h, keep[h], r);
+            }
+        }
+        return;
+    }
     for (int i = 0; i < e->rows; i++) {
         __m512i rs = _mm512_set1_epi32((int32_t)e->rs[i]), za = _mm512_set1_epi32((int32_t)e->za[i]);
         for (int h = 0; h < 2; h++) {

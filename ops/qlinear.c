@@ -814,6 +814,12 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
     bool za_rows = nn_present(c, io->w_zero) && nn_tensor_elements(&c->in[io->w_zero]) > 1;
     for (int64_t m = 0; m < (za_rows ? g.out_ch : 1); m++)
         wzs[m] = nn_quant_zero(c, io->w_zero, m);
+    if (za_rows) { /* per-channel zero points all equal (symmetric weights: all 0) are one (qgemm's uniform epilogue) */
+        int64_t m = 1;
+        while (m < g.out_ch && wzs[m] == wzs[0])
+            m++;
+        za_rows = m < g.out_ch;
+    }
     requant r = requant_of(c, io);
     nn_qgemm_out8 o8 = {0};
     if (q8) {

@@ -242,14 +242,15 @@ def qlinearconv_same_dilated():
     return qlinearconv_same(2, (2, 2, 2, 2))
 
 
-def qlinearconv_padded(shape, m, dil, pads):
+def qlinearconv_padded(shape, m, dil, pads, wz=None):
     """Stride-1 convs run over padded planes (taps read as shifted rows, the output grid's extra columns dropped):
-    shapes whose grid rounds to few enough extra 32-column panels."""
+    shapes whose grid rounds to few enough extra 32-column panels.  Per-channel w zero points that differ take the
+    GEMM's general epilogue; equal ones (the default, all 0) its folded one."""
     x = rng.integers(0, 256, shape, dtype=np.uint8)
-    w = rng.integers(-127, 128, (m, shape[1], 3, 3), dtype=np.int8)
+    w = rng.integers(-120, 121, (m, shape[1], 3, 3), dtype=np.int8)
     xs, xz = np.float32(0.02), np.uint8(140)
     ws = rng.uniform(0.0005, 0.004, m).astype(np.float32)
-    wz = np.zeros(m, np.int8)
+    wz = np.zeros(m, np.int8) if wz is None else wz
     ys, yz = np.float32(0.3), np.uint8(128)
     bias = rng.integers(-2000, 2000, m).astype(np.int32)
     acc = conv_ref(x, w, int(xz), wz, 1, 1, pads, dil) + bias.reshape(1, -1, 1, 1)
@@ -268,6 +269,10 @@ def qlinearconv_padded_dilated():
 def qlinearconv_padded_7x7():
     """A 7x7 plane (49 outputs, grid 61: two panels either way), 40 input channels (k 360), 40 rows."""
     return qlinearconv_padded((2, 40, 7, 7), 40, 1, (1, 1, 1, 1))
+
+
+def qlinearconv_wz_per_channel():
+    return qlinearconv_padded((1, 12, 14, 14), 9, 1, (1, 1, 1, 1), rng.integers(-6, 7, 9).astype(np.int8))
 
 
 def convinteger_padded_grouped():
@@ -323,7 +328,7 @@ def main():
                  qdepthwise_dilated, qdepthwise_7x7, convinteger_depthwise_extremes, convinteger_depthwise_17x17,
                  qadd_signed, qadd_unsigned, qlinearconv_same_pad1, qlinearconv_same_uneven,
                  qlinearconv_same_dilated, qlinearconv_padded_dilated, qlinearconv_padded_7x7,
-                 convinteger_padded_grouped):
+                 qlinearconv_wz_per_channel, convinteger_padded_grouped):
         m, x, want = make()
         name = make.__name__
         path, xin = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".x.npy")

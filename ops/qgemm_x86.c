@@ -40,16 +40,30 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q
     __m512i c[QG_MR][2];
     for (int i = 0; i < QG_MR; i++)
         c[i][0] = c[i][1] = _mm512_setzero_si512();
-    for (int64_t q = 0; q < groups; q++, a += QG_MR * 4, b += QG_NR * 4) {
-        __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
-        for (int i = 0; i < QG_MR; i++) {
-            int32_t w;
-            memcpy(&w, a + 4 * i, 4);
-            __m512i ai = _mm512_set1_epi32(w);
-            c[i][0] = _mm512_dpbusd_epi32(c[i][0], ai, b0);
-            c[i][1] = _mm512_dpbusd_epi32(c[i][1], ai, b1);
+    /* A panel's last columns, 16 or fewer (196 = 6 x 32 + 4 on a 14x14
+     * plane): only the first half of the packed panel holds them, so only
+     * it is multiplied, half the dot products of a whole tile. */
+    int halves = e->cols > 16 ? 2 : 1;
+    if (halves == 1)
+        for (int64_t q = 0; q < groups; q++, a += QG_MR * 4, b += QG_NR * 4) {
+            __m512i b0 = _mm512_loadu_si512(b);
+            for (int i = 0; i < QG_MR; i++) {
+                int32_t w;
+                memcpy(&w, a + 4 * i, 4);
+                c[i][0] = _mm512_dpbusd_epi32(c[i][0], _mm512_set1_epi32(w), b0);
+            }
         }
-    }
+    else
+        for (int64_t q = 0; q < groups; q++, a += QG_MR * 4, b += QG_NR * 4) {
+            __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
+            for (int i = 0; i < QG_MR; i++) {
+                int32_t w;
+                memcpy(&w, a + 4 * i, 4);
+                __m512i ai = _mm512_set1_epi32(w);
+                c[i][0] = _mm512_dpbusd_epi32(c[i][0], ai, b0);
+                c[i][1] = _mm512_dpbusd_epi32(c[i][1], ai, b1);
+            }
+        }
     __m512i zb[2] = {_mm512_loadu_si512(e->zb), _mm512_loadu_si512(e->zb + 16)};
     __m512i cs[2] = {_mm512_loadu_si512(e->cs), _mm512_loadu_si512(e->cs + 16)};
     __m512 flo = _mm512_set1_ps((float)(e->lo - e->zp)), fhi = _mm512_set1_ps((float)(e->hi - e->zp));
@@ -67,7 +81,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q
         for (int i = 0; i < e->rows; i++) {
             __m512i rk = _mm512_set1_epi32((int32_t)e->rk[i]);
             __m512 mu = e->mu_col ? _mm512_setzero_ps() : _mm512_set1_ps(e->mu[i]);
-            for (int h = 0; h < 2; h++) {
+            for (int h = 0; h < halves; h++) {
                 __m512i v = _mm512_sub_epi32(_mm512_add_epi32(c[i][h], rk), zcs[h]);
                 if (e->bias_col) v = _mm512_add_epi32(v, _mm512_loadu_si512(e->bias_col + 16 * h));
                 __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), e->mu_col ? _mm512_loadu_ps(e->mu_col + 16 * h) : mu);
@@ -80,7 +94,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q
     }
     for (int i = 0; i < e->rows; i++) {
         __m512i rs = _mm512_set1_epi32((int32_t)e->rs[i]), za = _mm512_set1_epi32((int32_t)e->za[i]);
-        for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < halves; h++) {
             __m512i bias = e->bias_col ? _mm512_loadu_si512(e->bias_col + 16 * h) : _mm512_set1_epi32((int32_t)e->bias[i]);
             __m512 mu = e->mu_col ? _mm512_loadu_ps(e->mu_col + 16 * h) : _mm512_set1_ps(e->mu[i]);
             __m512i v = _mm512_sub_epi32(c[i][h], _mm512_mullo_epi32(zb[h], rs));

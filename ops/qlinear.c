@@ -354,30 +354,36 @@ static void qconv_im2col(const nn_conv_geom *g, const uint8_t *x, int64_t cg, ui
     nn_par_for_range(rows * g->out_size > NN_PAR_MIN ? threads : 1, rows, 1, im2col_range, &j);
 }
 
-/* A stride-1 2-D conv reads its taps from padded planes instead of an
- * im2col matrix (docs/perf-notes.md, "Int8: stride-1 convs over padded
- * planes"): each input plane is copied once into an hp x wp plane whose
- * border holds x's zero point, and the GEMM's row for tap (ci, kh, kw) is
- * that plane read from kh * dh * wp + kw * dw on.  The GEMM's columns are
- * then a grid wp wide: column oh * wp + ow is output (oh, ow) for ow <
- * out[1]; the other (kw - 1) * dw columns of each grid row are work thrown
+/* A 2-D conv reads its taps from padded planes instead of an im2col
+ * matrix (docs/perf-notes.md, "Int8: convs over padded planes"): each
+ * input plane is copied once into a plane padded with x's zero point, hp x
+ * wp, split at stride s > 1 into s x s phase planes (rows and columns of
+ * one remainder mod s), each hph x wph.  Tap (ci, kh, kw) at offsets (oy,
+ * ox) = (kh dh, kw dw) is then phase (oy mod s, ox mod s) of channel ci
+ * read from (oy / s) wph + ox / s on, for every stride: the GEMM's row of
+ * B.  Its columns are a grid wph wide: column oh wph + ow is output (oh,
+ * ow) for ow < out[1]; the other columns of each grid row are work thrown
  * away when the grid is copied into y.  Used where that rounds to at most
  * an eighth more 32-column panels than the im2col matrix has. */
 typedef struct qpad {
-    int64_t hp, wp, plane, grid;
+    int64_t s, hp, wp, hph, wph, phase, plane, grid; /* phase: hph x wph; plane: s x s of them */
 } qpad;
 
 static bool qconv_padded(const nn_conv_geom *g, qpad *q) {
-    if (g->nsp != 2 || g->kernel_size == 1 || g->stride[0] != 1 || g->stride[1] != 1) return false;
+    if (g->nsp != 2 || g->kernel_size == 1 || g->stride[0] != g->stride[1] || g->stride[0] > 4) return false;
     int64_t sh, sw; /* the taps' spans less one */
     if (__builtin_mul_overflow(g->kernel[0] - 1, g->dilation[0], &sh) ||
         __builtin_mul_overflow(g->kernel[1] - 1, g->dilation[1], &sw) || sh > INT_MAX || sw > INT_MAX)
         return false;
-    q->hp = g->out[0] + sh; /* = in + both pads at stride 1 */
-    q->wp = g->out[1] + sw;
-    if (q->hp < g->in[0] + g->pad[0] || q->wp < g->in[1] + g->pad[1] || q->hp * q->wp > INT_MAX) return false;
-    q->plane = q->hp * q->wp;
-    q->grid = (g->out[0] - 1) * q->wp + g->out[1];
+    q->s = g->stride[0];
+    q->hp = (g->out[0] - 1) * q->s + sh + 1; /* the padded rows and columns any tap reads */
+    q->wp = (g->out[1] - 1) * q->s + sw + 1;
+    q->hph = (q->hp + q->s - 1) / q->s;
+    q->wph = (q->wp + q->s - 1) / q->s;
+    if (q->hph * q->wph * q->s * q->s > INT_MAX) return false;
+    q->phase = q->hph * q->wph;
+    q->plane = q->phase * q->s * q->s;
+    q->grid = (g->out[0] - 1) * q->wph + g->out[1];
     return nn_round_up(q->grid, 32) * 8 <= nn_round_up(g->out_size, 32) * 9;
 }
 
@@ -405,15 +411,33 @@ typedef struct qpad_job {
 static void qpad_range(void *ctx, int64_t lo, int64_t hi, int seat) {
     (void)seat;
     const qpad_job *j = ctx;
-    int64_t ih = j->g->in[0], iw = j->g->in[1], wp = j->q->wp, plane = j->q->plane;
+    const qpad *q = j->q;
+    int64_t ih = j->g->in[0], iw = j->g->in[1], pt = j->g->pad[0], pl = j->g->pad[1], s = q->s, wp = q->wp;
     for (int64_t ci = lo; ci < hi; ci++) {
         const uint8_t *src = j->x + ci * j->g->in_size;
-        uint8_t *dst = j->xp + ci * plane, *row = dst + j->g->pad[0] * wp + j->g->pad[1];
-        memset(dst, j->pad, (size_t)(row - dst));
-        for (int64_t r = 0; r < ih; r++, row += wp) {
-            memcpy(row, src + r * iw, (size_t)iw);
-            uint8_t *end = r + 1 < ih ? row + wp : dst + plane; /* to the next row's first byte */
-            memset(row + iw, j->pad, (size_t)(end - row - iw));
+        uint8_t *dst = j->xp + ci * q->plane;
+        if (s == 1 && pt + ih <= q->hp && pl + iw <= wp) { /* rows in place, the pad between them */
+            uint8_t *row = dst + pt * wp + pl;
+            memset(dst, j->pad, (size_t)(row - dst));
+            for (int64_t r = 0; r < ih; r++, row += wp) {
+                memcpy(row, src + r * iw, (size_t)iw);
+                uint8_t *end = r + 1 < ih ? row + wp : dst + q->plane; /* to the next row's first byte */
+                memset(row + iw, j->pad, (size_t)(end - row - iw));
+            }
+            continue;
+        }
+        /* phases, or input rows and columns past what any tap reads: the pad
+         * everywhere, then each row's columns dealt to their phases */
+        memset(dst, j->pad, (size_t)q->plane);
+        int64_t rows = ih < q->hp - pt ? ih : q->hp - pt, cols = iw < wp - pl ? iw : wp - pl;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t y = r + pt;
+            uint8_t *prow = dst + (y % s) * s * q->phase + y / s * q->wph;
+            for (int64_t pc = 0; pc < s; pc++) {
+                int64_t x0 = ((pc - pl) % s + s) % s; /* the first input column whose padded column is pc mod s */
+                if (x0 >= cols) continue;
+                gather_strided(prow + pc * q->phase + (x0 + pl) / s, src + r * iw + x0, (cols - x0 + s - 1) / s, s);
+            }
         }
     }
 }
@@ -868,8 +892,9 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
     uint8_t *grid = padded ? (uint8_t *)roff + nn_round_up(kdim * 8, 64) : NULL;
     if (padded)
         for (int64_t p = 0; p < kdim; p++) {
-            int64_t ci = p / g.kernel_size, kh = p % g.kernel_size / g.kernel[1], kw = p % g.kernel[1];
-            roff[p] = ci * q.plane + kh * g.dilation[0] * q.wp + kw * g.dilation[1];
+            int64_t ci = p / g.kernel_size, oy = p % g.kernel_size / g.kernel[1] * g.dilation[0],
+                    ox = p % g.kernel[1] * g.dilation[1];
+            roff[p] = ci * q.plane + (oy % q.s * q.s + ox % q.s) * q.phase + oy / q.s * q.wph + ox / q.s;
         }
     for (int64_t n = 0; n < g.batch; n++)
         for (int64_t gi = 0; gi < g.group; gi++) {
@@ -908,7 +933,7 @@ static nn_status qconv_run(nn_call *c, const qio *io) {
             if (padded) {
                 qgrid_job gj = {.grid = grid,
                                 .y = (uint8_t *)c->out[0].data + off * esize,
-                                .wp = q.wp,
+                                .wp = q.wph,
                                 .rows = g.out[0],
                                 .cols = g.out[1],
                                 .esize = esize,

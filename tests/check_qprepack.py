@@ -1,6 +1,6 @@
 """The integer ops with constant weights, which nn packs once at load:
-QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel, 3x3 stride 1 with pads, stride-1
-convs over padded planes: dilated, 7x7 planes, grouped 5x5 ConvInteger)
+QLinearMatMul, MatMulInteger, QLinearConv (grouped, strided, per-channel, 3x3 stride 1 with pads, convs over
+padded planes: dilated, 7x7 planes, grouped 5x5 ConvInteger, stride-2 and stride-3 phase planes)
 ConvInteger (pointwise), QLinearAdd (int8 and uint8), and depthwise QLinearConv / ConvInteger (strided,
 dilated, uneven pads, 7x7 planes; summed directly over phase planes,
 weights read as they are), built here with onnx.helper and run by nnrun
@@ -242,24 +242,36 @@ def qlinearconv_same_dilated():
     return qlinearconv_same(2, (2, 2, 2, 2))
 
 
-def qlinearconv_padded(shape, m, dil, pads, wz=None):
-    """Stride-1 convs run over padded planes (taps read as shifted rows, the output grid's extra columns dropped):
-    shapes whose grid rounds to few enough extra 32-column panels.  Per-channel w zero points that differ take the
-    GEMM's general epilogue; equal ones (the default, all 0) its folded one."""
+def qlinearconv_padded(shape, m, dil, pads, wz=None, k=3, stride=1):
+    """Convs run over padded planes (taps read as shifted rows of the plane, or of its stride x stride phase planes;
+    the output grid's extra columns dropped): shapes whose grid rounds to few enough extra 32-column panels.
+    Per-channel w zero points that differ take the GEMM's general epilogue; equal ones (the default, all 0) its
+    folded one."""
     x = rng.integers(0, 256, shape, dtype=np.uint8)
-    w = rng.integers(-120, 121, (m, shape[1], 3, 3), dtype=np.int8)
+    w = rng.integers(-120, 121, (m, shape[1], k, k), dtype=np.int8)
     xs, xz = np.float32(0.02), np.uint8(140)
     ws = rng.uniform(0.0005, 0.004, m).astype(np.float32)
     wz = np.zeros(m, np.int8) if wz is None else wz
     ys, yz = np.float32(0.3), np.uint8(128)
     bias = rng.integers(-2000, 2000, m).astype(np.int32)
-    acc = conv_ref(x, w, int(xz), wz, 1, 1, pads, dil) + bias.reshape(1, -1, 1, 1)
+    acc = conv_ref(x, w, int(xz), wz, 1, stride, pads, dil) + bias.reshape(1, -1, 1, 1)
     want = requant(acc, ((xs * ws) / ys).reshape(1, -1, 1, 1), int(yz), np.uint8)
     node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"],
-                            dilations=[dil, dil], pads=list(pads))
+                            dilations=[dil, dil], pads=list(pads), strides=[stride, stride])
     inits = [const("xs", xs), const("xz", xz), const("w", w), const("ws", ws), const("wz", wz), const("ys", ys),
              const("yz", yz), const("bias", bias)]
     return model(node, x, inits, np.uint8, want.shape), x, want
+
+
+def qlinearconv_phases_s2():
+    """Stride 2 with dilation 2 and uneven pads (top, left, bottom, right): four phase planes; the input's last
+    rows and columns past what any tap reads."""
+    return qlinearconv_padded((1, 8, 32, 43), 10, 2, (2, 1, 0, 0), stride=2)
+
+
+def qlinearconv_phases_s3():
+    """A 5x5 kernel at stride 3: nine phase planes."""
+    return qlinearconv_padded((1, 6, 33, 64), 7, 1, (2, 2, 2, 2), k=5, stride=3)
 
 
 def qlinearconv_padded_dilated():
@@ -328,7 +340,8 @@ def main():
                  qdepthwise_dilated, qdepthwise_7x7, convinteger_depthwise_extremes, convinteger_depthwise_17x17,
                  qadd_signed, qadd_unsigned, qlinearconv_same_pad1, qlinearconv_same_uneven,
                  qlinearconv_same_dilated, qlinearconv_padded_dilated, qlinearconv_padded_7x7,
-                 qlinearconv_wz_per_channel, convinteger_padded_grouped):
+                 qlinearconv_wz_per_channel, convinteger_padded_grouped, qlinearconv_phases_s2,
+                 qlinearconv_phases_s3):
         m, x, want = make()
         name = make.__name__
         path, xin = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".x.npy")

@@ -67,7 +67,7 @@ typedef struct nn_qgemm {
     const uint8_t *b; /* B[p * ldb + j] */
     int64_t ldb;
     /* Non-NULL: B[p][j] = b[b_row_off[p] + j] instead, rows anywhere in b
-     * (a stride-1 conv's taps as shifted views of padded planes). */
+     * (a conv's taps as shifted views of its padded or phase planes). */
     const int64_t *b_row_off;
     bool b_signed;
     const int32_t *za; /* za[0], or za[i] with za_per_row; NULL: 0 */

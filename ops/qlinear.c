@@ -378,10 +378,9 @@ static bool qconv_padded(const nn_conv_geom *g, qpad *q) {
     q->s = g->stride[0];
     q->hp = (g->out[0] - 1) * q->s + sh + 1; /* the padded rows and columns any tap reads */
     q->wp = (g->out[1] - 1) * q->s + sw + 1;
-    q->hph = (q->hp + q->s - 1) / q->s;
+    q->hph = (q->hp + q->s - 1) / q->s; /* below 2^34 each: out < 2^31, s <= 4 */
     q->wph = (q->wp + q->s - 1) / q->s;
-    if (q->hph * q->wph * q->s * q->s > INT_MAX) return false;
-    q->phase = q->hph * q->wph;
+    if (__builtin_mul_overflow(q->hph, q->wph, &q->phase) || q->phase > INT_MAX / 16) return false;
     q->plane = q->phase * q->s * q->s;
     q->grid = (g->out[0] - 1) * q->wph + g->out[1];
     return nn_round_up(q->grid, 32) * 8 <= nn_round_up(g->out_size, 32) * 9;

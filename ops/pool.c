@@ -727,6 +727,96 @@ static void pool_flat_planes(const nn_flat_taps *t, bool mean, int64_t planes, c
 
 #endif
 
+/* ---- MaxPool on bytes (uint8 and int8, 2-D, no dilation): per output row
+ * the window's input rows folded into one row by an elementwise max, laid
+ * in a buffer whose ends hold the type's least value where the pads are (a
+ * max ignores them, and a window wholly in the pad gives that value, as the
+ * per-axis passes do), then each output the max of its kw bytes there.
+ * Both loops run over plain bytes and vectorize; the per-axis passes
+ * walked a column at a time (docs/perf-notes.md, "Int8: MaxPool on
+ * bytes"). */
+enum { BYTE_POOL_ROW = 4096 };
+
+typedef struct byte_pool {
+    const pool_geom *g;
+    const void *x;
+    void *y;
+    int64_t row_n; /* the buffer's bytes: left pad, the input row, what the last window reaches past it */
+    bool is_signed;
+} byte_pool;
+
+static bool byte_pool_ok(const pool_geom *g, nn_dtype dtype, byte_pool *bp) {
+    if (g->nsp != 2 || (dtype != NN_DTYPE_UINT8 && dtype != NN_DTYPE_INT8) || g->dilation[0] != 1 ||
+        g->dilation[1] != 1)
+        return false;
+    int64_t reach = (g->out[1] - 1) * g->stride[1] + g->kernel[1], inner = g->pad[1] + g->in[1];
+    bp->row_n = reach > inner ? reach : inner;
+    bp->is_signed = dtype == NN_DTYPE_INT8;
+    return bp->row_n <= BYTE_POOL_ROW;
+}
+
+/* out[o] = max over k < kw of row[o * s + k] */
+#define BYTE_POOL_COLS(T, out_, row_, ow_, kw_, s_)                                                                    \
+    do {                                                                                                               \
+        T *restrict out = (out_);                                                                                      \
+        const T *restrict src = (row_);                                                                                \
+        for (int64_t o = 0; o < (ow_); o++)                                                                            \
+            out[o] = src[o * (s_)];                                                                                    \
+        for (int64_t k = 1; k < (kw_); k++)                                                                            \
+            for (int64_t o = 0; o < (ow_); o++) {                                                                      \
+                T v = src[o * (s_) + k];                                                                               \
+                out[o] = v > out[o] ? v : out[o];                                                                      \
+            }                                                                                                          \
+    } while (0)
+
+#define BYTE_POOL(name, T, least)                                                                                      \
+    static void name(const byte_pool *bp, int64_t lo, int64_t hi) {                                                    \
+        const pool_geom *g = bp->g;                                                                                    \
+        int64_t ih = g->in[0], iw = g->in[1], oh = g->out[0], ow = g->out[1], kh = g->kernel[0], kw = g->kernel[1];    \
+        int64_t sh = g->stride[0], sw = g->stride[1], pt = g->pad[0], pl = g->pad[1];                                 \
+        T row[BYTE_POOL_ROW];                                                                                          \
+        for (int64_t c = 0; c < bp->row_n; c++)                                                                        \
+            row[c] = (least);                                                                                          \
+        for (int64_t pn = lo; pn < hi; pn++) {                                                                         \
+            const T *x = (const T *)bp->x + pn * g->in_size;                                                           \
+            T *y = (T *)bp->y + pn * g->out_size;                                                                      \
+            for (int64_t r = 0; r < oh; r++, y += ow) {                                                                \
+                int64_t r0 = r * sh - pt, r1 = r0 + kh;                                                                \
+                if (r0 < 0) r0 = 0;                                                                                    \
+                if (r1 > ih) r1 = ih;                                                                                  \
+                T *restrict m = row + pl;                                                                              \
+                if (r0 >= r1) { /* the window is all pad */                                                            \
+                    for (int64_t o = 0; o < ow; o++)                                                                   \
+                        y[o] = (least);                                                                                \
+                    continue;                                                                                          \
+                }                                                                                                      \
+                memcpy(m, x + r0 * iw, (size_t)iw * sizeof(T));                                                        \
+                for (int64_t i = r0 + 1; i < r1; i++) {                                                                \
+                    const T *restrict s = x + i * iw;                                                                  \
+                    for (int64_t c = 0; c < iw; c++)                                                                   \
+                        m[c] = s[c] > m[c] ? s[c] : m[c];                                                              \
+                }                                                                                                      \
+                /* strides 1 and 2 as constants: the loads then vectorize */                                           \
+                if (sw == 1) BYTE_POOL_COLS(T, y, row, ow, kw, 1);                                                     \
+                else if (sw == 2)                                                                                      \
+                    BYTE_POOL_COLS(T, y, row, ow, kw, 2);                                                              \
+                else                                                                                                   \
+                    BYTE_POOL_COLS(T, y, row, ow, kw, sw);                                                             \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+
+BYTE_POOL(byte_pool_u8, uint8_t, 0)
+BYTE_POOL(byte_pool_i8, int8_t, INT8_MIN)
+
+static void byte_pool_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const byte_pool *bp = ctx;
+    if (bp->is_signed) byte_pool_i8(bp, lo, hi);
+    else
+        byte_pool_u8(bp, lo, hi);
+}
+
 static nn_status run_max_pool(nn_call *c) {
     const pool_params *p = c->params;
     pool_geom g;
@@ -746,6 +836,11 @@ static nn_status run_max_pool(nn_call *c) {
     row_pool rp = {.g = &g, .x = c->in[0].data, .y = c->out[0].data};
     if (row_pool_ok(&g, c->in[0].dtype, &rp)) {
         run_row_pool(&rp, false, c->threads);
+        return NN_OK;
+    }
+    byte_pool bp = {.g = &g, .x = c->in[0].data, .y = c->out[0].data};
+    if (byte_pool_ok(&g, c->in[0].dtype, &bp)) {
+        nn_par_for_range(g.planes * g.in_size > NN_PAR_MIN ? c->threads : 1, g.planes, 1, byte_pool_range, &bp);
         return NN_OK;
     }
     size_t esize = nn_dtype_size(c->in[0].dtype);

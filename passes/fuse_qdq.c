@@ -12,7 +12,10 @@
  * assumes: its B is added to the int32 sums), zero point 0.  Runs before
  * constant folding, which would otherwise turn DQ(w) into float weights.
  * DQ nodes that nothing else reads are removed with the Conv's float
- * output; the rest stay for their other readers. */
+ * output; the rest stay for their other readers.  Then DQ, DQ -> Add -> Q
+ * becomes a QLinearAdd, and DQ -> MaxPool -> Q with one scale and zero
+ * point a MaxPool on the bytes (fuse_maxpool). */
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +115,47 @@ static nn_status fuse_add(nn_graph *g, int *uses, nn_node *add, int *rewrites) {
     return NN_OK;
 }
 
+/* The same scale and zero point in two per-tensor DQ / Q nodes: bit for bit. */
+static bool same_quant(const nn_graph *g, const nn_node *a, const nn_node *b) {
+    const nn_value *sa = input_value(g, a, 1), *sb = input_value(g, b, 1), *za = input_value(g, a, 2),
+                   *zb = input_value(g, b, 2);
+    return za->t.dtype == zb->t.dtype && memcmp(sa->t.data, sb->t.data, sizeof(float)) == 0 &&
+           memcmp(za->t.data, zb->t.data, nn_dtype_size(za->t.dtype)) == 0;
+}
+
+/* DQ(x) -> MaxPool -> Q with Q's scale and zero point those of the DQ: the
+ * MaxPool on x's bytes, the pair dropped.  Exact: DQ is non-decreasing for
+ * a positive scale, so it commutes with max, and Q(DQ(v)) is v when
+ * (v - z) * s, at most 255 times s, is a normal float (the division back
+ * is within a few ulps of v - z, far from a rounding boundary); a window
+ * with no input is -inf before Q, which saturates to the least byte, what
+ * the byte pool gives. */
+static nn_status fuse_maxpool(nn_graph *g, int *uses, nn_node *pool, int *rewrites) {
+    if (pool->has_epilogue || pool->has_prologue || pool->n_in != 1 || pool->n_out < 1 ||
+        (pool->n_out > 1 && pool->out[1] >= 0) || !nn_fusable(g, uses, pool->out[0]))
+        return NN_OK;
+    int qi = nn_sole_consumer(g, uses, pool->out[0]);
+    nn_node *q = qi >= 0 ? &g->nodes[qi] : NULL, *dq = dq_of(g, pool->in[0]);
+    if (!q || q->op != NN_OP_QuantizeLinear || q->in[0] != pool->out[0] || !per_tensor(g, q) || !dq ||
+        !per_tensor(g, dq))
+        return NN_OK;
+    const nn_value *x = input_value(g, dq, 0);
+    if (!x || !x->shape_known || !int8_dtype(x->t.dtype) || input_value(g, dq, 2)->t.dtype != x->t.dtype ||
+        !same_quant(g, dq, q))
+        return NN_OK;
+    float s;
+    memcpy(&s, input_value(g, dq, 1)->t.data, sizeof s);
+    if (!(s >= FLT_MIN && s <= FLT_MAX / 256)) return NN_OK; /* NaN too */
+    int *in = nn_arena_alloc(&g->meta, sizeof(int));
+    if (!in) return nn_set_error(NN_ERR_NOMEM, "out of memory");
+    in[0] = dq->in[0];
+    if (--uses[dq->out[0]] == 0) dq->op = -1;
+    pool->in = in;
+    nn_node_absorb(g, pool, q, "DequantizeLinear->MaxPool->QuantizeLinear");
+    (*rewrites)++;
+    return NN_OK;
+}
+
 static nn_status fuse_qdq(nn_model *m, int *rewrites) {
     nn_graph *g = &m->g;
     int *uses = nn_value_uses(g);
@@ -158,11 +202,14 @@ static nn_status fuse_qdq(nn_model *m, int *rewrites) {
     }
     for (int i = 0; st == NN_OK && i < g->n_nodes; i++)
         if (g->nodes[i].op == NN_OP_Add) st = fuse_add(g, uses, &g->nodes[i], rewrites);
+        else if (g->nodes[i].op == NN_OP_MaxPool)
+            st = fuse_maxpool(g, uses, &g->nodes[i], rewrites);
     free(uses);
     nn_graph_compact(g);
     return st;
 }
 
 const nn_pass nn_pass_fuse_qdq = {"fuse_qdq",
-                                  "run DequantizeLinear -> Conv / Add -> QuantizeLinear as one QLinearConv / QLinearAdd",
+                                  "run DequantizeLinear -> Conv / Add -> QuantizeLinear as one QLinearConv / QLinearAdd, "
+                                  "and DequantizeLinear -> MaxPool -> QuantizeLinear on the bytes",
                                   fuse_qdq};

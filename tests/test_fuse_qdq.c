@@ -7,7 +7,8 @@
  * as it is when the bias scale is not x_scale * w_scale, when the Conv's
  * output is also a graph output, when no QuantizeLinear follows, and when
  * the pass is disabled by name.  Then the same for DQ, DQ -> Add -> Q
- * (QLinearAdd, bit for bit: test_add). */
+ * (QLinearAdd, bit for bit: test_add) and DQ -> MaxPool -> Q (the MaxPool
+ * on the bytes, bit for bit: test_maxpool). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,6 +222,86 @@ static void test_add(void) {
     }
 }
 
+/* ---- Q -> DQ -> MaxPool -> Q -> DQ: the MaxPool on the bytes when the Q
+ * after it has the DQ's scale and zero point, the very bytes of the
+ * unoptimized graph; no rewrite when the scale or the zero point differs
+ * or the MaxPool's output is also a graph output. */
+typedef enum pool_variant { POOL_PLAIN, POOL_OTHER_SCALE, POOL_OTHER_ZERO, POOL_IS_OUTPUT } pool_variant;
+enum { PC = 3, PHW = 9, POHW = 5 };
+
+static const char *build_pool(builder *b, pool_variant v) {
+    builder_init(b);
+    int64_t xd[4] = {1, PC, PHW, PHW}, yd[4] = {1, PC, POHW, POHW};
+    graph_input(b, "x", 4, xd);
+    graph_output(b, "y", 4, yd);
+    if (v == POOL_IS_OUTPUT) graph_output(b, "pooled", 4, yd);
+    float xs = 0.02f, ys = v == POOL_OTHER_SCALE ? 0.021f : 0.02f;
+    uint8_t xz = 100, yz = v == POOL_OTHER_ZERO ? 101 : 100;
+    float_init(b, "xs", 0, NULL, 1, &xs);
+    float_init(b, "ys", 0, NULL, 1, &ys);
+    raw_init(b, "xz", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &xz, 1);
+    raw_init(b, "yz", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &yz, 1);
+    node_io(b, "QuantizeLinear", "q_x", 3, (const char *[]){"x", "xs", "xz"}, 1, (const char *[]){"x_q"});
+    node_io(b, "DequantizeLinear", "dq_x", 3, (const char *[]){"x_q", "xs", "xz"}, 1, (const char *[]){"x_dq"});
+    Onnx__NodeProto *n = node(b, "MaxPool", "pool", "x_dq", NULL, "pooled");
+    int64_t k[2] = {3, 3}, s[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
+    attr_ints(b, n, "kernel_shape", 2, k);
+    attr_ints(b, n, "strides", 2, s);
+    attr_ints(b, n, "pads", 4, pads);
+    node_io(b, "QuantizeLinear", "q_y", 3, (const char *[]){"pooled", "ys", "yz"}, 1, (const char *[]){"y_q"});
+    node_io(b, "DequantizeLinear", "dq_y", 3, (const char *[]){"y_q", "ys", "yz"}, 1, (const char *[]){"y"});
+    static const char *files[] = {"qpool_plain.onnx", "qpool_scale.onnx", "qpool_zero.onnx", "qpool_out.onnx"};
+    return save(b, files[v]);
+}
+
+/* y on a seeded x spanning past both ends of the quantized range (caller frees) */
+static float *run_pool(nn_model *m) {
+    static float x[PC * PHW * PHW];
+    uint32_t seed = 5;
+    for (int i = 0; i < PC * PHW * PHW; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = -2.5f + 6.0f * (float)(seed >> 8) / (float)(1u << 24);
+    }
+    nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, PC, PHW, PHW}, .data = x};
+    nn_tensor out[2] = {0};
+    int n_out = nn_output_count(m);
+    if (!CHECK(nn_predict(m, &in, 1, out, n_out) == NN_OK, "predict: %s", nn_last_error())) return NULL;
+    float *y = malloc(sizeof(float) * PC * POHW * POHW);
+    memcpy(y, out[0].data, sizeof(float) * PC * POHW * POHW);
+    for (int k = 0; k < n_out; k++)
+        nn_tensor_release(&out[k]);
+    return y;
+}
+
+static void test_maxpool(void) {
+    static const char *names[] = {"plain", "Q's scale differs", "Q's zero point differs",
+                                  "MaxPool output is a graph output"};
+    for (int v = POOL_PLAIN; v <= POOL_IS_OUTPUT; v++) {
+        check_set_case("fuse_qdq MaxPool: %s", names[v]);
+        builder b;
+        const char *path = build_pool(&b, (pool_variant)v);
+        nn_model *ref = load(path, 0, NULL, NULL), *m = load(path, 1, "fuse_qdq", NULL);
+        if (ref && m) {
+            int want = v == POOL_PLAIN;
+            CHECK_EQ_INT("MaxPool nodes", 1, count_op(m, NN_OP_MaxPool));
+            CHECK_EQ_INT("QuantizeLinear nodes", 2 - want, count_op(m, NN_OP_QuantizeLinear));
+            CHECK_EQ_INT("DequantizeLinear nodes", 2 - want, count_op(m, NN_OP_DequantizeLinear));
+            float *r = run_pool(ref), *c = run_pool(m);
+            if (r && c) {
+                int differ = 0;
+                for (int i = 0; i < PC * POHW * POHW; i++)
+                    differ += memcmp(&r[i], &c[i], sizeof(float)) != 0;
+                CHECK_EQ_INT("outputs differing from the unoptimized graph's", 0, differ);
+            }
+            free(r);
+            free(c);
+        }
+        nn_free(ref);
+        nn_free(m);
+        builder_free(&b);
+    }
+}
+
 int main(void) {
     if (!mkdtemp(nn_test_dir)) {
         perror("mkdtemp");
@@ -271,6 +352,7 @@ int main(void) {
         builder_free(&b);
     }
     test_add();
+    test_maxpool();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", nn_test_dir);

@@ -17,7 +17,7 @@
  * epilogue; and one grouped conv.
  *
  * MaxPool (exactly) and AveragePool, with and without count_include_pad,
- * on every kernel family: row widths that leave partial vectors, strides 1
+ * on every kernel family, and MaxPool on uint8 and int8 bytes: row widths that leave partial vectors, strides 1
  * to 3, pads, ceil mode, windows inside the input, rows a block each and rows
  * too wide for the row buffers, the pools of ResNet, GoogLeNet, VGG,
  * DenseNet and Inception-v3. */
@@ -196,6 +196,52 @@ static void check_pool(const pool_case *c, const char *kernel, bool mean, int in
         else
             CHECK_CLOSE(label, r.out[0].data, want, n, 0.0, 0.0);
         free(want);
+    }
+    release(&r);
+}
+
+/* MaxPool on uint8 or int8 bytes, exactly: the max of the taps inside the
+ * input, the type's least value for a window with none (ceil mode's last
+ * window can lie in the end pad). */
+static void check_pool_bytes(const pool_case *c, nn_dtype dt) {
+    int64_t kernel_shape[2] = {c->k, c->k}, strides[2] = {c->stride, c->stride};
+    nn_attr attrs[] = {attr_ints("kernel_shape", 2, kernel_shape), attr_ints("strides", 2, strides),
+                       attr_ints("pads", 4, c->pads), attr_int("ceil_mode", c->ceil_mode)};
+    bool sgn = dt == NN_DTYPE_INT8;
+    nn_tensor in[1] = {tensor(dt, 4, 2, c->channels, c->h, c->w)};
+    for (int64_t i = 0; i < nn_tensor_elements(&in[0]); i++)
+        ((uint8_t *)in[0].data)[i] = (uint8_t)(uniform(0, 1) * 256.0f);
+    char label[200];
+    snprintf(label, sizeof label, "MaxPool %s, %d thread(s): C=%d %dx%d k%d s%d pads %lld,%lld,%lld,%lld ceil %d",
+             sgn ? "int8" : "uint8", cpu_threads, c->channels, c->h, c->w, c->k, c->stride, (long long)c->pads[0],
+             (long long)c->pads[1], (long long)c->pads[2], (long long)c->pads[3], c->ceil_mode);
+    op_run r;
+    if (cpu_run(&r, "MaxPool", 12, attrs, 4, NULL, in, 1, 1, NULL)) {
+        const uint8_t *x = r.in[0].data, *y = r.out[0].data;
+        int64_t oh_n = r.out[0].dims[2], ow_n = r.out[0].dims[3], bad = 0, first = -1;
+        int64_t want_h = pool_out(c->h, c->k, c->stride, c->pads[0], c->pads[2], c->ceil_mode),
+                want_w = pool_out(c->w, c->k, c->stride, c->pads[1], c->pads[3], c->ceil_mode);
+        CHECK(r.out[0].ndim == 4 && r.out[0].dtype == dt && oh_n == want_h && ow_n == want_w,
+              "%s: output: expected [2, %d, %lld, %lld] of the input's type", label, c->channels, (long long)want_h,
+              (long long)want_w);
+        for (int64_t p = 0; p < 2LL * c->channels && oh_n == want_h && ow_n == want_w; p++)
+            for (int64_t oh = 0; oh < oh_n; oh++)
+                for (int64_t ow = 0; ow < ow_n; ow++) {
+                    int m = sgn ? -128 : 0;
+                    for (int kh = 0; kh < c->k; kh++)
+                        for (int kw = 0; kw < c->k; kw++) {
+                            int64_t ih = oh * c->stride - c->pads[0] + kh, iw = ow * c->stride - c->pads[1] + kw;
+                            if (ih < 0 || ih >= c->h || iw < 0 || iw >= c->w) continue;
+                            uint8_t b = x[(p * c->h + ih) * c->w + iw];
+                            int v = sgn ? (int)(int8_t)b : (int)b;
+                            if (v > m) m = v;
+                        }
+                    int64_t at = (p * oh_n + oh) * ow_n + ow;
+                    int got = sgn ? (int)(int8_t)y[at] : (int)y[at];
+                    if (got != m && bad++ == 0) first = at;
+                }
+        CHECK(bad == 0, "%s: %lld outputs differ from the taps' max (first at %lld)", label, (long long)bad,
+              (long long)first);
     }
     release(&r);
 }
@@ -544,6 +590,18 @@ int main(void) {
                 check_pool(&pools[i], kernels[k], true, 0);
                 check_pool(&pools[i], kernels[k], true, 1);
             }
+    }
+    /* the same pools on bytes (their own row loops, no ISA families), one
+     * and two threads, and pads as wide as the window: its first and last
+     * rows and columns hold no input, so they are the type's least value */
+    const pool_case all_pad = {2, 6, 7, 2, 1, 0, {2, 2, 2, 2}};
+    for (cpu_threads = 1; cpu_threads <= 2; cpu_threads++) {
+        for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+            check_pool_bytes(&pools[i], NN_DTYPE_UINT8);
+            check_pool_bytes(&pools[i], NN_DTYPE_INT8);
+        }
+        check_pool_bytes(&all_pad, NN_DTYPE_UINT8);
+        check_pool_bytes(&all_pad, NN_DTYPE_INT8);
     }
     printf("window ops: %d kernel families\n", families);
     return check_summary();

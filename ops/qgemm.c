@@ -20,7 +20,8 @@ size_t nn_qgemm_workspace(int64_t m, int64_t n, int64_t k) {
     if (m < 0 || n < 0 || k < 0 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return SIZE_MAX;
     int64_t k4 = nn_round_up(k, 4), mp = nn_round_up(m, QG_MR), np = nn_round_up(n, QG_NR), a, b;
     if (__builtin_mul_overflow(k4, mp, &a) || __builtin_mul_overflow(k4, np, &b)) return SIZE_MAX;
-    int64_t total = nn_round_up(a, 64) + nn_round_up(b, 64) + 4 * (mp + np) + 64;
+    /* + the row and column sums, and the requantizing epilogue's five row arrays (qg_rows) */
+    int64_t total = nn_round_up(a, 64) + nn_round_up(b, 64) + 4 * (mp + np) + 20 * mp + 64;
     if (total < 0 || (uint64_t)total > SIZE_MAX / 2) return SIZE_MAX;
     return (size_t)total;
 }
@@ -217,10 +218,32 @@ static void panel_prep(const nn_qgemm *g, bool q8, const int32_t *csum, int64_t 
         }
 }
 
+/* What the requantizing tile reads per row, made once per product (it
+ * cost a quarter of a k = 16 pointwise conv's time when made per tile):
+ * za[i] with the flip's 128, rs[i] = rowsum - k za, the multiplier and
+ * bias of a row, and rk[i] = bias - zb rs (qg_epi's uniform form). */
+typedef struct qg_rows {
+    uint32_t *za, *rs, *bias, *rk;
+    float *mu;
+} qg_rows;
+
+static void rows_prep(const nn_qgemm *g, const int32_t *rsum, const qg_rows *w) {
+    const nn_qgemm_out8 *o = g->out8;
+    uint32_t oa = g->a_signed ? 128u : 0u, kk = (uint32_t)g->k;
+    uint32_t zb0 = (g->zb ? (uint32_t)g->zb[0] : 0u) - (g->b_signed ? 0u : 128u); /* panel_prep's, uniform */
+    for (int64_t i = 0; i < g->m; i++) {
+        w->za[i] = (g->za ? (uint32_t)g->za[g->za_per_row ? i : 0] : 0u) + oa;
+        w->rs[i] = (uint32_t)rsum[i] - kk * w->za[i];
+        w->mu[i] = o->per_col ? 0.0f : o->mult[i];
+        w->bias[i] = !o->per_col && o->bias ? (uint32_t)o->bias[i] : 0u;
+        w->rk[i] = w->bias[i] - zb0 * w->rs[i];
+    }
+}
+
 /* Tile (blk, p->pn): the kernel's raw sums, the zero-point correction, then
  * C or the requantized bytes. */
 static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, const uint8_t *ap, const int8_t *bp,
-                     const int32_t *rsum, const qg_panel *p, int64_t k4, int64_t blk) {
+                     const int32_t *rsum, const qg_rows *w, const qg_panel *p, int64_t k4, int64_t blk) {
     uint32_t oa = g->a_signed ? 128u : 0u, kk = (uint32_t)g->k;
     /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
     int64_t pn = p->pn, j0 = p->j0, nc = p->nc;
@@ -238,15 +261,11 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, 
             e.mu_col = p->mu_col;
             e.bias_col = p->bias_col;
         }
-        for (int r = 0; r < QG_MR && blk * QG_MR + r < g->m; r++, e.rows++) {
-            int64_t i = blk * QG_MR + r;
-            e.za[r] = (g->za ? (uint32_t)g->za[g->za_per_row ? i : 0] : 0u) + oa;
-            e.rs[r] = (uint32_t)rsum[i] - kk * e.za[r];
-            e.mu[r] = o->per_col ? 0.0f : o->mult[i];
-            e.bias[r] = !o->per_col && o->bias ? (uint32_t)o->bias[i] : 0u;
-            e.rk[r] = e.bias[r] - zb[0] * e.rs[r];
-            e.y[r] = o->y + i * o->ldy + j0;
-        }
+        int64_t i0 = blk * QG_MR;
+        e.rows = (int)(g->m - i0 < QG_MR ? g->m - i0 : QG_MR);
+        e.za = w->za + i0, e.rs = w->rs + i0, e.bias = w->bias + i0, e.rk = w->rk + i0, e.mu = w->mu + i0;
+        e.y = o->y + i0 * o->ldy + j0;
+        e.ldy = o->ldy;
         tile_q8(ap + blk * QG_MR * k4, bp + pn * QG_NR * k4, k4 / 4, &e);
         return;
     }
@@ -295,6 +314,7 @@ typedef struct qgemm_job {
     uint8_t *ap;
     int8_t *bp;
     int32_t *rsum, *csum;
+    qg_rows rows; /* with tile_q8 */
     int64_t k4, blocks, pa, pb;
     bool simd;
 } qgemm_job;
@@ -307,7 +327,7 @@ static void qgemm_panel_task(void *ctx, int64_t pn, int seat) {
     qg_panel p;
     panel_prep(j->g, j->tile_q8 != NULL, j->csum, pn, &p);
     for (int64_t blk = 0; blk < j->blocks; blk++)
-        run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, &p, j->k4, blk);
+        run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, &j->rows, &p, j->k4, blk);
 }
 
 /* Task t of the packing: row block t of A, then column panel t - pa of B. */
@@ -325,7 +345,7 @@ static void qgemm_tile_task(void *ctx, int64_t t, int seat) {
     const qgemm_job *j = ctx;
     qg_panel p;
     panel_prep(j->g, j->tile_q8 != NULL, j->csum, t / j->blocks, &p);
-    run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, &p, j->k4, t % j->blocks);
+    run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, &j->rows, &p, j->k4, t % j->blocks);
 }
 
 void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa isa) {
@@ -335,6 +355,7 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
     uint8_t *ap = workspace;
     int8_t *bp = (int8_t *)(ap + nn_round_up(k4 * mp, 64));
     int32_t *rsum = (int32_t *)((uint8_t *)bp + nn_round_up(k4 * np, 64)), *csum = rsum + mp;
+    uint32_t *rows = (uint32_t *)(csum + np); /* five arrays of mp (nn_qgemm_workspace) */
     if (g->a_packed) {
         ap = (uint8_t *)g->a_packed;
         rsum = (int32_t *)(ap + nn_round_up(k4 * mp, 64));
@@ -357,6 +378,8 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
                    .bp = bp,
                    .rsum = rsum,
                    .csum = csum,
+                   .rows = {.za = rows, .rs = rows + mp, .bias = rows + 2 * mp, .rk = rows + 3 * mp,
+                            .mu = (float *)(rows + 4 * mp)},
                    .k4 = k4,
                    .blocks = blocks,
                    .pa = pa,
@@ -367,13 +390,16 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
      * a panel of B and runs every row block against it while it is in
      * cache; panels are taken on demand and no thread waits for another
      * until the end. */
+    bool rows_q8 = tile_q8 && g->out8;
     if (pa == 0 && panels >= 4 * (int64_t)threads) {
+        if (rows_q8) rows_prep(g, rsum, &j.rows);
         nn_par_for(par, panels, qgemm_panel_task, &j);
         return;
     }
     /* Otherwise the packing (both sides, one call), then the tiles, each
      * taken on demand so that a late thread delays only what it has taken. */
     if (pa + pb > 0) nn_par_for(par, pa + pb, qgemm_pack_task, &j);
+    if (rows_q8) rows_prep(g, rsum, &j.rows); /* after A's row sums */
     nn_par_for(par, panels * blocks, qgemm_tile_task, &j);
 }
 

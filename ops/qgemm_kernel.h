@@ -27,12 +27,13 @@ typedef void (*qg_tile_fn)(const uint8_t *a, const int8_t *b, int64_t groups, in
  * tile instead of two per element. */
 typedef struct qg_epi {
     const uint32_t *zb, *cs;
-    uint32_t rs[QG_MR], za[QG_MR], bias[QG_MR], rk[QG_MR];
+    const uint32_t *rs, *za, *bias, *rk; /* the tile's rows of arrays made once per product */
     bool uniform;
-    float mu[QG_MR];
+    const float *mu;
     const float *mu_col;
     const uint32_t *bias_col;
-    uint8_t *y[QG_MR];
+    uint8_t *y; /* row r at y + r * ldy */
+    int64_t ldy;
     int rows, cols;
     int32_t zp, lo, hi;
 } qg_epi;

@@ -87,7 +87,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q
                 __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), e->mu_col ? _mm512_loadu_ps(e->mu_col + 16 * h) : mu);
                 f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
                 __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
-                _mm512_mask_cvtepi32_storeu_epi8(e->y[i] + 16 * h, keep[h], r);
+                _mm512_mask_cvtepi32_storeu_epi8(e->y + i * e->ldy + 16 * h, keep[h], r);
             }
         }
         return;
@@ -102,7 +102,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q
             __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), mu);
             f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
             __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
-            _mm512_mask_cvtepi32_storeu_epi8(e->y[i] + 16 * h, keep[h], r);
+            _mm512_mask_cvtepi32_storeu_epi8(e->y + i * e->ldy + 16 * h, keep[h], r);
         }
     }
 }

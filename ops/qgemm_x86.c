@@ -9,41 +9,14 @@
 #include <immintrin.h>
 #include <string.h>
 
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512(const uint8_t *a, const int8_t *b,
-                                                                                int64_t groups, int32_t *acc) {
-    __m512i c[QG_MR][2];
+/* The tile's dot products into c: both 16-column halves of the packed
+ * panel, or only the first (halves 1: a panel's last 16 columns or fewer,
+ * 196 = 6 x 32 + 4 on a 14x14 plane, need half the dot products).
+ * Inlined into each tile, so that c stays in registers. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
+vnni_dots(const uint8_t *a, const int8_t *b, int64_t groups, int halves, __m512i c[QG_MR][2]) {
     for (int i = 0; i < QG_MR; i++)
         c[i][0] = c[i][1] = _mm512_setzero_si512();
-    for (int64_t q = 0; q < groups; q++, a += QG_MR * 4, b += QG_NR * 4) {
-        __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
-        for (int i = 0; i < QG_MR; i++) {
-            int32_t w;
-            memcpy(&w, a + 4 * i, 4);
-            __m512i ai = _mm512_set1_epi32(w);
-            c[i][0] = _mm512_dpbusd_epi32(c[i][0], ai, b0);
-            c[i][1] = _mm512_dpbusd_epi32(c[i][1], ai, b1);
-        }
-    }
-    for (int i = 0; i < QG_MR; i++) {
-        _mm512_storeu_si512(acc + i * QG_NR, c[i][0]);
-        _mm512_storeu_si512(acc + i * QG_NR + 16, c[i][1]);
-    }
-}
-
-/* The VNNI tile with its requantizing epilogue in registers: the zero-point
- * correction in 32-bit lanes (wrapping, as run_tile), then float, clamp, and
- * VCVTPS2DQ, which rounds half to even in the default rounding mode, as
- * nn_round_small does within the clamped range: the same bytes as the
- * portable epilogue. */
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q8(const uint8_t *a, const int8_t *b,
-                                                                                   int64_t groups, const qg_epi *e) {
-    __m512i c[QG_MR][2];
-    for (int i = 0; i < QG_MR; i++)
-        c[i][0] = c[i][1] = _mm512_setzero_si512();
-    /* A panel's last columns, 16 or fewer (196 = 6 x 32 + 4 on a 14x14
-     * plane): only the first half of the packed panel holds them, so only
-     * it is multiplied, half the dot products of a whole tile. */
-    int halves = e->cols > 16 ? 2 : 1;
     if (halves == 1)
         for (int64_t q = 0; q < groups; q++, a += QG_MR * 4, b += QG_NR * 4) {
             __m512i b0 = _mm512_loadu_si512(b);
@@ -64,6 +37,28 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q
                 c[i][1] = _mm512_dpbusd_epi32(c[i][1], ai, b1);
             }
         }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512(const uint8_t *a, const int8_t *b,
+                                                                                int64_t groups, int32_t *acc) {
+    __m512i c[QG_MR][2];
+    vnni_dots(a, b, groups, 2, c);
+    for (int i = 0; i < QG_MR; i++) {
+        _mm512_storeu_si512(acc + i * QG_NR, c[i][0]);
+        _mm512_storeu_si512(acc + i * QG_NR + 16, c[i][1]);
+    }
+}
+
+/* The VNNI tile with its requantizing epilogue in registers: the zero-point
+ * correction in 32-bit lanes (wrapping, as run_tile), then float, clamp, and
+ * VCVTPS2DQ, which rounds half to even in the default rounding mode, as
+ * nn_round_small does within the clamped range: the same bytes as the
+ * portable epilogue. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void nn_qg_tile_vnni512_q8(const uint8_t *a, const int8_t *b,
+                                                                                   int64_t groups, const qg_epi *e) {
+    __m512i c[QG_MR][2];
+    int halves = e->cols > 16 ? 2 : 1;
+    vnni_dots(a, b, groups, halves, c);
     __m512i zb[2] = {_mm512_loadu_si512(e->zb), _mm512_loadu_si512(e->zb + 16)};
     __m512i cs[2] = {_mm512_loadu_si512(e->cs), _mm512_loadu_si512(e->cs + 16)};
     __m512 flo = _mm512_set1_ps((float)(e->lo - e->zp)), fhi = _mm512_set1_ps((float)(e->hi - e->zp));

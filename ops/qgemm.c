@@ -196,19 +196,18 @@ typedef struct qg_panel {
     uint32_t bias_col[QG_NR];
 } qg_panel;
 
+/* B's zero point for column j (any j when it is one), moved with B's flip
+ * (qgemm.h). */
+static uint32_t b_zero(const nn_qgemm *g, int64_t j) {
+    return (g->zb ? (uint32_t)g->zb[g->zb_per_col ? j : 0] : 0u) - (g->b_signed ? 0u : 128u);
+}
+
 static void panel_prep(const nn_qgemm *g, bool q8, const int32_t *csum, int64_t pn, qg_panel *p) {
-    uint32_t ob = g->b_signed ? 0u : 128u; /* the zero points, moved with the flips (qgemm.h) */
     p->pn = pn;
     p->j0 = pn * QG_NR;
     p->nc = g->n - p->j0 < QG_NR ? g->n - p->j0 : QG_NR;
-    if (g->zb && g->zb_per_col)
-        for (int cc = 0; cc < QG_NR; cc++)
-            p->zb[cc] = (uint32_t)g->zb[cc < p->nc ? p->j0 + cc : 0] - ob;
-    else {
-        uint32_t z = (g->zb ? (uint32_t)g->zb[0] : 0u) - ob;
-        for (int cc = 0; cc < QG_NR; cc++)
-            p->zb[cc] = z;
-    }
+    for (int cc = 0; cc < QG_NR; cc++)
+        p->zb[cc] = b_zero(g, cc < p->nc ? p->j0 + cc : 0);
     p->cs = (const uint32_t *)csum + p->j0;
     const nn_qgemm_out8 *o = g->out8;
     if (q8 && o && o->per_col)
@@ -218,9 +217,9 @@ static void panel_prep(const nn_qgemm *g, bool q8, const int32_t *csum, int64_t 
         }
 }
 
-/* What the requantizing tile reads per row, made once per product (it
- * cost a quarter of a k = 16 pointwise conv's time when made per tile):
- * za[i] with the flip's 128, rs[i] = rowsum - k za, the multiplier and
+/* What the tiles read per row, made once per product (made per tile, it
+ * cost a quarter of a k = 16 pointwise conv's time): za[i] with A's flip,
+ * rs[i] = rowsum - k za; with a requantized output also the multiplier and
  * bias of a row, and rk[i] = bias - zb rs (qg_epi's uniform form). */
 typedef struct qg_rows {
     uint32_t *za, *rs, *bias, *rk;
@@ -229,11 +228,11 @@ typedef struct qg_rows {
 
 static void rows_prep(const nn_qgemm *g, const int32_t *rsum, const qg_rows *w) {
     const nn_qgemm_out8 *o = g->out8;
-    uint32_t oa = g->a_signed ? 128u : 0u, kk = (uint32_t)g->k;
-    uint32_t zb0 = (g->zb ? (uint32_t)g->zb[0] : 0u) - (g->b_signed ? 0u : 128u); /* panel_prep's, uniform */
+    uint32_t oa = g->a_signed ? 128u : 0u, kk = (uint32_t)g->k, zb0 = b_zero(g, 0); /* used when uniform */
     for (int64_t i = 0; i < g->m; i++) {
         w->za[i] = (g->za ? (uint32_t)g->za[g->za_per_row ? i : 0] : 0u) + oa;
         w->rs[i] = (uint32_t)rsum[i] - kk * w->za[i];
+        if (!o) continue;
         w->mu[i] = o->per_col ? 0.0f : o->mult[i];
         w->bias[i] = !o->per_col && o->bias ? (uint32_t)o->bias[i] : 0u;
         w->rk[i] = w->bias[i] - zb0 * w->rs[i];
@@ -243,8 +242,7 @@ static void rows_prep(const nn_qgemm *g, const int32_t *rsum, const qg_rows *w) 
 /* Tile (blk, p->pn): the kernel's raw sums, the zero-point correction, then
  * C or the requantized bytes. */
 static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, const uint8_t *ap, const int8_t *bp,
-                     const int32_t *rsum, const qg_rows *w, const qg_panel *p, int64_t k4, int64_t blk) {
-    uint32_t oa = g->a_signed ? 128u : 0u, kk = (uint32_t)g->k;
+                     const qg_rows *w, const qg_panel *p, int64_t k4, int64_t blk) {
     /* C = S - zb[j] * (rsum[i] - k * za[i]) - za[i] * csum[j], all modulo 2^32 */
     int64_t pn = p->pn, j0 = p->j0, nc = p->nc;
     const uint32_t *zb = p->zb, *cs = p->cs;
@@ -274,8 +272,7 @@ static void run_tile(const nn_qgemm *g, qg_tile_fn tile, qg_tile_q8_fn tile_q8, 
     for (int r = 0; r < QG_MR; r++) {
         int64_t i = blk * QG_MR + r;
         if (i >= g->m) break;
-        uint32_t za = (g->za ? (uint32_t)g->za[g->za_per_row ? i : 0] : 0u) + oa;
-        uint32_t rs = (uint32_t)rsum[i] - kk * za;
+        uint32_t za = w->za[i], rs = w->rs[i];
         const uint32_t *a_row = (const uint32_t *)acc + r * QG_NR;
         if (!o) {
             int32_t *crow = g->c + i * g->ldc + j0;
@@ -314,7 +311,7 @@ typedef struct qgemm_job {
     uint8_t *ap;
     int8_t *bp;
     int32_t *rsum, *csum;
-    qg_rows rows; /* with tile_q8 */
+    qg_rows rows;
     int64_t k4, blocks, pa, pb;
     bool simd;
 } qgemm_job;
@@ -327,7 +324,7 @@ static void qgemm_panel_task(void *ctx, int64_t pn, int seat) {
     qg_panel p;
     panel_prep(j->g, j->tile_q8 != NULL, j->csum, pn, &p);
     for (int64_t blk = 0; blk < j->blocks; blk++)
-        run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, &j->rows, &p, j->k4, blk);
+        run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, &j->rows, &p, j->k4, blk);
 }
 
 /* Task t of the packing: row block t of A, then column panel t - pa of B. */
@@ -345,7 +342,7 @@ static void qgemm_tile_task(void *ctx, int64_t t, int seat) {
     const qgemm_job *j = ctx;
     qg_panel p;
     panel_prep(j->g, j->tile_q8 != NULL, j->csum, t / j->blocks, &p);
-    run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, j->rsum, &j->rows, &p, j->k4, t % j->blocks);
+    run_tile(j->g, j->tile, j->tile_q8, j->ap, j->bp, &j->rows, &p, j->k4, t % j->blocks);
 }
 
 void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa isa) {
@@ -390,16 +387,15 @@ void nn_qgemm_run_isa(const nn_qgemm *g, void *workspace, int threads, nn_isa is
      * a panel of B and runs every row block against it while it is in
      * cache; panels are taken on demand and no thread waits for another
      * until the end. */
-    bool rows_q8 = tile_q8 && g->out8;
     if (pa == 0 && panels >= 4 * (int64_t)threads) {
-        if (rows_q8) rows_prep(g, rsum, &j.rows);
+        rows_prep(g, rsum, &j.rows);
         nn_par_for(par, panels, qgemm_panel_task, &j);
         return;
     }
     /* Otherwise the packing (both sides, one call), then the tiles, each
      * taken on demand so that a late thread delays only what it has taken. */
     if (pa + pb > 0) nn_par_for(par, pa + pb, qgemm_pack_task, &j);
-    if (rows_q8) rows_prep(g, rsum, &j.rows); /* after A's row sums */
+    rows_prep(g, rsum, &j.rows); /* after A's row sums */
     nn_par_for(par, panels * blocks, qgemm_tile_task, &j);
 }
 

@@ -106,6 +106,19 @@ static int count_op(const nn_model *m, int op) {
     return n;
 }
 
+/* A copy of output 0 (n floats) of m on inputs in (caller frees), NULL if
+ * the prediction fails. */
+static float *predict_copy(nn_model *m, const nn_tensor *in, int n_in, size_t n) {
+    nn_tensor out[2] = {0};
+    int n_out = nn_output_count(m);
+    if (!CHECK(nn_predict(m, in, n_in, out, n_out) == NN_OK, "predict: %s", nn_last_error())) return NULL;
+    float *y = malloc(sizeof(float) * n);
+    memcpy(y, out[0].data, sizeof(float) * n);
+    for (int k = 0; k < n_out; k++)
+        nn_tensor_release(&out[k]);
+    return y;
+}
+
 /* y of a model on a seeded input (caller frees) */
 static float *run(nn_model *m) {
     static float x[CIN * HW * HW];
@@ -115,14 +128,7 @@ static float *run(nn_model *m) {
         x[i] = -2.5f + 5.0f * (float)(seed >> 8) / (float)(1u << 24);
     }
     nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, CIN, HW, HW}, .data = x};
-    nn_tensor out[2] = {0};
-    int n_out = nn_output_count(m);
-    if (!CHECK(nn_predict(m, &in, 1, out, n_out) == NN_OK, "predict: %s", nn_last_error())) return NULL;
-    float *y = malloc(sizeof(float) * COUT * HW * HW);
-    memcpy(y, out[0].data, sizeof(float) * COUT * HW * HW);
-    for (int k = 0; k < n_out; k++)
-        nn_tensor_release(&out[k]);
-    return y;
+    return predict_copy(m, &in, 1, COUT * HW * HW);
 }
 
 
@@ -179,14 +185,7 @@ static float *run_add(nn_model *m, add_variant v) {
     nn_tensor in[2] = {{.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, AC, AHW, AHW}, .data = a},
                        {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, AC, AHW, AHW}, .data = bv}};
     if (v == ADD_BROADCAST) in[1].dims[2] = in[1].dims[3] = 1;
-    nn_tensor out[2] = {0};
-    int n_out = nn_output_count(m);
-    if (!CHECK(nn_predict(m, in, 2, out, n_out) == NN_OK, "predict: %s", nn_last_error())) return NULL;
-    float *y = malloc(sizeof(float) * AC * AHW * AHW);
-    memcpy(y, out[0].data, sizeof(float) * AC * AHW * AHW);
-    for (int k = 0; k < n_out; k++)
-        nn_tensor_release(&out[k]);
-    return y;
+    return predict_copy(m, in, 2, AC * AHW * AHW);
 }
 
 static void test_add(void) {
@@ -263,14 +262,7 @@ static float *run_pool(nn_model *m) {
         x[i] = -2.5f + 6.0f * (float)(seed >> 8) / (float)(1u << 24);
     }
     nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, PC, PHW, PHW}, .data = x};
-    nn_tensor out[2] = {0};
-    int n_out = nn_output_count(m);
-    if (!CHECK(nn_predict(m, &in, 1, out, n_out) == NN_OK, "predict: %s", nn_last_error())) return NULL;
-    float *y = malloc(sizeof(float) * PC * POHW * POHW);
-    memcpy(y, out[0].data, sizeof(float) * PC * POHW * POHW);
-    for (int k = 0; k < n_out; k++)
-        nn_tensor_release(&out[k]);
-    return y;
+    return predict_copy(m, &in, 1, PC * POHW * POHW);
 }
 
 static void test_maxpool(void) {

@@ -76,7 +76,8 @@ $(BUILD)/.deps-build: tools/install-deps.sh
 	tools/install-deps.sh build
 	@touch $@
 test-deps: $(BUILD)/.deps-test
-$(BUILD)/.deps-test: tools/install-deps.sh
+# after the build packages: two apt-get runs at once (make -j) fail on dpkg's lock
+$(BUILD)/.deps-test: tools/install-deps.sh | $(BUILD)/.deps-build
 	@mkdir -p $(BUILD)
 	tools/install-deps.sh test
 	@touch $@

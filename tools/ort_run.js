@@ -4,13 +4,15 @@
 // so the peak RSS reported is this engine's alone.
 //
 //   node tools/ort_run.js MODEL.onnx --input [NAME=]FILE.npy ... [--batch N] [--threads N]
-//        [--warmup N] [--iters N] [--save-outputs DIR]
+//        [--warmup N] [--iters N] [--save-outputs DIR] [--profile]
 //
 // --input without NAME= feeds a model's only input; a model with several
 // inputs (token ids and an attention mask) gets one NAME=FILE each.
 //
 // Prints one JSON line: load_ms, latency_ms {median, p90, p99, min, max},
-// throughput (samples/s), peak_rss_mb.  onnxruntime-node is looked up in
+// throughput (samples/s), peak_rss_mb.  --profile also prints ORT's own
+// per-node times (mean over the timed runs, from its profiler's trace) on
+// stderr, in the shape of nnrun --profile's node table.  onnxruntime-node is looked up in
 // $NN_ORT_DIR/node_modules (default build/ort, where tools/bench installs it).
 'use strict';
 const fs = require('fs');
@@ -36,14 +38,19 @@ function die(msg) {
 
 function usage() {
   die('usage: ort_run.js MODEL.onnx --input [NAME=]FILE.npy ... [--batch N] [--threads N] ' +
-      '[--warmup N] [--iters N] [--save-outputs DIR]');
+      '[--warmup N] [--iters N] [--save-outputs DIR] [--profile]');
 }
 
 function parseArgs(argv) {
-  const a = { model: null, inputs: [], batch: 0, threads: os.cpus().length, warmup: 3, iters: 20, saveDir: null };
+  const a = { model: null, inputs: [], batch: 0, threads: os.cpus().length, warmup: 3, iters: 20, saveDir: null,
+    profile: false };
   const ints = { '--batch': 'batch', '--threads': 'threads', '--warmup': 'warmup', '--iters': 'iters' };
   for (let i = 0; i < argv.length; i++) {
     const s = argv[i];
+    if (s === '--profile') {
+      a.profile = true;
+      continue;
+    }
     if (!s.startsWith('--')) {
       if (a.model) usage();
       a.model = s;
@@ -128,11 +135,13 @@ async function main() {
   });
   const input = tensors[0][1];
 
+  const profDir = a.profile ? fs.mkdtempSync(path.join(os.tmpdir(), 'ort_run-')) : null;
   const t0 = nowMs();
   const session = await ort.InferenceSession.create(a.model, {
     executionProviders: ['cpu'],
     graphOptimizationLevel: 'all',
     intraOpNumThreads: a.threads,
+    ...(profDir ? { enableProfiling: true, profileFilePrefix: path.join(profDir, 'trace') } : {}),
   });
   const loadMs = nowMs() - t0;
   const feeds = {};
@@ -165,6 +174,11 @@ async function main() {
     fs.mkdirSync(a.saveDir, { recursive: true });
     for (const name of session.outputNames) writeNpy(path.join(a.saveDir, `${name.replace(/\//g, '_')}.npy`), out[name]);
   }
+  if (profDir) {
+    session.endProfiling();
+    printProfile(profDir, a.warmup);
+    fs.rmSync(profDir, { recursive: true, force: true });
+  }
   const samples = input.dims.length ? input.dims[0] : 1;
   console.log(JSON.stringify({
     model: a.model,
@@ -184,6 +198,37 @@ async function main() {
     peak_rss_mb: Math.round((peakRssKiB() / 1024) * 10) / 10,
   }));
   await session.release();
+}
+
+// ORT's trace is a JSON array of Chrome trace events: one "model_run" per
+// run and one "<node>_kernel_time" per node executed, in run order.  The
+// warmup runs are skipped; a node's time is its mean over the timed runs.
+function printProfile(dir, warmup) {
+  const file = fs.readdirSync(dir).find((f) => f.endsWith('.json'));
+  if (!file) die('--profile: ONNX Runtime wrote no trace');
+  const events = JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'));
+  let run = -1;
+  const nodes = new Map();
+  for (const e of events) {
+    if (e.cat === 'Session' && e.name === 'model_run') run++;
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time') || run < warmup - 1) continue;
+    // a run's node events come before its model_run event
+    const name = e.name.slice(0, -'_kernel_time'.length);
+    const n = nodes.get(name) || { op: (e.args && e.args.op_name) || '?', us: 0, runs: new Set() };
+    n.us += e.dur;
+    n.runs.add(run);
+    nodes.set(name, n);
+  }
+  const timed = Math.max(1, run - warmup + 1);
+  let total = 0;
+  for (const n of nodes.values()) total += n.us / timed;
+  const lines = [`${'node'.padEnd(60)} ${'operator'.padEnd(22)} ms per run   share`];
+  for (const [name, n] of nodes) {
+    const ms = n.us / timed / 1e3;
+    lines.push(`${name.padEnd(60)} ${n.op.padEnd(22)} ${ms.toFixed(3).padStart(10)}  ${(100 * ms * 1e3 / total).toFixed(1).padStart(5)}%`);
+  }
+  lines.push(`${'total'.padEnd(60)} ${''.padEnd(22)} ${(total / 1e3).toFixed(3).padStart(10)}`);
+  process.stderr.write(lines.join('\n') + '\n');
 }
 
 // Peak resident set in KiB: VmHWM of /proc/self/status, this process's own

@@ -335,6 +335,10 @@ static nn_status import_node(scope *sc, const Onnx__NodeProto *np, int index) {
     int op = nn_op_lookup(op_type);
     if (op < 0) return nn_set_error(NN_ERR_UNSUPPORTED, "unsupported operator '%s' at node '%s'", op_type, name);
     const nn_op_desc *d = nn_op_get(op);
+    if (d->flags & NN_OPF_INTERNAL)
+        return nn_set_error(NN_ERR_UNSUPPORTED,
+                            "unsupported operator '%s' at node '%s' (an op nn's optimizer makes, not an ONNX operator)",
+                            op_type, name);
     /* trailing empty names are absent optional inputs/outputs: drop them */
     int n_in = (int)np->n_input, n_out = (int)np->n_output;
     /* control flow keeps them: its optional inputs are positional (Loop's M, cond) */

@@ -306,6 +306,7 @@ static void describe_FusedAttention(const nn_call *c, char *buf, size_t size) {
 }
 
 const nn_op_desc nn_op_FusedAttention = {.name = "FusedAttention",
+                                         .flags = NN_OPF_INTERNAL,
                                          .min_inputs = 3,
                                          .max_inputs = 3 + NN_ATTN_MAX_MASKS,
                                          .min_outputs = 1,

@@ -348,6 +348,7 @@ static nn_status run_FusedElementwise(nn_call *c) {
 }
 
 const nn_op_desc nn_op_FusedElementwise = {.name = "FusedElementwise",
+                                           .flags = NN_OPF_INTERNAL,
                                            .min_inputs = 1,
                                            .max_inputs = NN_EW_MAX_INPUTS,
                                            .min_outputs = 1,

@@ -188,6 +188,9 @@ enum nn_op_flags {
      * shape and malloc()s its data itself, since a Loop's outputs are
      * known only once it stopped; on failure it leaves none allocated */
     NN_OPF_SUBGRAPH = 1u << 8,
+    /* made by nn's own passes, not an ONNX operator: a model file that
+     * names one is refused at import (the plan cache still reads them) */
+    NN_OPF_INTERNAL = 1u << 9,
 };
 
 typedef struct nn_op_desc {

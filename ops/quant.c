@@ -450,6 +450,7 @@ static nn_status run_qadd(nn_call *c) {
 }
 
 const nn_op_desc nn_op_QLinearAdd = {.name = "QLinearAdd",
+                                     .flags = NN_OPF_INTERNAL,
                                      .min_inputs = 8,
                                      .max_inputs = 8,
                                      .min_outputs = 1,

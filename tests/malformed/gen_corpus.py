@@ -415,6 +415,8 @@ def structure_cases(c):
          convnet)
     edit("op_unknown", "unsupported operator 'Frobnicate'",
          lambda m: setattr(node_named(m, "relu"), "op_type", "Frobnicate"))
+    edit("op_internal", "an op nn's optimizer makes, not an ONNX operator",
+         lambda m: setattr(node_named(m, "relu"), "op_type", "QLinearAdd"))
     edit("op_empty_name", "unsupported operator ''", lambda m: setattr(node_named(m, "relu"), "op_type", ""))
     edit("op_foreign_domain", "unsupported operator 'com.evil::Relu'",
          lambda m: setattr(node_named(m, "relu"), "domain", "com.evil"))

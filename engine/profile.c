@@ -25,13 +25,13 @@ static const nn_tensor *value_shape(const nn_graph *g, const nn_node *n, int k, 
  * quantized convs and MatMuls count their integer multiply-adds alike. */
 static double node_flops(const nn_graph *g, const nn_node *n) {
     /* the QLinear ops' second operand is their input 3 (x, x_scale, x_zero_point, w, ...) */
-    int wi = n->op == NN_OP_QLinearConv || n->op == NN_OP_QLinearMatMul ? 3 : 1;
+    bool qconv = n->op == NN_OP_QLinearConv || n->op == NN_OP_QLinearConvNhwc;
+    int wi = qconv || n->op == NN_OP_QLinearMatMul ? 3 : 1;
     const nn_tensor *y = value_shape(g, n, 0, false), *a = value_shape(g, n, 0, true), *w = value_shape(g, n, wi, true);
     if (!y || !a || !w) return 0;
     double out = (double)nn_tensor_elements(y), k = 1;
     if (out <= 0) return 0;
-    if (n->op == NN_OP_Conv || n->op == NN_OP_QLinearConv ||
-        n->op == NN_OP_ConvInteger) { /* W is [M, C/group, k...]: each output sums C/group * prod(k) products */
+    if (n->op == NN_OP_Conv || qconv || n->op == NN_OP_ConvInteger) { /* W is [M, C/group, k...]: each output sums C/group * prod(k) products */
         for (int d = 1; d < w->ndim; d++)
             k *= (double)w->dims[d];
     } else if (n->op == NN_OP_MatMul || n->op == NN_OP_QLinearMatMul || n->op == NN_OP_MatMulInteger) {

@@ -28,6 +28,7 @@
 #include "op.h"
 #include "par.h"
 #include "qgemm.h"
+#include "qconv_nhwc.h"
 #include "qgemm_kernel.h"
 #include "quant.h"
 #include "window.h"
@@ -227,6 +228,17 @@ static nn_status qconv_resolve(const nn_call *c, const qio *io, nn_conv_geom *g)
     if (g->in_size > INT_MAX || g->out_size > INT_MAX || g->kernel_size * g->in_ch > INT_MAX || g->out_ch > INT_MAX)
         return nn_call_error(c, NN_ERR_UNSUPPORTED, "convolution too large for 32-bit sizes");
     return NN_OK;
+}
+
+nn_status nn_qlinearconv_parse(nn_parse_ctx *ctx) { return parse_qconv(ctx); }
+nn_status nn_qlinearconv_check(const void *params, char *err, size_t err_size) {
+    return check_qconv(params, err, err_size);
+}
+
+nn_status nn_qlinearconv_resolve(nn_call *c, nn_conv_geom *g) {
+    bool w_per;
+    nn_status st = qconv_resolve(c, &qconv_io, g);
+    return st != NN_OK ? st : check_quant_inputs(c, &qconv_io, g->out_ch, &w_per);
 }
 
 static bool qconv_pointwise(const nn_conv_geom *g) {

@@ -89,7 +89,7 @@ static inline nn_attr attr_ints(const char *name, int n, const int64_t *v) {
 
 /* ---- one CPU op through the op table */
 
-enum { MAX_IO = 8 };
+enum { MAX_IO = 9 }; /* QLinearConv's */
 
 typedef struct op_run {
     nn_arena arena;

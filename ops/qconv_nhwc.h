@@ -1,0 +1,84 @@
+/* QLinearConvNhwc (ops/qconv_nhwc.c): QLinearConv on channels-last
+ * tensors, x [N, H, W, C] and y [N, OH, OW, M], which passes/layout_nhwc.c
+ * puts in place of QLinearConvs between a Transpose in and a Transpose out.
+ *
+ * Why the layout: the int8 dot product (VPDPBUSD) multiplies 4 consecutive
+ * bytes of one operand, broadcast, with 4-byte groups of the other.  In
+ * NCHW an output position's 4 input channels lie a plane apart, so every
+ * conv packed its activations into 4-byte groups (a 3x3 one once per tap);
+ * in NHWC they are 4 consecutive bytes of the input, read in place, and the
+ * weights, packed once at load, are the groups.  A tile is QN_MR output
+ * positions by QN_NR output channels; the positions' input rows come as
+ * pointers, one per tap and position (a padded tap points at a row of the
+ * input's zero point), so strides, pads and dilations cost nothing in the
+ * tile.  Weights must have zero points of 0 (int8) or 128 (uint8, flipped
+ * to int8 at load): then the zero-point correction is one constant per
+ * output channel, folded into the bias at load, and the epilogue is the
+ * requantization alone. */
+#ifndef NN_QCONV_NHWC_H
+#define NN_QCONV_NHWC_H
+
+#include <stdint.h>
+
+#include "geom.h"
+#include "isa.h"
+#include "op.h"
+
+enum { QN_MR = 6, QN_NR = 32 };
+
+/* Most taps (KH x KW) of a channels-last conv: a tile's row pointers live
+ * on the stack. */
+#define QN_MAX_TAPS 256
+
+/* A tile's epilogue, per valid row r < rows and column j < cols:
+ *     y[r * ldy + j] = requantize(acc[r][j] + bias[j], mult[j], zp, lo, hi)
+ * bias and mult hold QN_NR values (the panel's output channels). */
+typedef struct qn_epi {
+    const int32_t *bias;
+    const float *mult;
+    uint8_t *y;
+    int64_t ldy;
+    int rows, cols;
+    int32_t zp, lo, hi;
+} qn_epi;
+
+/* One tile: row i of tap t is a[t * QN_MR + i] + a_off (a_off: the conv
+ * group's first input channel), `groups` 4-byte groups of uint8 each; b is
+ * the panel, taps * groups groups of QN_NR columns x 4 int8 (column-major
+ * within a group); the sums wrap modulo 2^32. */
+typedef void (*qn_tile_fn)(const uint8_t *const *a, int64_t a_off, int64_t taps, int64_t groups, const int8_t *b,
+                           const qn_epi *e);
+
+/* A depthwise conv's output position: channel c of y is
+ *     requantize(sum_t float(src[t][c]) * wf[t * ch + c] + bias[c])
+ * (wf = w - zw as floats, [taps][ch], ch the channels padded to a block
+ * of 32; the sums are exact), for c < C. */
+typedef struct qn_dw_args {
+    const float *wf;
+    int64_t ch;
+    const int32_t *bias;
+    const float *mult;
+    int32_t zp, lo, hi;
+    bool x_signed;
+} qn_dw_args;
+
+typedef void (*qn_dw_fn)(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y, const qn_dw_args *a);
+
+#if NN_HAVE_X86
+/* AVX-512: any C; AVX2: C a multiple of 8 */
+void nn_qn_dw_avx512(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y, const qn_dw_args *a);
+void nn_qn_dw_avx2(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y, const qn_dw_args *a);
+void nn_qn_tile_vnni512(const uint8_t *const *a, int64_t a_off, int64_t taps, int64_t groups, const int8_t *b,
+                        const qn_epi *e);
+void nn_qn_tile_avx2(const uint8_t *const *a, int64_t a_off, int64_t taps, int64_t groups, const int8_t *b,
+                     const qn_epi *e);
+#endif
+
+/* QLinearConv's geometry and input checks (ops/qlinear.c) for a call whose
+ * x has NCHW dims: the channels-last op passes x's dims permuted. */
+nn_status nn_qlinearconv_resolve(nn_call *c, nn_conv_geom *g);
+/* Its attributes (nn_qconv_params), which the channels-last op shares. */
+nn_status nn_qlinearconv_parse(nn_parse_ctx *ctx);
+nn_status nn_qlinearconv_check(const void *params, char *err, size_t err_size);
+
+#endif

@@ -42,6 +42,21 @@ typedef struct nn_axis_params {
     int64_t axis;
 } nn_axis_params;
 
+/* Transpose (built by passes/layout_nhwc.c around channels-last regions):
+ * n_perm -1 reverses the axes */
+typedef struct nn_transpose_params {
+    int n_perm;
+    int64_t perm[NN_MAX_DIMS];
+} nn_transpose_params;
+
+/* Reshape (built by passes/layout_nhwc.c too): the shape attribute before
+ * opset 5 (n_shape values), else n_shape -1 and the shape is input 1 */
+typedef struct nn_reshape_params {
+    int64_t allowzero;
+    int n_shape;
+    int64_t shape[NN_MAX_DIMS];
+} nn_reshape_params;
+
 /* Softmax, LogSoftmax (read by passes/fuse_attention.c) */
 typedef struct softmax_params {
     int64_t axis;

@@ -964,6 +964,71 @@ typedef struct global_job {
 GLOBAL_POOL(GlobalAveragePool, n > 0 ? (float)(plane_sum(xp, n) / (double)n) : 0.0f)
 GLOBAL_POOL(GlobalMaxPool, plane_max(xp, n))
 
+/* GlobalAveragePoolNhwc (made by passes/layout_nhwc.c): GlobalAveragePool
+ * of a channels-last x [N, H, W, C] into [N, C, 1, 1], which is the same
+ * bytes in either layout.  Each channel is summed as plane_sum sums an
+ * NCHW plane, the same float additions in the same order (position p into
+ * lane p % 8, the lanes then the last n % 8 positions in double), so the
+ * output is GlobalAveragePool's bit for bit; vectorized across channels. */
+enum { GAP_NHWC_BLOCK = 64 }; /* channels per task */
+
+typedef struct gap_nhwc_job {
+    const float *x;
+    float *y;
+    int64_t n, c, blocks; /* positions per image, channels, blocks per image */
+} gap_nhwc_job;
+
+static void gap_nhwc_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const gap_nhwc_job *j = ctx;
+    int64_t n = j->n, n8 = n / 8 * 8, C = j->c;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t img = t / j->blocks, c0 = t % j->blocks * GAP_NHWC_BLOCK;
+        int64_t nc = C - c0 < GAP_NHWC_BLOCK ? C - c0 : GAP_NHWC_BLOCK;
+        const float *x = j->x + img * n * C + c0;
+        float lane[8][GAP_NHWC_BLOCK] = {{0}};
+        for (int64_t p = 0; p < n8; p += 8)
+            for (int l = 0; l < 8; l++)
+                for (int64_t k = 0; k < nc; k++)
+                    lane[l][k] += x[(p + l) * C + k];
+        for (int64_t k = 0; k < nc; k++) {
+            double s = 0.0;
+            for (int l = 0; l < 8; l++)
+                s += lane[l][k];
+            for (int64_t p = n8; p < n; p++)
+                s += x[p * C + k];
+            j->y[img * C + c0 + k] = n > 0 ? (float)(s / (double)n) : 0.0f;
+        }
+    }
+}
+
+static nn_status infer_gap_nhwc(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    if (x->dtype != NN_DTYPE_FLOAT || x->ndim != 4)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "x must be a 4-D float tensor [N, H, W, C]");
+    int64_t dims[4] = {x->dims[0], x->dims[3], 1, 1};
+    nn_tensor_set_shape(&c->out[0], NN_DTYPE_FLOAT, 4, dims);
+    return NN_OK;
+}
+
+static nn_status run_gap_nhwc(nn_call *c) {
+    const nn_tensor *x = &c->in[0];
+    int64_t n = x->dims[1] * x->dims[2], C = x->dims[3], blocks = (C + GAP_NHWC_BLOCK - 1) / GAP_NHWC_BLOCK;
+    gap_nhwc_job j = {.x = x->data, .y = c->out[0].data, .n = n, .c = C, .blocks = blocks};
+    int64_t tasks = x->dims[0] * blocks;
+    nn_par_for_range(tasks * n * GAP_NHWC_BLOCK > NN_PAR_MIN ? c->threads : 1, tasks, 1, gap_nhwc_range, &j);
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_GlobalAveragePoolNhwc = {.name = "GlobalAveragePoolNhwc",
+                                                .flags = NN_OPF_INTERNAL,
+                                                .min_inputs = 1,
+                                                .max_inputs = 1,
+                                                .min_outputs = 1,
+                                                .max_outputs = 1,
+                                                .infer = infer_gap_nhwc,
+                                                .run = run_gap_nhwc};
+
 const nn_op_desc nn_op_MaxPool = {.name = "MaxPool",
                                   .min_inputs = 1,
                                   .max_inputs = 1,

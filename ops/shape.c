@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "params.h"
 
 static nn_status check_dtype(nn_call *c, const nn_tensor *t) {
     if (nn_dtype_size(t->dtype) == 0)
@@ -77,11 +78,7 @@ static nn_status read_axes(nn_call *c, int rank, int64_t *axes, int *n) {
 
 /* ---- Reshape */
 
-typedef struct reshape_params {
-    int64_t allowzero;
-    int n_shape; /* opset < 5: the shape attribute; -1 from opset 5 */
-    int64_t shape[NN_MAX_DIMS];
-} reshape_params;
+typedef nn_reshape_params reshape_params;
 
 static nn_status parse_reshape(nn_parse_ctx *ctx) {
     reshape_params *p = nn_params_alloc(ctx, sizeof *p);

@@ -575,10 +575,7 @@ const nn_op_desc nn_op_Pad = {.name = "Pad", .min_inputs = 1, .max_inputs = 4, .
 
 /* ---- Transpose */
 
-typedef struct transpose_params {
-    int n_perm; /* -1: reverse the axes */
-    int64_t perm[NN_MAX_DIMS];
-} transpose_params;
+typedef nn_transpose_params transpose_params;
 
 static nn_status parse_transpose(nn_parse_ctx *ctx) {
     transpose_params *p = nn_params_alloc(ctx, sizeof *p);

@@ -67,7 +67,7 @@ TEST_BINS  := $(TESTS_C:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/conformance $
               $(if $(HAVE_CUDA),$(BUILD)/tests/gpu/pipeline)
 
 .PHONY: all deps test-deps run test models bench install clean conformance fuzz
-all: $(BUILD)/libnn.a $(BUILD)/libnn.so $(TOOLS) $(CUDA_PLUGIN)
+all: $(BUILD)/libnn.a $(BUILD)/libnn.so $(TOOLS) $(BUILD)/nnab $(CUDA_PLUGIN)
 
 # Missing Debian packages are installed before the first compile.
 deps: $(BUILD)/.deps-build
@@ -143,6 +143,10 @@ $(BUILD)/nndump: tools/nndump.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
 
 $(BUILD)/nncache: tools/nncache.c $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
+
+# in-process A/B of two sets of passes (docs/perf-notes.md); built, not installed
+$(BUILD)/nnab: tools/nnab.c $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -Iengine $< -o $@ $(BUILD)/libnn.a $(LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/check.h tests/onnx_builder.h tests/op_harness.h $(BUILD)/libnn.a

@@ -457,3 +457,60 @@ const nn_op_desc nn_op_QLinearAdd = {.name = "QLinearAdd",
                                      .max_outputs = 1,
                                      .infer = infer_qadd,
                                      .run = run_qadd};
+
+/* ---- QLookup: y = table[x] on bytes (passes/fuse_lut.c makes it from a
+ *      per-tensor DequantizeLinear, elementwise float nodes of that one
+ *      input, and a per-tensor QuantizeLinear: every output byte is then a
+ *      function of its input byte alone, which the pass tabulates by
+ *      running those very nodes on all 256 bytes).  Inputs: x (uint8 or
+ *      int8), table (256 bytes, uint8 or int8: the output's dtype), indexed
+ *      by x's byte as unsigned. */
+
+static nn_status infer_qlookup(nn_call *c) {
+    const nn_tensor *x = &c->in[0], *t = &c->in[1];
+    if (x->dtype != NN_DTYPE_UINT8 && x->dtype != NN_DTYPE_INT8)
+        return nn_call_error(c, NN_ERR_UNSUPPORTED, "x has dtype %s (uint8 or int8 only)", nn_dtype_name(x->dtype));
+    if ((t->dtype != NN_DTYPE_UINT8 && t->dtype != NN_DTYPE_INT8) || t->ndim != 1 || t->dims[0] != 256)
+        return nn_call_error(c, NN_ERR_INVALID, "the table must be 256 bytes (uint8 or int8), got %s of %lld",
+                             nn_dtype_name(t->dtype), (long long)nn_tensor_elements(t));
+    nn_tensor_set_shape(&c->out[0], t->dtype, x->ndim, x->dims);
+    return NN_OK;
+}
+
+typedef struct qlookup_job {
+    const uint8_t *x, *table;
+    uint8_t *y;
+    int64_t n;
+} qlookup_job;
+
+static void qlookup_range(void *ctx, int64_t lo, int64_t hi, int seat) {
+    (void)seat;
+    const qlookup_job *j = ctx;
+    uint8_t table[256]; /* on the stack: no aliasing with y for the compiler to fear */
+    memcpy(table, j->table, sizeof table);
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t i0 = t * 4096, end = i0 + 4096 < j->n ? i0 + 4096 : j->n;
+        const uint8_t *restrict x = j->x;
+        uint8_t *restrict y = j->y;
+        for (int64_t i = i0; i < end; i++)
+            y[i] = table[x[i]];
+    }
+}
+
+static nn_status run_qlookup(nn_call *c) {
+    nn_status st = infer_qlookup(c);
+    if (st != NN_OK) return st;
+    int64_t n = nn_tensor_elements(&c->in[0]);
+    qlookup_job j = {.x = c->in[0].data, .table = c->in[1].data, .y = c->out[0].data, .n = n};
+    nn_par_for_range(n > 4 * NN_PAR_MIN ? c->threads : 1, (n + 4095) / 4096, 1, qlookup_range, &j);
+    return NN_OK;
+}
+
+const nn_op_desc nn_op_QLookup = {.name = "QLookup",
+                                  .flags = NN_OPF_INTERNAL | NN_OPF_ELEMENTWISE,
+                                  .min_inputs = 2,
+                                  .max_inputs = 2,
+                                  .min_outputs = 1,
+                                  .max_outputs = 1,
+                                  .infer = infer_qlookup,
+                                  .run = run_qlookup};

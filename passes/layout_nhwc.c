@@ -5,7 +5,7 @@
  * do not care about the layout follow it, so that the bytes stay
  * channels-last from conv to conv:
  *
- *   elementwise nodes (QLinearAdd, per-tensor QuantizeLinear and
+ *   elementwise nodes (QLinearAdd, QLookup, per-tensor QuantizeLinear and
  *   DequantizeLinear, FusedElementwise, the unary activations, Add, Sub,
  *   Mul, Div, Max, Min, PRelu, Clip) reading a channels-last value: every
  *   input of the output's shape is read channels-last, scalars as they
@@ -80,6 +80,7 @@ static bool elementwise_op(const nn_node *n) {
     switch (n->op) {
     case NN_OP_FusedElementwise:
     case NN_OP_QLinearAdd:
+    case NN_OP_QLookup:
     case NN_OP_QuantizeLinear:
     case NN_OP_DequantizeLinear:
     case NN_OP_Add:
@@ -108,7 +109,7 @@ static bool elementwise_roles(const nn_graph *g, const nn_node *n, int *role) {
         const nn_value *val = &g->values[v];
         if (!val->shape_known || val->kind != NN_KIND_TENSOR || val->t.ndim > 4) return false;
         const nn_tensor *t = &val->t;
-        if (nn_tensor_elements(t) == 1)
+        if (nn_tensor_elements(t) == 1 || (n->op == NN_OP_QLookup && k == 1)) /* a scalar, or the table */
             role[k] = IN_SCALAR;
         else if (t->ndim == 4 && !memcmp(t->dims, y->dims, sizeof(int64_t) * 4))
             role[k] = IN_DATA;

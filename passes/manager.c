@@ -18,8 +18,10 @@
  * what the epilogues could not take (an activation in a Conv's epilogue
  * costs no pass of its own); a per-channel chain (BatchNormalization+Relu)
  * left ahead of a 1x1 Conv then moves into the Conv's input packing.
- * The int8 convs and Adds move to channels-last last, once the nodes they
- * are made of are final.
+ * A float chain between a DequantizeLinear and a QuantizeLinear then
+ * becomes a table on the bytes (fused first, so it is one node to run on
+ * the 256 bytes), and the int8 convs and what lies between them move to
+ * channels-last last, once the nodes they are made of are final.
  * These repeat until a round rewrites nothing.  The memory passes run
  * after that, once, when no node will be rewritten: Concat inputs move into
  * the Concat's buffer before views alias Reshapes, so a view sees where its
@@ -39,6 +41,7 @@ const nn_pass *const nn_default_pipeline[] = {
     &nn_pass_fuse_activation,
     &nn_pass_fuse_elementwise,
     &nn_pass_fuse_prologue,
+    &nn_pass_fuse_lut,
     &nn_pass_layout_nhwc,
     &nn_pass_eliminate_concat,
     &nn_pass_views,

@@ -58,6 +58,6 @@ void nn_node_note_fused(nn_graph *g, nn_node *n, const char *what);
 
 extern const nn_pass nn_pass_fold_constants, nn_pass_eliminate_noops, nn_pass_fold_batchnorm, nn_pass_fuse_layernorm, nn_pass_fuse_gelu, nn_pass_fuse_attention, nn_pass_fuse_bias,
     nn_pass_fuse_residual, nn_pass_fuse_activation, nn_pass_fuse_elementwise, nn_pass_fuse_prologue,
-    nn_pass_eliminate_concat, nn_pass_views, nn_pass_fuse_qdq, nn_pass_fuse_pad, nn_pass_layout_nhwc;
+    nn_pass_eliminate_concat, nn_pass_views, nn_pass_fuse_qdq, nn_pass_fuse_pad, nn_pass_layout_nhwc, nn_pass_fuse_lut;
 
 #endif

@@ -394,7 +394,62 @@ static void test_checks(void) {
     }
 }
 
+/* Transpose of bytes and floats against an index-by-index reference: the
+ * byte path transposes whole 32 x 32 tiles in 16 x 16 blocks (ops/copy.c),
+ * so the shapes mix whole tiles, partial ones and rows shorter than 16,
+ * on 1 and 2 threads. */
+static void test_transpose(void) {
+    static const struct {
+        int ndim;
+        int64_t dims[4], perm[4];
+        nn_dtype dt;
+    } cases[] = {
+        {4, {1, 96, 112, 112}, {0, 2, 3, 1}, NN_DTYPE_UINT8}, {4, {2, 37, 50, 3}, {0, 2, 3, 1}, NN_DTYPE_UINT8},
+        {4, {1, 70, 33, 64}, {0, 3, 1, 2}, NN_DTYPE_INT8},    {2, {64, 96}, {1, 0}, NN_DTYPE_UINT8},
+        {3, {3, 33, 65}, {0, 2, 1}, NN_DTYPE_UINT8},          {4, {2, 40, 17, 48}, {0, 2, 3, 1}, NN_DTYPE_FLOAT},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int th = 1; th <= 2; th++) {
+            cpu_threads = th;
+            int r = cases[ci].ndim;
+            check_set_case("Transpose %s rank %d case %zu, %d thread(s)", nn_dtype_name(cases[ci].dt), r, ci, th);
+            nn_tensor x = {.dtype = cases[ci].dt, .ndim = r};
+            memcpy(x.dims, cases[ci].dims, sizeof(int64_t) * (size_t)r);
+            int64_t n = nn_tensor_elements(&x);
+            size_t esz = nn_dtype_size(x.dtype);
+            x.data = malloc((size_t)n * esz);
+            for (int64_t i = 0; i < n * (int64_t)esz; i++)
+                ((uint8_t *)x.data)[i] = (uint8_t)(i * 131 + i / 7);
+            uint8_t *xs = malloc((size_t)n * esz);
+            memcpy(xs, x.data, (size_t)n * esz);
+            nn_attr attr = attr_ints("perm", r, cases[ci].perm);
+            op_run run;
+            if (cpu_run(&run, "Transpose", 13, &attr, 1, NULL, &x, 1, 1, NULL)) {
+                int64_t stride[4], idx[4] = {0}, bad = -1;
+                stride[r - 1] = 1;
+                for (int k = r - 2; k >= 0; k--)
+                    stride[k] = stride[k + 1] * cases[ci].dims[k + 1];
+                const uint8_t *y = run.out[0].data;
+                for (int64_t o = 0; o < n && bad < 0; o++) {
+                    int64_t rem = o, off = 0;
+                    for (int k = r - 1; k >= 0; k--) { /* output index k runs over input axis perm[k] */
+                        idx[k] = rem % run.out[0].dims[k];
+                        rem /= run.out[0].dims[k];
+                        off += idx[k] * stride[cases[ci].perm[k]];
+                    }
+                    if (memcmp(y + o * (int64_t)esz, xs + off * (int64_t)esz, esz)) bad = o;
+                }
+                CHECK(bad < 0, "expected every element at its permuted place, output element %lld differs",
+                      (long long)bad);
+            }
+            release(&run);
+            free(xs);
+        }
+    cpu_threads = 1;
+}
+
 int main(void) {
+    test_transpose();
     test_nonzero();
     test_topk();
     test_gather_scatter();

@@ -109,8 +109,9 @@ static nn_status qn_resolve(nn_call *c, qn_geom *q) {
     if (g->nsp != 2) return nn_call_error(c, NN_ERR_UNSUPPORTED, "channels-last convs are 2-D");
     const nn_tensor *w = &c->in[W], *wz = &c->in[WZ];
     if (g->group == q->c && q->m == q->c) { /* depthwise (one channel: either kind, the same sums) */
-        if (q->taps > QN_DW_MAX_TAPS)
-            return nn_call_error(c, NN_ERR_UNSUPPORTED, "depthwise channels-last convs take at most %d taps",
+        if (q->taps > QN_DW_MAX_TAPS || q->w * q->c > (1 << 28))
+            return nn_call_error(c, NN_ERR_UNSUPPORTED,
+                                 "depthwise channels-last convs take at most %d taps and rows of at most 2^28 bytes",
                                  QN_DW_MAX_TAPS);
         q->kind = QN_DEPTHWISE;
     } else {
@@ -229,10 +230,16 @@ static bool prepared_fits_qnhwc(const nn_call *c, const void *prepared, size_t s
  * prepared block when the call comes without one. */
 static size_t zero_row_bytes(const qn_geom *q) { return (size_t)round_up(q->c, 64); }
 
+/* Depthwise, after those: a whole input row of zero points, which the taps
+ * of a padded row read. */
+static size_t dw_zero_image_row(const qn_geom *q) { return (size_t)round_up(q->w * q->c, 64); }
+
 static size_t workspace_qnhwc(const nn_call *c) {
     qn_geom q;
     if (qn_resolve((nn_call *)c, &q) != NN_OK) return 0;
-    return zero_row_bytes(&q) + (c->prepared ? 0 : prep_size(&q));
+    size_t base = zero_row_bytes(&q) + (c->prepared ? 0 : prep_size(&q));
+    if (q.kind != QN_DEPTHWISE) return base;
+    return base + dw_zero_image_row(&q);
 }
 
 /* ---- the dense conv: tiles of QN_MR positions x QN_NR channels */
@@ -393,40 +400,50 @@ static void run_dense(const nn_call *c, const qn_geom *q, const uint8_t *prepare
     nn_par_for(P * q->m * q->taps * q->cg > NN_PAR_MIN ? threads : 1, ntasks, dense_task, j);
 }
 
-/* ---- the depthwise conv: one output position at a time, all its
- * channels, in float lanes (exact: see the top of the file) */
+/* ---- the depthwise conv, in float lanes (exact: see the top of the file).
+ * Each output row's positions whose windows lie inside the input's columns
+ * run as one stretch (qn_dw_row: the kernels take 4 positions at a time),
+ * a padded row's taps reading a row of x's zero point; the positions at
+ * the left and right edges run one by one, each padded tap pointing at
+ * the zero point. */
 
 /* The portable form of the x86 kernels (qn_dw_fn), 16 channels at a time. */
-static void dw_portable(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y, const qn_dw_args *a) {
-    for (int64_t c0 = 0; c0 < C; c0 += 16) {
-        int nc = C - c0 < 16 ? (int)(C - c0) : 16;
-        float acc[16] = {0};
-        for (int64_t t = 0; t < taps; t++) {
-            const uint8_t *p = src[t] + c0;
-            const float *w = a->wf + t * a->ch + c0;
+static void dw_portable(const qn_dw_row *r, const qn_dw_args *a) {
+    for (int64_t p = 0; p < r->n; p++)
+        for (int64_t c0 = 0; c0 < r->c; c0 += 16) {
+            int nc = r->c - c0 < 16 ? (int)(r->c - c0) : 16;
+            float acc[16] = {0};
+            for (int64_t t = 0; t < r->taps; t++) {
+                const uint8_t *x = r->tap[t] + p * r->step + c0;
+                const float *w = a->wf + t * a->ch + c0;
+                for (int k = 0; k < nc; k++)
+                    acc[k] += (r->sgn ? (float)(int8_t)x[k] : (float)x[k]) * w[k];
+            }
             for (int k = 0; k < nc; k++)
-                acc[k] += (a->x_signed ? (float)(int8_t)p[k] : (float)p[k]) * w[k];
+                r->y[p * r->ldy + c0 + k] = (uint8_t)nn_qgemm_requantize(
+                    (int32_t)((uint32_t)(int32_t)acc[k] + (uint32_t)a->bias[c0 + k]), a->mult[c0 + k], a->zp, a->lo,
+                    a->hi);
         }
-        for (int k = 0; k < nc; k++)
-            y[c0 + k] = (uint8_t)nn_qgemm_requantize((int32_t)((uint32_t)(int32_t)acc[k] + (uint32_t)a->bias[c0 + k]),
-                                                     a->mult[c0 + k], a->zp, a->lo, a->hi);
-    }
 }
 
 #if NN_HAVE_X86
 /* AVX2 for whole vectors of 8 channels, the portable loop for the rest. */
-static void dw_avx2_any(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y, const qn_dw_args *a) {
-    int64_t c8 = C / 8 * 8;
-    if (c8) nn_qn_dw_avx2(src, taps, c8, y, a);
-    if (c8 == C) return;
+static void dw_avx2_any(const qn_dw_row *r, const qn_dw_args *a) {
+    int64_t c8 = r->c / 8 * 8;
+    if (c8) nn_qn_dw_avx2(r, a);
+    if (c8 == r->c) return;
     const uint8_t *rest[QN_DW_MAX_TAPS];
-    for (int64_t t = 0; t < taps; t++)
-        rest[t] = src[t] + c8;
-    qn_dw_args r = *a;
-    r.wf += c8;
-    r.bias += c8;
-    r.mult += c8;
-    dw_portable(rest, taps, C - c8, y + c8, &r);
+    for (int64_t t = 0; t < r->taps; t++)
+        rest[t] = r->tap[t] + c8;
+    qn_dw_row rr = *r;
+    rr.tap = rest;
+    rr.c = r->c - c8;
+    rr.y = r->y + c8;
+    qn_dw_args ra = *a;
+    ra.wf += c8;
+    ra.bias += c8;
+    ra.mult += c8;
+    dw_portable(&rr, &ra);
 }
 #endif
 
@@ -442,11 +459,13 @@ static qn_dw_fn dw_for(nn_isa isa) {
 
 typedef struct dw_job {
     const qn_geom *q;
-    const uint8_t *x, *zrow;
+    const uint8_t *x, *zimg; /* zimg: a row of W * C zero points */
     uint8_t *y;
     qn_dw_args args;
     qn_dw_fn kernel;
-    int64_t tap_off[QN_DW_MAX_TAPS], tap_dy[QN_DW_MAX_TAPS], tap_dx[QN_DW_MAX_TAPS];
+    bool sgn;
+    int64_t ox_lo, ox_hi; /* the output columns whose windows lie inside x's columns */
+    int64_t tap_dy[QN_DW_MAX_TAPS], tap_dx[QN_DW_MAX_TAPS];
 } dw_job;
 
 /* Output rows [lo, hi) (n * OH + oy). */
@@ -455,47 +474,64 @@ static void dw_rows(void *ctx, int64_t lo, int64_t hi, int seat) {
     const dw_job *j = ctx;
     const qn_geom *q = j->q;
     const nn_conv_geom *g = &q->g;
-    int64_t T = q->taps, C = q->c, ext_y = (g->kernel[0] - 1) * g->dilation[0],
-            ext_x = (g->kernel[1] - 1) * g->dilation[1];
-    const uint8_t *src[QN_DW_MAX_TAPS];
-    for (int64_t r = lo; r < hi; r++) {
-        int64_t n = r / q->oh, oy = r % q->oh, iy = oy * g->stride[0] - g->pad[0];
+    int64_t T = q->taps, C = q->c, sw = g->stride[1], pw = g->pad[1];
+    const uint8_t *tap[QN_DW_MAX_TAPS];
+    qn_dw_row r = {.tap = tap, .taps = T, .c = C, .sgn = j->sgn, .ldy = C};
+    for (int64_t row = lo; row < hi; row++) {
+        int64_t n = row / q->oh, oy = row % q->oh, iy0 = oy * g->stride[0] - g->pad[0];
         const uint8_t *img = j->x + n * q->h * q->w * C;
-        uint8_t *yrow = j->y + r * q->ow * C;
-        bool rows_in = iy >= 0 && iy + ext_y < q->h;
-        for (int64_t ox = 0, ix = -g->pad[1]; ox < q->ow; ox++, ix += g->stride[1]) {
-            if (rows_in && ix >= 0 && ix + ext_x < q->w) {
-                const uint8_t *base = img + (iy * q->w + ix) * C;
-                for (int64_t t = 0; t < T; t++)
-                    src[t] = base + j->tap_off[t];
-            } else
-                for (int64_t t = 0; t < T; t++) {
-                    int64_t y = iy + j->tap_dy[t], x = ix + j->tap_dx[t];
-                    src[t] = y >= 0 && y < q->h && x >= 0 && x < q->w ? img + (y * q->w + x) * C : j->zrow;
-                }
-            j->kernel(src, T, C, yrow + ox * C, &j->args);
+        uint8_t *yrow = j->y + row * q->ow * C;
+        if (j->ox_hi > j->ox_lo) { /* the inside stretch, read in place (a padded row: the zero row) */
+            int64_t ix = j->ox_lo * sw - pw;
+            for (int64_t t = 0; t < T; t++) {
+                int64_t iy = iy0 + j->tap_dy[t];
+                tap[t] = (iy >= 0 && iy < q->h ? img + iy * q->w * C : j->zimg) + (ix + j->tap_dx[t]) * C;
+            }
+            r.step = sw * C;
+            r.n = j->ox_hi - j->ox_lo;
+            r.y = yrow + j->ox_lo * C;
+            j->kernel(&r, &j->args);
+        }
+        for (int64_t ox = 0; ox < q->ow; ox++) { /* the edges, a position at a time */
+            if (ox == j->ox_lo && j->ox_hi > j->ox_lo) ox = j->ox_hi;
+            if (ox >= q->ow) break;
+            int64_t ix0 = ox * sw - pw;
+            for (int64_t t = 0; t < T; t++) {
+                int64_t iy = iy0 + j->tap_dy[t], ix = ix0 + j->tap_dx[t];
+                tap[t] = iy >= 0 && iy < q->h && ix >= 0 && ix < q->w ? img + (iy * q->w + ix) * C : j->zimg;
+            }
+            r.step = 0;
+            r.n = 1;
+            r.y = yrow + ox * C;
+            j->kernel(&r, &j->args);
         }
     }
 }
 
-static void run_depthwise(const nn_call *c, const qn_geom *q, const uint8_t *prepared, const uint8_t *zrow) {
+static void run_depthwise(const nn_call *c, const qn_geom *q, const uint8_t *prepared, uint8_t *scratch) {
     const nn_conv_geom *g = &q->g;
     int64_t ch = prep_channels(q);
-    dw_job j = {.q = q, .x = c->in[X].data, .zrow = zrow, .y = c->out[0].data, .kernel = dw_for(nn_isa_active())};
+    dw_job j = {.q = q,
+                .x = c->in[X].data,
+                .zimg = scratch,
+                .y = c->out[0].data,
+                .kernel = dw_for(nn_isa_active()),
+                .sgn = c->in[X].dtype == NN_DTYPE_INT8};
+    memset(scratch, (uint8_t)nn_quant_zero(c, XZ, 0), (size_t)(q->w * q->c));
     j.args.wf = (const float *)(prepared + QN_DATA);
     j.args.ch = ch;
     j.args.bias = (const int32_t *)(prepared + QN_DATA + round_up((int64_t)prep_weight_bytes(q), 64));
     j.args.mult = (const float *)(j.args.bias + ch);
     j.args.zp = nn_quant_zero(c, YZ, 0);
-    j.args.x_signed = c->in[X].dtype == NN_DTYPE_INT8;
     bool sgn = c->in[YZ].dtype == NN_DTYPE_INT8;
     j.args.lo = sgn ? -128 : 0;
     j.args.hi = sgn ? 127 : 255;
     for (int64_t t = 0; t < q->taps; t++) {
         j.tap_dy[t] = t / g->kernel[1] * g->dilation[0];
         j.tap_dx[t] = t % g->kernel[1] * g->dilation[1];
-        j.tap_off[t] = (j.tap_dy[t] * q->w + j.tap_dx[t]) * q->c;
     }
+    /* inside: ox * sw - pw >= 0 and ox * sw - pw + (KW - 1) * dw < W */
+    nn_valid_range(-g->pad[1], g->stride[1], q->w - (g->kernel[1] - 1) * g->dilation[1], q->ow, &j.ox_lo, &j.ox_hi);
     int64_t rows = q->n * q->oh, work = rows * q->ow * q->c * q->taps;
     int threads = c->threads > 0 ? c->threads : 1;
     nn_par_for_range(work > NN_PAR_MIN ? threads : 1, rows, 1, dw_rows, &j);
@@ -521,8 +557,8 @@ static nn_status run_qnhwc(nn_call *c) {
     }
     if (q.kind == QN_DENSE)
         run_dense(c, &q, prepared, zrow);
-    else
-        run_depthwise(c, &q, prepared, zrow);
+    else /* its scratch after the zero row and any prepared block, 64-byte aligned as both are */
+        run_depthwise(c, &q, prepared, zrow + zero_row_bytes(&q) + (c->prepared ? 0 : prep_size(&q)));
     return NN_OK;
 }
 

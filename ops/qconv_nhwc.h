@@ -49,25 +49,36 @@ typedef struct qn_epi {
 typedef void (*qn_tile_fn)(const uint8_t *const *a, int64_t a_off, int64_t taps, int64_t groups, const int8_t *b,
                            const qn_epi *e);
 
-/* A depthwise conv's output position: channel c of y is
- *     requantize(sum_t float(src[t][c]) * wf[t * ch + c] + bias[c])
- * (wf = w - zw as floats, [taps][ch], ch the channels padded to a block
- * of 32; the sums are exact), for c < C. */
+/* A run of a depthwise conv's output positions: for position p < n and
+ * channel c < C,
+ *     y[p * ldy + c] = requantize(sum_t float(tap[t][p * step + c]) * wf[t * ch + c] + bias[c])
+ * tap[t] tap t's input bytes for position 0 (int8 when sgn; x's zero point
+ * for a padded tap, with step 0 and n 1 then); wf = w - zw as floats
+ * ([taps][ch]; the sums are exact integers). */
+typedef struct qn_dw_row {
+    const uint8_t *const *tap;
+    int64_t taps, step, n, c; /* bytes between positions */
+    bool sgn;
+    uint8_t *y; /* position p at y + p * ldy */
+    int64_t ldy;
+} qn_dw_row;
+
+/* The per-channel constants: wf, ch floats per tap (the channels padded to
+ * a block of 32, so a vector never reads past a row), bias and mult. */
 typedef struct qn_dw_args {
     const float *wf;
     int64_t ch;
     const int32_t *bias;
     const float *mult;
     int32_t zp, lo, hi;
-    bool x_signed;
 } qn_dw_args;
 
-typedef void (*qn_dw_fn)(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y, const qn_dw_args *a);
+typedef void (*qn_dw_fn)(const qn_dw_row *r, const qn_dw_args *a);
 
 #if NN_HAVE_X86
 /* AVX-512: any C; AVX2: C a multiple of 8 */
-void nn_qn_dw_avx512(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y, const qn_dw_args *a);
-void nn_qn_dw_avx2(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y, const qn_dw_args *a);
+void nn_qn_dw_avx512(const qn_dw_row *r, const qn_dw_args *a);
+void nn_qn_dw_avx2(const qn_dw_row *r, const qn_dw_args *a);
 void nn_qn_tile_vnni512(const uint8_t *const *a, int64_t a_off, int64_t taps, int64_t groups, const int8_t *b,
                         const qn_epi *e);
 void nn_qn_tile_avx2(const uint8_t *const *a, int64_t a_off, int64_t taps, int64_t groups, const int8_t *b,

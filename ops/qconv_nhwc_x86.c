@@ -131,16 +131,12 @@ __attribute__((target("avx2,fma"))) void nn_qn_tile_avx2(const uint8_t *const *a
 #endif
 
 #if NN_HAVE_X86
-/* Depthwise, AVX-512: 16 channels a vector, up to 4 vectors at a time (4
- * chains of multiply-adds); the last C % 16 channels with masked loads and
- * stores.  Each product x * (w - zw) and every partial sum is an integer
- * below 2^24, so the float sums are exact (qconv_nhwc.c). */
+/* Depthwise, AVX-512: one vector of 16 channels for 4 output positions at
+ * a time (4 chains of multiply-adds, each weight vector loaded once for
+ * the 4), the last C % 16 channels masked; each input byte widened to
+ * float as it is loaded.  Each product x * (w - zw) and every partial sum
+ * is an integer below 2^24, so the float sums are exact. */
 #define T512DW __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
-
-T512DW __attribute__((always_inline)) static inline __m512 dw_load512(const uint8_t *p, __mmask16 m, bool sgn) {
-    __m128i b = _mm_maskz_loadu_epi8(m, p);
-    return _mm512_cvtepi32_ps(sgn ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
-}
 
 T512DW __attribute__((always_inline)) static inline void dw_store512(__m512 acc, int64_t c0, __mmask16 m,
                                                                      const qn_dw_args *a, uint8_t *y) {
@@ -151,84 +147,75 @@ T512DW __attribute__((always_inline)) static inline void dw_store512(__m512 acc,
     _mm512_mask_cvtepi32_storeu_epi8(y + c0, m, _mm512_add_epi32(_mm512_cvtps_epi32(f), _mm512_set1_epi32(a->zp)));
 }
 
-T512DW void nn_qn_dw_avx512(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y, const qn_dw_args *a) {
-    bool sgn = a->x_signed;
-    int64_t c0 = 0;
-    for (; c0 + 64 <= C; c0 += 64) {
-        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-        const float *w = a->wf + c0;
-        for (int64_t t = 0; t < taps; t++, w += a->ch) {
-            const uint8_t *p = src[t] + c0;
-            s0 = _mm512_fmadd_ps(dw_load512(p, 0xffff, sgn), _mm512_loadu_ps(w), s0);
-            s1 = _mm512_fmadd_ps(dw_load512(p + 16, 0xffff, sgn), _mm512_loadu_ps(w + 16), s1);
-            s2 = _mm512_fmadd_ps(dw_load512(p + 32, 0xffff, sgn), _mm512_loadu_ps(w + 32), s2);
-            s3 = _mm512_fmadd_ps(dw_load512(p + 48, 0xffff, sgn), _mm512_loadu_ps(w + 48), s3);
+/* NP (1 to 4) positions from p of one vector of channels from c0. */
+T512DW __attribute__((always_inline)) static inline void dw_pos512(const qn_dw_row *r, const qn_dw_args *a,
+                                                                   int64_t p, int64_t c0, __mmask16 m, const int NP) {
+    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const float *w = a->wf + c0;
+    for (int64_t t = 0; t < r->taps; t++, w += a->ch) {
+        const uint8_t *x = r->tap[t] + p * r->step + c0;
+        __m512 wv = _mm512_loadu_ps(w); /* padded to whole blocks of 32: always readable */
+        for (int i = 0; i < NP; i++) {
+            __m128i b = _mm_maskz_loadu_epi8(m, x + i * r->step);
+            __m512 xv = _mm512_cvtepi32_ps(r->sgn ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
+            s[i] = _mm512_fmadd_ps(xv, wv, s[i]);
         }
-        dw_store512(s0, c0, 0xffff, a, y);
-        dw_store512(s1, c0 + 16, 0xffff, a, y);
-        dw_store512(s2, c0 + 32, 0xffff, a, y);
-        dw_store512(s3, c0 + 48, 0xffff, a, y);
     }
-    for (; c0 < C; c0 += 32) { /* up to two vectors, the last one masked */
-        int64_t n = C - c0;
-        __mmask16 m0 = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-        __mmask16 m1 = n >= 32 ? (__mmask16)0xffff : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : (__mmask16)0;
-        __m512 s0 = _mm512_setzero_ps(), s1 = s0;
-        const float *w = a->wf + c0; /* padded to whole blocks of 32: always readable */
-        for (int64_t t = 0; t < taps; t++, w += a->ch) {
-            const uint8_t *p = src[t] + c0;
-            s0 = _mm512_fmadd_ps(dw_load512(p, m0, sgn), _mm512_loadu_ps(w), s0);
-            if (m1) s1 = _mm512_fmadd_ps(dw_load512(p + 16, m1, sgn), _mm512_loadu_ps(w + 16), s1);
-        }
-        dw_store512(s0, c0, m0, a, y);
-        if (m1) dw_store512(s1, c0 + 16, m1, a, y);
+    for (int i = 0; i < NP; i++)
+        dw_store512(s[i], c0, m, a, r->y + (p + i) * r->ldy);
+}
+
+T512DW void nn_qn_dw_avx512(const qn_dw_row *r, const qn_dw_args *a) {
+    for (int64_t c0 = 0; c0 < r->c; c0 += 16) {
+        int64_t n = r->c - c0;
+        __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+        int64_t p = 0;
+        for (; p + 4 <= r->n; p += 4)
+            dw_pos512(r, a, p, c0, m, 4);
+        for (; p < r->n; p++)
+            dw_pos512(r, a, p, c0, m, 1);
     }
 }
 
-/* Depthwise, AVX2: 8 channels a vector, 4 at a time.  No masked byte
- * loads: the caller hands channel counts that are a multiple of 8 (the
- * rest it runs through a copy padded to 8). */
-__attribute__((always_inline, target("avx2,fma"))) static inline __m256 dw_load256(const uint8_t *p, bool sgn) {
-    __m128i b = _mm_loadl_epi64((const __m128i *)p);
-    return _mm256_cvtepi32_ps(sgn ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
-}
-
+/* Depthwise, AVX2: one vector of 8 channels for 4 positions at a time,
+ * for channel counts that are a multiple of 8 (the caller runs the rest
+ * through the portable loop). */
 __attribute__((always_inline, target("avx2,fma"))) static inline void dw_store256(__m256 acc, int64_t c0,
                                                                                  const qn_dw_args *a, uint8_t *y) {
     __m256 flo = _mm256_set1_ps((float)(a->lo - a->zp)), fhi = _mm256_set1_ps((float)(a->hi - a->zp));
     __m256i v = _mm256_add_epi32(_mm256_cvttps_epi32(acc), _mm256_loadu_si256((const __m256i *)(a->bias + c0)));
     __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(a->mult + c0));
     f = _mm256_min_ps(_mm256_max_ps(f, flo), fhi);
-    __m256i r = _mm256_add_epi32(_mm256_cvtps_epi32(f), _mm256_set1_epi32(a->zp));
-    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(f), _mm256_set1_epi32(a->zp));
+    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
     _mm_storel_epi64((__m128i *)(y + c0), a->lo < 0 ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w));
 }
 
-__attribute__((target("avx2,fma"))) void nn_qn_dw_avx2(const uint8_t *const *src, int64_t taps, int64_t C, uint8_t *y,
-                                                        const qn_dw_args *a) {
-    bool sgn = a->x_signed;
-    int64_t c0 = 0;
-    for (; c0 + 32 <= C; c0 += 32) {
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-        const float *w = a->wf + c0;
-        for (int64_t t = 0; t < taps; t++, w += a->ch) {
-            const uint8_t *p = src[t] + c0;
-            s0 = _mm256_fmadd_ps(dw_load256(p, sgn), _mm256_loadu_ps(w), s0);
-            s1 = _mm256_fmadd_ps(dw_load256(p + 8, sgn), _mm256_loadu_ps(w + 8), s1);
-            s2 = _mm256_fmadd_ps(dw_load256(p + 16, sgn), _mm256_loadu_ps(w + 16), s2);
-            s3 = _mm256_fmadd_ps(dw_load256(p + 24, sgn), _mm256_loadu_ps(w + 24), s3);
+__attribute__((always_inline, target("avx2,fma"))) static inline void dw_pos256(const qn_dw_row *r,
+                                                                               const qn_dw_args *a, int64_t p,
+                                                                               int64_t c0, const int NP) {
+    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const float *w = a->wf + c0;
+    for (int64_t t = 0; t < r->taps; t++, w += a->ch) {
+        const uint8_t *x = r->tap[t] + p * r->step + c0;
+        __m256 wv = _mm256_loadu_ps(w);
+        for (int i = 0; i < NP; i++) {
+            __m128i b = _mm_loadl_epi64((const __m128i *)(x + i * r->step));
+            __m256 xv = _mm256_cvtepi32_ps(r->sgn ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+            s[i] = _mm256_fmadd_ps(xv, wv, s[i]);
         }
-        dw_store256(s0, c0, a, y);
-        dw_store256(s1, c0 + 8, a, y);
-        dw_store256(s2, c0 + 16, a, y);
-        dw_store256(s3, c0 + 24, a, y);
     }
-    for (; c0 + 8 <= C; c0 += 8) {
-        __m256 s0 = _mm256_setzero_ps();
-        const float *w = a->wf + c0;
-        for (int64_t t = 0; t < taps; t++, w += a->ch)
-            s0 = _mm256_fmadd_ps(dw_load256(src[t] + c0, sgn), _mm256_loadu_ps(w), s0);
-        dw_store256(s0, c0, a, y);
+    for (int i = 0; i < NP; i++)
+        dw_store256(s[i], c0, a, r->y + (p + i) * r->ldy);
+}
+
+__attribute__((target("avx2,fma"))) void nn_qn_dw_avx2(const qn_dw_row *r, const qn_dw_args *a) {
+    for (int64_t c0 = 0; c0 + 8 <= r->c; c0 += 8) {
+        int64_t p = 0;
+        for (; p + 4 <= r->n; p += 4)
+            dw_pos256(r, a, p, c0, 4);
+        for (; p < r->n; p++)
+            dw_pos256(r, a, p, c0, 1);
     }
 }
 #endif

@@ -241,9 +241,10 @@ check-portable: $(BUILD)/proto/onnx.pb-c.h | $(BUILD)/.deps-test
 #   make bench          the six seed CNNs at batch 1 and 64
 #   make bench ZOO=1    the zoo (models/zoo.py's `zoo` group, exported into $(BUILD)/zoo) and the six
 ZOO_DIR := $(BUILD)/zoo
+#   make bench QDQ=1    int8: QDQ forms of eight CNNs (models/quantize.py, into $(BUILD)/q) against ORT's int8
 bench: all models
 	$(if $(ZOO),$(PYTHON) models/export.py --out $(ZOO_DIR) --only zoo)
-	tools/bench $(if $(ZOO),--zoo) $(BENCH_ARGS)
+	tools/bench $(if $(ZOO),--zoo) $(if $(QDQ),--qdq) $(BENCH_ARGS)
 
 # ---- docs/operators.md, the supported-operators table (tests/run_all.sh checks it is current)
 docs: | $(BUILD)/.deps-test

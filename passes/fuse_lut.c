@@ -36,21 +36,6 @@ static bool per_tensor_qdq(const nn_graph *g, const nn_node *n) {
            g->values[n->in[1]].t.dtype == NN_DTYPE_FLOAT && (n->n_in < 3 || n->in[2] < 0 || scalar_const(g, n->in[2]));
 }
 
-static bool chain_op(const nn_node *n) {
-    switch (n->op) {
-    case NN_OP_FusedElementwise:
-    case NN_OP_Add:
-    case NN_OP_Sub:
-    case NN_OP_Mul:
-    case NN_OP_Div:
-    case NN_OP_Max:
-    case NN_OP_Min:
-    case NN_OP_Pow:
-    case NN_OP_Clip: return true;
-    default: return n->op != NN_OP_BatchNormalization && (nn_op_get(n->op)->flags & NN_OPF_ELEMENTWISE) && n->n_in == 1;
-    }
-}
-
 typedef struct chain {
     int nodes[MAX_CHAIN]; /* node indices, in graph order once sorted */
     int n;
@@ -76,7 +61,7 @@ static bool collect(const nn_graph *g, int v, chain *c) {
         return true;
     }
     if (in_chain(c, p)) return true; /* reached twice: x * sigmoid(x) */
-    if (!chain_op(n) || n->n_out != 1 || n->has_prologue || n->n_in > MAX_IN || c->n == MAX_CHAIN) return false;
+    if (!nn_float_elementwise(n) || n->n_out != 1 || n->has_prologue || n->n_in > MAX_IN || c->n == MAX_CHAIN) return false;
     c->nodes[c->n++] = p;
     for (int k = 0; k < n->n_in; k++)
         if (n->in[k] >= 0 && !scalar_const(g, n->in[k]) && !collect(g, n->in[k], c)) return false;

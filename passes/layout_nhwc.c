@@ -77,22 +77,8 @@ enum { IN_ABSENT, IN_SCALAR, IN_DATA, IN_CHANNEL };
 enum { MAX_EW_INPUTS = 16 };
 
 static bool elementwise_op(const nn_node *n) {
-    switch (n->op) {
-    case NN_OP_FusedElementwise:
-    case NN_OP_QLinearAdd:
-    case NN_OP_QLookup:
-    case NN_OP_QuantizeLinear:
-    case NN_OP_DequantizeLinear:
-    case NN_OP_Add:
-    case NN_OP_Sub:
-    case NN_OP_Mul:
-    case NN_OP_Div:
-    case NN_OP_Max:
-    case NN_OP_Min:
-    case NN_OP_PRelu:
-    case NN_OP_Clip: return true;
-    default: return n->op != NN_OP_BatchNormalization && (nn_op_get(n->op)->flags & NN_OPF_ELEMENTWISE) && n->n_in == 1;
-    }
+    return n->op == NN_OP_QLinearAdd || n->op == NN_OP_QLookup || n->op == NN_OP_QuantizeLinear ||
+           n->op == NN_OP_DequantizeLinear || nn_float_elementwise(n);
 }
 
 /* An elementwise node the region can take: one 4-D output, every input of
@@ -115,8 +101,7 @@ static bool elementwise_roles(const nn_graph *g, const nn_node *n, int *role) {
             role[k] = IN_DATA;
         else if (t->ndim >= 3 && t->dims[t->ndim - 3] == y->dims[1] && t->dims[t->ndim - 2] == 1 &&
                  t->dims[t->ndim - 1] == 1 && (t->ndim == 3 || t->dims[0] == 1 || t->dims[0] == y->dims[0]) &&
-                 (n->op == NN_OP_FusedElementwise || n->op == NN_OP_Add || n->op == NN_OP_Sub || n->op == NN_OP_Mul ||
-                  n->op == NN_OP_Div || n->op == NN_OP_Max || n->op == NN_OP_Min || n->op == NN_OP_PRelu))
+                 nn_float_elementwise(n))
             role[k] = IN_CHANNEL; /* broadcasting ops only: Q / DQ per axis are not broadcasts */
         else
             return false;

@@ -53,6 +53,10 @@ void nn_node_absorb(nn_graph *g, nn_node *host, nn_node *absorbed, const char *w
 /* Give a node a copy of `params` (size bytes, plain data) in the graph's
  * metadata; NULL params clears them.  False when out of memory. */
 bool nn_node_set_params(nn_graph *g, nn_node *n, const void *params, size_t size);
+/* An elementwise node whose inputs broadcast against its output as numpy's
+ * do (the binary arithmetic ops, Clip, FusedElementwise, the unary ops):
+ * what passes may move to another layout or evaluate on other elements. */
+bool nn_float_elementwise(const nn_node *n);
 /* Record what a node absorbed: "A" then "A+B" ... */
 void nn_node_note_fused(nn_graph *g, nn_node *n, const char *what);
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/registry.h"
 #include "pass.h"
 
 int *nn_value_uses(const nn_graph *g) {
@@ -102,4 +103,21 @@ int nn_graph_insert_node(nn_graph *g, int at, const char *name, int op, int n_in
         for (int k = 0; k < g->nodes[i].n_out; k++)
             if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = i;
     return at;
+}
+
+bool nn_float_elementwise(const nn_node *n) {
+    switch (n->op) {
+    case NN_OP_FusedElementwise:
+    case NN_OP_Add:
+    case NN_OP_Sub:
+    case NN_OP_Mul:
+    case NN_OP_Div:
+    case NN_OP_Max:
+    case NN_OP_Min:
+    case NN_OP_Pow:
+    case NN_OP_PRelu:
+    case NN_OP_Clip: return true;
+    /* the unary ones; BatchNormalization's inputs are per channel, not broadcasts */
+    default: return n->op != NN_OP_BatchNormalization && (nn_op_get(n->op)->flags & NN_OPF_ELEMENTWISE) && n->n_in == 1;
+    }
 }

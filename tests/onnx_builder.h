@@ -228,6 +228,16 @@ static inline Onnx__TensorProto *float_init(builder *b, const char *name, int nd
     return t;
 }
 
+/* bytes as they lie in memory (raw_data): int8, uint8, int32 ... */
+static inline Onnx__TensorProto *raw_init(builder *b, const char *name, int dtype, int ndim, const int64_t *dims,
+                                          const void *data, size_t bytes) {
+    Onnx__TensorProto *t = tensor_init(b, name, dtype, ndim, dims);
+    t->has_raw_data = 1;
+    t->raw_data.len = bytes;
+    t->raw_data.data = builder_dup(b, data, bytes);
+    return t;
+}
+
 static inline Onnx__TensorProto *int64_init(builder *b, const char *name, int ndim, const int64_t *dims, int n_values,
                                             const int64_t *values) {
     Onnx__TensorProto *t = tensor_init(b, name, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, ndim, dims);

@@ -49,10 +49,10 @@ static inline int count_op(const nn_model *m, int op) {
     return n;
 }
 
-static const char *op_name(int op) { return op >= 0 && nn_op_get(op) ? nn_op_get(op)->name : "?"; }
+static inline const char *op_name(int op) { return op >= 0 && nn_op_get(op) ? nn_op_get(op)->name : "?"; }
 
 /* the node ops in order, "Conv Relu" */
-static const char *ops_string(const nn_model *m) {
+static inline const char *ops_string(const nn_model *m) {
     static char s[1024];
     s[0] = 0;
     for (int i = 0; i < m->g.n_nodes; i++)
@@ -78,13 +78,13 @@ static inline int value_id(const nn_model *m, const char *name) {
     return -1;
 }
 
-static const char *value_name(const nn_model *m, int v) { return v >= 0 ? m->g.values[v].name : "(none)"; }
+static inline const char *value_name(const nn_model *m, int v) { return v >= 0 ? m->g.values[v].name : "(none)"; }
 
-static const char *input_name(const nn_model *m, const nn_node *n, int k) {
+static inline const char *input_name(const nn_model *m, const nn_node *n, int k) {
     return k < n->n_in ? value_name(m, n->in[k]) : "(absent)";
 }
 
-static const char *act_name(nn_act a) {
+static inline const char *act_name(nn_act a) {
     static const char *names[] = {"NONE",         "RELU",       "CLIP", "LEAKY_RELU", "SIGMOID",
                                   "HARD_SIGMOID", "HARD_SWISH", "SILU", "TANH", "GELU", "GELU_TANH"};
     return (unsigned)a < sizeof names / sizeof *names ? names[a] : "?";
@@ -181,6 +181,9 @@ static inline nn_model *load_opts(const char *path, int optimize, const char *pa
 }
 
 /* ---- running */
+/* The inputs random_inputs makes lie in [-bound, bound]. */
+static float random_input_bound __attribute__((unused)) = 2.0f;
+
 /* Seeded random inputs at the model's shapes; returns how many (data malloc'd). */
 static inline int random_inputs(const nn_model *m, uint32_t seed, nn_tensor *in, int cap) {
     int n = nn_input_count(m);
@@ -189,7 +192,7 @@ static inline int random_inputs(const nn_model *m, uint32_t seed, nn_tensor *in,
         nn_input_info(m, i, &name, &in[i]);
         int64_t count = nn_tensor_elements(&in[i]);
         in[i].data = malloc(sizeof(float) * (size_t)count);
-        fill(in[i].data, (int)count, -2.0f, 2.0f, seed + (uint32_t)i);
+        fill(in[i].data, (int)count, -random_input_bound, random_input_bound, seed + (uint32_t)i);
     }
     return n;
 }

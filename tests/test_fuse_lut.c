@@ -5,29 +5,14 @@
  * it), HardSwish, and LeakyRelu after a scalar Mul; and must leave the
  * chain when a value inside it is also a graph output, when a Mul's other
  * operand is per channel, when the Mul's operands come from two different
- * DQs, and when the pass is disabled by name. */
-#include <stdlib.h>
-#include <string.h>
-
-#include "../engine/model.h"
-#include "../ops/registry.h"
-#include "check.h"
-#include "nn.h"
-#include "onnx_builder.h"
+ * DQs, and when the pass is disabled by name.  The inputs span x's whole
+ * quantized range, so every table entry is read. */
+#include "pass_harness.h"
 
 typedef enum variant { SILU, HARDSWISH, SCALED_LEAKY, INNER_OUTPUT, PER_CHANNEL, TWO_INPUTS, N_VARIANTS } variant;
 static const char *names[] = {"SiLU (Sigmoid, Mul)", "HardSwish", "a scalar Mul, then LeakyRelu",
                               "the Sigmoid is also a graph output", "a per-channel Mul", "a Mul of two DQs"};
 enum { C = 4, HW = 6 };
-
-static Onnx__TensorProto *raw(builder *b, const char *name, int dtype, int ndim, const int64_t *dims,
-                              const void *data, size_t bytes) {
-    Onnx__TensorProto *t = tensor_init(b, name, dtype, ndim, dims);
-    t->has_raw_data = 1;
-    t->raw_data.len = bytes;
-    t->raw_data.data = builder_dup(b, data, bytes);
-    return t;
-}
 
 static const char *build(builder *b, variant v) {
     builder_init(b);
@@ -39,8 +24,8 @@ static const char *build(builder *b, variant v) {
     float_init(b, "s", 0, NULL, 1, &s);
     float_init(b, "s2", 0, NULL, 1, &s2);
     float_init(b, "k", 0, NULL, 1, &k);
-    raw(b, "z", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &z, 1);
-    raw(b, "z2", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &z2, 1);
+    raw_init(b, "z", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &z, 1);
+    raw_init(b, "z2", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &z2, 1);
     float per_ch[C] = {0.5f, 1.0f, 1.5f, 2.0f};
     float_init(b, "per_ch", 3, (int64_t[]){C, 1, 1}, C, per_ch);
     node_io(b, "QuantizeLinear", "q_x", 3, (const char *[]){"x", "s", "z"}, 1, (const char *[]){"x_q"});
@@ -73,60 +58,24 @@ static const char *build(builder *b, variant v) {
     return save(b, files[v]);
 }
 
-static nn_model *load_model(const char *path, const char *disable) {
-    nn_options o = nn_options_default();
-    o.threads = 1;
-    o.cache = 0;
-    o.disable_passes = disable;
-    o.verify = 1;
-    nn_model *m = NULL;
-    CHECK(nn_load(path, &o, &m) == NN_OK, "load %s: %s", path, nn_last_error());
-    return m;
-}
-
-static int count(const nn_model *m, int op) {
-    int n = 0;
-    for (int i = 0; i < m->g.n_nodes; i++)
-        n += m->g.nodes[i].op == op;
-    return n;
-}
-
-/* output 0 of m and of ref on inputs spanning x's whole quantized range */
-static void same_output(nn_model *m, nn_model *ref) {
-    static float x[C * HW * HW];
-    for (int i = 0; i < C * HW * HW; i++)
-        x[i] = -5.2f + 10.4f * (float)i / (float)(C * HW * HW - 1);
-    nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, C, HW, HW}, .data = x};
-    nn_tensor a[2] = {{0}}, b[2] = {{0}};
-    int n = nn_output_count(m);
-    if (CHECK(nn_predict(m, &in, 1, a, n) == NN_OK, "predict: %s", nn_last_error()) &&
-        CHECK(nn_predict(ref, &in, 1, b, n) == NN_OK, "predict without the pass: %s", nn_last_error()))
-        for (int k = 0; k < n; k++)
-            CHECK(!memcmp(a[k].data, b[k].data, sizeof(float) * C * HW * HW),
-                  "output %d: expected the bytes of the graph without the pass", k);
-    for (int k = 0; k < n; k++) {
-        nn_tensor_release(&a[k]);
-        nn_tensor_release(&b[k]);
-    }
-}
-
 int main(void) {
     if (!mkdtemp(nn_test_dir)) {
         perror("mkdtemp");
         return 1;
     }
+    random_input_bound = 5.2f; /* x's whole quantized range, [-5.12, 5.08], and past it */
     for (int v = 0; v < N_VARIANTS; v++) {
         check_set_case("fuse_lut: %s", names[v]);
         builder b;
         const char *path = build(&b, (variant)v);
-        nn_model *m = load_model(path, NULL), *ref = load_model(path, "fuse_lut");
+        nn_model *m = load_opts(path, 1, NULL, NULL), *ref = load_opts(path, 1, NULL, "fuse_lut");
         bool rewrite = v <= SCALED_LEAKY;
         if (m && ref) {
-            CHECK_EQ_INT("QLookup nodes", rewrite, count(m, NN_OP_QLookup));
-            CHECK_EQ_INT("QLookup nodes with the pass disabled", 0, count(ref, NN_OP_QLookup));
+            CHECK_EQ_INT("QLookup nodes", rewrite, count_op(m, NN_OP_QLookup));
+            CHECK_EQ_INT("QLookup nodes with the pass disabled", 0, count_op(ref, NN_OP_QLookup));
             if (rewrite) /* only the model's own Q of x and DQ of y are left */
                 CHECK_EQ_INT("nodes", 3, m->g.n_nodes);
-            same_output(m, ref);
+            expect_outputs_close(path, m, "fuse_lut", 0.0, __LINE__); /* the same bytes */
         }
         nn_free(m);
         nn_free(ref);

@@ -24,15 +24,6 @@ static const float XS = 0.02f, YS = 0.05f;
 
 typedef enum variant { PLAIN, BAD_BIAS_SCALE, CONV_IS_OUTPUT, NO_QUANTIZE } variant;
 
-static Onnx__TensorProto *raw_init(builder *b, const char *name, int dtype, int ndim, const int64_t *dims,
-                                   const void *data, size_t bytes) {
-    Onnx__TensorProto *t = tensor_init(b, name, dtype, ndim, dims);
-    t->has_raw_data = 1;
-    t->raw_data.len = bytes;
-    t->raw_data.data = builder_dup(b, data, bytes);
-    return t;
-}
-
 static const char *build(builder *b, variant v) {
     builder_init(b);
     int64_t xd[4] = {1, CIN, HW, HW}, wd[4] = {COUT, CIN, KS, KS}, cd[1] = {COUT};

@@ -12,14 +12,7 @@
  * channels-last, with no Transpose of its own.  The pass
  * disabled by name leaves no channels-last node, and every graph gives the
  * bytes it gives without the pass.  The op itself: tests/test_qconv_nhwc.c. */
-#include <stdlib.h>
-#include <string.h>
-
-#include "../engine/model.h"
-#include "../ops/registry.h"
-#include "check.h"
-#include "nn.h"
-#include "onnx_builder.h"
+#include "pass_harness.h"
 
 /* ---- the pass on QDQ graphs */
 
@@ -29,15 +22,6 @@ static const char *variant_names[] = {"a chain of two convs and an Add", "a 3-ch
                                       "a region value that is a graph output", "a first conv of 2 channels per group",
                                       "a first conv with weight zero point 3",
                                       "squeeze-excitation between the convs (float, broadcast Mul)"};
-
-static Onnx__TensorProto *raw(builder *b, const char *name, int dtype, int ndim, const int64_t *dims,
-                              const void *data, size_t bytes) {
-    Onnx__TensorProto *t = tensor_init(b, name, dtype, ndim, dims);
-    t->has_raw_data = 1;
-    t->raw_data.len = bytes;
-    t->raw_data.data = builder_dup(b, data, bytes);
-    return t;
-}
 
 /* QLinearConv `name` from x_q to y_q, cin -> PC channels, k x k (pad k / 2) */
 static void qconv(builder *b, const char *name, const char *x_q, const char *y_q, int cin, int k, int group,
@@ -62,10 +46,10 @@ static void qconv(builder *b, const char *name, const char *x_q, const char *y_q
         wz[c] = wzp;
         bias[c] = (c - 4) * 300;
     }
-    raw(b, nm[0], ONNX__TENSOR_PROTO__DATA_TYPE__INT8, 4, (int64_t[]){PC, cg, k, k}, w, (size_t)n);
+    raw_init(b, nm[0], ONNX__TENSOR_PROTO__DATA_TYPE__INT8, 4, (int64_t[]){PC, cg, k, k}, w, (size_t)n);
     float_init(b, nm[1], 1, (int64_t[]){PC}, PC, ws);
-    raw(b, nm[2], ONNX__TENSOR_PROTO__DATA_TYPE__INT8, 1, (int64_t[]){PC}, wz, sizeof wz);
-    raw(b, nm[3], ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, (int64_t[]){PC}, bias, sizeof bias);
+    raw_init(b, nm[2], ONNX__TENSOR_PROTO__DATA_TYPE__INT8, 1, (int64_t[]){PC}, wz, sizeof wz);
+    raw_init(b, nm[3], ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, (int64_t[]){PC}, bias, sizeof bias);
     free(w);
     Onnx__NodeProto *c = node_io(b, "QLinearConv", name, 9,
                                  (const char *[]){x_q, "s", "z", nm[0], nm[1], nm[2], "s", "z", nm[3]}, 1,
@@ -83,7 +67,7 @@ static const char *build_graph(builder *b, graph_variant v) {
     float s = 0.05f;
     uint8_t z = 120;
     float_init(b, "s", 0, NULL, 1, &s);
-    raw(b, "z", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &z, 1);
+    raw_init(b, "z", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &z, 1);
     node_io(b, "QuantizeLinear", "q_x", 3, (const char *[]){"x", "s", "z"}, 1, (const char *[]){"x_q"});
     qconv(b, "conv_a", "x_q", "a_q", cin, 3, v == GROUPED ? 4 : 1, v == WZP ? 3 : 0, 11);
     node_io(b, "DequantizeLinear", "dq_a", 3, (const char *[]){"a_q", "s", "z"}, 1, (const char *[]){"a"});
@@ -107,48 +91,6 @@ static const char *build_graph(builder *b, graph_variant v) {
     return save(b, files[v]);
 }
 
-static nn_model *load_model(const char *path, const char *disable) {
-    nn_options o = nn_options_default();
-    o.threads = 2;
-    o.cache = 0;
-    o.disable_passes = disable;
-    o.verify = 1;
-    nn_model *m = NULL;
-    CHECK(nn_load(path, &o, &m) == NN_OK, "load %s: %s", path, nn_last_error());
-    return m;
-}
-
-static int count(const nn_model *m, int op) {
-    int n = 0;
-    for (int i = 0; i < m->g.n_nodes; i++)
-        n += m->g.nodes[i].op == op;
-    return n;
-}
-
-/* every output of m and of ref on one seeded input: the same floats */
-static void same_outputs(nn_model *m, nn_model *ref, int cin) {
-    static float x[PC * PHW * PHW];
-    uint32_t seed = 5;
-    for (int i = 0; i < cin * PHW * PHW; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = -6.0f + 12.0f * (float)(seed >> 8) / (float)(1u << 24);
-    }
-    nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 4, .dims = {1, cin, PHW, PHW}, .data = x};
-    nn_tensor a[2] = {{0}}, b[2] = {{0}};
-    int n = nn_output_count(m);
-    if (CHECK(nn_predict(m, &in, 1, a, n) == NN_OK, "predict: %s", nn_last_error()) &&
-        CHECK(nn_predict(ref, &in, 1, b, n) == NN_OK, "predict without the pass: %s", nn_last_error()))
-        for (int k = 0; k < n; k++) {
-            size_t bytes = (size_t)nn_tensor_elements(&a[k]) * sizeof(float);
-            CHECK(nn_tensor_elements(&a[k]) == nn_tensor_elements(&b[k]) && !memcmp(a[k].data, b[k].data, bytes),
-                  "output %d: expected the bytes of the graph without the pass", k);
-        }
-    for (int k = 0; k < n; k++) {
-        nn_tensor_release(&a[k]);
-        nn_tensor_release(&b[k]);
-    }
-}
-
 static void test_pass(void) {
     /* channels-last convs, Adds and Transposes each variant must end with */
     static const int want[N_VARIANTS][3] = {{2, 1, 2}, {1, 1, 2}, {2, 1, 3}, {1, 1, 2}, {1, 1, 2}, {2, 0, 2}};
@@ -156,19 +98,19 @@ static void test_pass(void) {
         check_set_case("layout_nhwc: %s", variant_names[v]);
         builder b;
         const char *path = build_graph(&b, (graph_variant)v);
-        nn_model *m = load_model(path, NULL), *ref = load_model(path, "layout_nhwc");
+        nn_model *m = load_opts(path, 1, NULL, NULL), *ref = load_opts(path, 1, NULL, "layout_nhwc");
         if (m && ref) {
-            CHECK_EQ_INT("QLinearConvNhwc nodes", want[v][0], count(m, NN_OP_QLinearConvNhwc));
-            CHECK_EQ_INT("QLinearConv nodes left", 2 - want[v][0], count(m, NN_OP_QLinearConv));
-            CHECK_EQ_INT("QLinearAdd nodes", want[v][1], count(m, NN_OP_QLinearAdd));
-            CHECK_EQ_INT("Transpose nodes", want[v][2], count(m, NN_OP_Transpose));
+            CHECK_EQ_INT("QLinearConvNhwc nodes", want[v][0], count_op(m, NN_OP_QLinearConvNhwc));
+            CHECK_EQ_INT("QLinearConv nodes left", 2 - want[v][0], count_op(m, NN_OP_QLinearConv));
+            CHECK_EQ_INT("QLinearAdd nodes", want[v][1], count_op(m, NN_OP_QLinearAdd));
+            CHECK_EQ_INT("Transpose nodes", want[v][2], count_op(m, NN_OP_Transpose));
             if (v == SQUEEZE) { /* the pool reads channels-last; the gate reaches the Mul as [1, 1, 1, C] */
-                CHECK_EQ_INT("GlobalAveragePoolNhwc nodes", 1, count(m, NN_OP_GlobalAveragePoolNhwc));
-                CHECK_EQ_INT("GlobalAveragePool nodes left", 0, count(m, NN_OP_GlobalAveragePool));
+                CHECK_EQ_INT("GlobalAveragePoolNhwc nodes", 1, count_op(m, NN_OP_GlobalAveragePoolNhwc));
+                CHECK_EQ_INT("GlobalAveragePool nodes left", 0, count_op(m, NN_OP_GlobalAveragePool));
             }
-            CHECK_EQ_INT("QLinearConvNhwc nodes with the pass disabled", 0, count(ref, NN_OP_QLinearConvNhwc));
-            CHECK_EQ_INT("Transpose nodes with the pass disabled", 0, count(ref, NN_OP_Transpose));
-            same_outputs(m, ref, v == STEM3 ? 3 : PC);
+            CHECK_EQ_INT("QLinearConvNhwc nodes with the pass disabled", 0, count_op(ref, NN_OP_QLinearConvNhwc));
+            CHECK_EQ_INT("Transpose nodes with the pass disabled", 0, count_op(ref, NN_OP_Transpose));
+            expect_outputs_close(path, m, "layout_nhwc", 0.0, __LINE__); /* the same bytes */
         }
         nn_free(m);
         nn_free(ref);
@@ -181,6 +123,7 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
+    random_input_bound = 6.0f; /* past x's quantized range, [-6, 6.75] */
     test_pass();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);

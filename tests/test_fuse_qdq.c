@@ -7,8 +7,9 @@
  * as it is when the bias scale is not x_scale * w_scale, when the Conv's
  * output is also a graph output, when no QuantizeLinear follows, and when
  * the pass is disabled by name.  Then the same for DQ, DQ -> Add -> Q
- * (QLinearAdd, bit for bit: test_add) and DQ -> MaxPool -> Q (the MaxPool
- * on the bytes, bit for bit: test_maxpool). */
+ * (QLinearAdd, bit for bit: test_add), DQ -> MaxPool -> Q (the MaxPool
+ * on the bytes, bit for bit: test_maxpool) and DQ -> Gemm -> Q (a 1 x 1
+ * QLinearConv: test_gemm). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,100 @@ static void test_maxpool(void) {
     }
 }
 
+/* ---- x -> Q -> DQ -> Gemm(DQ(w int8 per row), DQ(b int32)) -> Q -> DQ -> y,
+ * a classifier as the static quantizer writes it: a 1 x 1 QLinearConv
+ * between two Reshapes, within one output step of the unoptimized graph
+ * (the int32 sums against the float ones), the batch of 2 kept; no
+ * rewrite without transB, with alpha 0.5, and when the Gemm's output is
+ * also a graph output. */
+typedef enum gemm_variant { GEMM_PLAIN, GEMM_NO_TRANS_B, GEMM_ALPHA, GEMM_IS_OUTPUT } gemm_variant;
+enum { GN = 2, GK = 24, GM = 10 };
+static const float GYS = 0.04f;
+
+static const char *build_gemm(builder *b, gemm_variant v) {
+    builder_init(b);
+    graph_input(b, "x", 2, (int64_t[]){GN, GK});
+    graph_output(b, "y", 2, (int64_t[]){GN, GM});
+    if (v == GEMM_IS_OUTPUT) graph_output(b, "fc", 2, (int64_t[]){GN, GM});
+    float xs = 0.03f, ys = GYS, ws[GM], bs[GM];
+    uint8_t xz = 110, yz = 120;
+    int8_t w[GM * GK], wz[GM] = {0};
+    int32_t bias[GM];
+    uint32_t seed = 9;
+    for (int i = 0; i < GM * GK; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        w[i] = (int8_t)((int)(seed >> 24) % 255 - 127);
+    }
+    bool per_tensor = v == GEMM_NO_TRANS_B; /* a per-axis scale on axis 0 would not fit [K, M] */
+    for (int m = 0; m < GM; m++) {
+        ws[m] = per_tensor ? 0.004f : 0.002f * (float)(m + 1);
+        bs[m] = xs * ws[m];
+        bias[m] = (m - 5) * 150;
+    }
+    float_init(b, "xs", 0, NULL, 1, &xs);
+    float_init(b, "ys", 0, NULL, 1, &ys);
+    raw_init(b, "xz", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &xz, 1);
+    raw_init(b, "yz", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL, &yz, 1);
+    int64_t wd[2] = {v == GEMM_NO_TRANS_B ? GK : GM, v == GEMM_NO_TRANS_B ? GM : GK};
+    raw_init(b, "w_q", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, 2, wd, w, sizeof w);
+    float_init(b, "w_s", per_tensor ? 0 : 1, (int64_t[]){GM}, per_tensor ? 1 : GM, ws);
+    raw_init(b, "w_z", ONNX__TENSOR_PROTO__DATA_TYPE__INT8, per_tensor ? 0 : 1, (int64_t[]){GM}, wz,
+             per_tensor ? 1 : GM);
+    raw_init(b, "b_q", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, (int64_t[]){GM}, bias, sizeof bias);
+    float_init(b, "b_s", 1, (int64_t[]){GM}, GM, bs);
+    node_io(b, "QuantizeLinear", "q_x", 3, (const char *[]){"x", "xs", "xz"}, 1, (const char *[]){"x_q"});
+    node_io(b, "DequantizeLinear", "dq_x", 3, (const char *[]){"x_q", "xs", "xz"}, 1, (const char *[]){"x_dq"});
+    attr_int(b, node_io(b, "DequantizeLinear", "dq_w", 3, (const char *[]){"w_q", "w_s", "w_z"}, 1,
+                        (const char *[]){"w_dq"}),
+             "axis", 0);
+    attr_int(b, node_io(b, "DequantizeLinear", "dq_b", 2, (const char *[]){"b_q", "b_s"}, 1, (const char *[]){"b_dq"}),
+             "axis", 0);
+    Onnx__NodeProto *g = node_io(b, "Gemm", "fc", 3, (const char *[]){"x_dq", "w_dq", "b_dq"}, 1,
+                                 (const char *[]){"fc"});
+    if (v != GEMM_NO_TRANS_B) attr_int(b, g, "transB", 1);
+    if (v == GEMM_ALPHA) attr_float(b, g, "alpha", 0.5f);
+    node_io(b, "QuantizeLinear", "q_y", 3, (const char *[]){"fc", "ys", "yz"}, 1, (const char *[]){"y_q"});
+    node_io(b, "DequantizeLinear", "dq_y", 3, (const char *[]){"y_q", "ys", "yz"}, 1, (const char *[]){"y"});
+    static const char *files[] = {"qgemm_plain.onnx", "qgemm_no_trans.onnx", "qgemm_alpha.onnx", "qgemm_out.onnx"};
+    return save(b, files[v]);
+}
+
+static void test_gemm(void) {
+    static const char *names[] = {"plain", "no transB", "alpha 0.5", "Gemm output is a graph output"};
+    static float x[GN * GK];
+    uint32_t seed = 13;
+    for (int i = 0; i < GN * GK; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = -3.5f + 8.0f * (float)(seed >> 8) / (float)(1u << 24);
+    }
+    nn_tensor in = {.dtype = NN_DTYPE_FLOAT, .ndim = 2, .dims = {GN, GK}, .data = x};
+    for (int v = GEMM_PLAIN; v <= GEMM_IS_OUTPUT; v++) {
+        check_set_case("fuse_qdq Gemm: %s", names[v]);
+        builder b;
+        const char *path = build_gemm(&b, (gemm_variant)v);
+        nn_model *ref = load(path, 0, NULL, NULL), *m = load(path, 1, NULL, NULL);
+        if (ref && m) {
+            int want = v == GEMM_PLAIN;
+            CHECK_EQ_INT("Gemm nodes", 1 - want, count_op(m, NN_OP_Gemm));
+            CHECK_EQ_INT("QLinearConv nodes (either layout)", want,
+                         count_op(m, NN_OP_QLinearConv) + count_op(m, NN_OP_QLinearConvNhwc));
+            float *r = predict_copy(ref, &in, 1, GN * GM), *c = predict_copy(m, &in, 1, GN * GM);
+            if (r && c) {
+                float worst = 0.0f;
+                for (int i = 0; i < GN * GM; i++)
+                    worst = fabsf(r[i] - c[i]) > worst ? fabsf(r[i] - c[i]) : worst;
+                CHECK(worst <= GYS * 1.001f, "optimized vs unoptimized: expected within one step (%g), got %g apart",
+                      (double)GYS, (double)worst);
+            }
+            free(r);
+            free(c);
+        }
+        nn_free(ref);
+        nn_free(m);
+        builder_free(&b);
+    }
+}
+
 int main(void) {
     if (!mkdtemp(nn_test_dir)) {
         perror("mkdtemp");
@@ -338,6 +433,7 @@ int main(void) {
     }
     test_add();
     test_maxpool();
+    test_gemm();
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", nn_test_dir);

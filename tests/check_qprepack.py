@@ -9,6 +9,10 @@ reference computed here with numpy in 64-bit integers and ONNX Runtime's
 float32 requantization order.  Outputs must be equal, byte for byte.
 
 usage: check_qprepack.py NNRUN WORKDIR ISA...
+
+NN_QPREPACK_ARGS in the environment: more nnrun options, e.g.
+"--disable-pass layout_nhwc" to keep the convs in NCHW, which the
+channels-last pass otherwise takes over (both layouts must give these bytes).
 """
 import os
 import subprocess
@@ -334,6 +338,7 @@ def qadd_unsigned():
 
 def main():
     nnrun, work, isas = sys.argv[1], sys.argv[2], sys.argv[3:] or ["default"]
+    extra = os.environ.get("NN_QPREPACK_ARGS", "").split()
     os.makedirs(work, exist_ok=True)
     bad = 0
     for make in (qmatmul, matmulinteger, qlinearconv, convinteger, qdepthwise, convinteger_depthwise,
@@ -355,8 +360,8 @@ def main():
             for attempt in ("load", "cache"):
                 out = os.path.join(work, "out-%s-%s-%s" % (name, isa, attempt))
                 r = subprocess.run([nnrun, path, "--input", "x=" + xin, "--iters", "1", "--warmup", "0", "--quiet",
-                                    "--cache-dir", cache, "--save-outputs", out], env=env, capture_output=True,
-                                   text=True)
+                                    "--cache-dir", cache, "--save-outputs", out] + extra, env=env,
+                                   capture_output=True, text=True)
                 got = np.load(os.path.join(out, "y.npy")) if r.returncode == 0 else None
                 ok = got is not None and got.dtype == want.dtype and got.shape == want.shape and \
                     np.array_equal(got, want)

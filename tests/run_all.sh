@@ -93,8 +93,13 @@ suite rnn_models tests/check_rnn.sh
 suite quant_models tests/check_quant.sh
 # the integer ops with weights packed at load, fresh and from the plan cache, under each ISA, against numpy
 suite quant_prepacked /usr/bin/python3 tests/check_qprepack.py "$BUILD/nnrun" "$NN_CACHE_DIR/qprepack" avx512 avx2 scalar
-# the depthwise convs on their integer paths (they run through the float kernels by default)
-suite quant_prepacked_int env NN_QDW_FLOAT=0 /usr/bin/python3 tests/check_qprepack.py "$BUILD/nnrun" "$NN_CACHE_DIR/qprepack-int" avx512 avx2
+# the NCHW depthwise convs on their integer paths (they run through the float kernels by default,
+# and channels-last unless layout_nhwc is off)
+suite quant_prepacked_int env NN_QDW_FLOAT=0 "NN_QPREPACK_ARGS=--disable-pass layout_nhwc" /usr/bin/python3 \
+    tests/check_qprepack.py "$BUILD/nnrun" "$NN_CACHE_DIR/qprepack-int" avx512 avx2
+# the convs in NCHW too: passes/layout_nhwc.c takes most of them channels-last by default
+suite quant_prepacked_nchw env "NN_QPREPACK_ARGS=--disable-pass layout_nhwc" /usr/bin/python3 tests/check_qprepack.py \
+    "$BUILD/nnrun" "$NN_CACHE_DIR/qprepack-nchw" avx512 avx2 scalar
 suite structure tests/check_structure.sh
 # docs/operators.md is generated from ops/ops.def, the ONNX schemas and the conformance list: `make docs`
 suite operators_doc /usr/bin/python3 tools/gen_operators.py --check

@@ -11,7 +11,8 @@
 # when node and npm are there; without node/npm, or when the install fails
 # (no network), the ORT comparison is skipped with a message and only the
 # torch comparison runs.
-# Passes when nn's logits are within ORT_TOL relative L2 of ORT's (the QDQ
+# Passes when the channels-last passes (fuse_lut, layout_nhwc) change no
+# output byte, nn's logits are within ORT_TOL relative L2 of ORT's (the QDQ
 # Adds, which ORT runs as a fixed-point QLinearAdd and nn in float, flip a
 # rare rounding that deep layers amplify: docs/quantization.md), and nn's
 # top-1 agrees with torch's at least as often as ORT's does, less one image.
@@ -67,6 +68,15 @@ for name in $names; do
     if ! $BUILD/nnrun "$q.onnx" --input input="$q.input.npy" --save-outputs "$tmp/nn" --warmup 0 --iters 1 \
         >"$tmp/nn.log" 2>&1; then
         echo "$name: FAIL  nnrun: $(tail -n 1 "$tmp/nn.log")"
+        failed=$((failed + 1))
+        continue
+    fi
+    # the NCHW int8 path (no channels-last region, no byte tables) gives the very same bytes
+    mkdir -p "$tmp/nchw"
+    rm -f "$tmp/nchw/"*
+    if ! $BUILD/nnrun "$q.onnx" --input input="$q.input.npy" --save-outputs "$tmp/nchw" --warmup 0 --iters 1 \
+        --disable-pass fuse_lut,layout_nhwc >"$tmp/nchw.log" 2>&1 || ! cmp -s "$tmp/nn/output.npy" "$tmp/nchw/output.npy"; then
+        echo "$name: FAIL  the outputs with and without the channels-last passes (fuse_lut, layout_nhwc) differ"
         failed=$((failed + 1))
         continue
     fi

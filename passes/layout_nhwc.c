@@ -209,6 +209,7 @@ static bool convert(layout *L, int *at, const int *role) {
     for (int k = 0; k < n_in; k++) {
         int r = role ? role[k] : k == 0 ? IN_DATA : IN_SCALAR;
         int v = g->nodes[*at].in[k], nv = v;
+        if (v < 0) continue; /* an absent optional input (Clip's min before a max) */
         if (r == IN_DATA) nv = nhwc_input(L, v, at);
         if (r == IN_CHANNEL) nv = channel_input(L, v, at);
         if (nv < 0) return false;

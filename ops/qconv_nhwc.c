@@ -40,6 +40,7 @@ typedef struct qn_geom {
     int kind;
     int64_t n, h, w, c, m, oh, ow, taps;
     int64_t groups, cg, mg; /* dense: groups, and each one's input and output channels */
+    bool dwb; /* depthwise with w - zw in int8 and uint8 x: prepared for VPDPBUSD too (qn_dwb_args) */
 } qn_geom;
 
 /* The prepared block: this header, then (dense) the weight panels, one of
@@ -49,7 +50,7 @@ typedef struct qn_geom {
  * group's rounded up to whole panels (dense) or all of them to whole
  * blocks of 32 (depthwise).  Checked again when read from the plan cache. */
 typedef struct qn_prep {
-    int64_t magic, kind, m, c, taps, w_signed, groups;
+    int64_t magic, kind, m, c, taps, w_signed, groups, dwb;
 } qn_prep;
 #define QN_MAGIC 0x6e686763716eLL /* "nqcghn" */
 #define QN_DATA  64
@@ -71,9 +72,19 @@ static int64_t prep_index(const qn_geom *q, int64_t m) {
     return q->kind == QN_DENSE ? m / q->mg * round_up(q->mg, QN_NR) + m % q->mg : m;
 }
 
-static size_t prep_size(const qn_geom *q) {
+/* Depthwise with dwb: after the biases and multipliers, per block of 64
+ * channels and group of 4 taps 256 bytes of weights, then per block 64
+ * biases and 64 multipliers, all in qn_dwb_args's order. */
+static int64_t dwb_blocks(const qn_geom *q) { return (q->c + 63) / 64; }
+static int64_t dwb_tap_groups(const qn_geom *q) { return (q->taps + 3) / 4; }
+static size_t dwb_offset(const qn_geom *q) {
     return QN_DATA + (size_t)round_up((int64_t)prep_weight_bytes(q), 64) + (size_t)prep_channels(q) * 8;
 }
+static size_t dwb_bytes(const qn_geom *q) {
+    return q->dwb ? (size_t)(dwb_blocks(q) * (dwb_tap_groups(q) * 256 + 64 * 8)) : 0;
+}
+
+static size_t prep_size(const qn_geom *q) { return dwb_offset(q) + dwb_bytes(q); }
 
 static bool is_int8(nn_dtype t) { return t == NN_DTYPE_UINT8 || t == NN_DTYPE_INT8; }
 
@@ -114,7 +125,13 @@ static nn_status qn_resolve(nn_call *c, qn_geom *q) {
                                  "depthwise channels-last convs take at most %d taps and rows of at most 2^28 bytes",
                                  QN_DW_MAX_TAPS);
         q->kind = QN_DEPTHWISE;
+        /* w - zw in int8 (zero points 0, or 128 on uint8), x uint8: the VPDPBUSD form too */
+        int32_t want = w->dtype == NN_DTYPE_INT8 ? 0 : 128;
+        q->dwb = x->dtype == NN_DTYPE_UINT8 && (nn_present(c, WZ) ? wz->data != NULL : want == 0);
+        for (int64_t i = 0; q->dwb && nn_present(c, WZ) && i < nn_tensor_elements(wz); i++)
+            q->dwb = nn_quant_zero(c, WZ, i) == want;
     } else {
+        q->dwb = false;
         if (q->cg % 4 || x->dtype != NN_DTYPE_UINT8 || q->taps > QN_MAX_TAPS)
             return nn_call_error(c, NN_ERR_UNSUPPORTED,
                                  "a dense channels-last conv needs uint8 x, channels per group a multiple of 4 and at "
@@ -162,8 +179,8 @@ static float multiplier(const nn_call *c, int64_t m) {
 }
 
 static void qn_prepare_into(const nn_call *c, const qn_geom *q, void *prepared) {
-    *(qn_prep *)prepared = (qn_prep){QN_MAGIC,  q->kind,         q->m, q->c, q->taps, c->in[W].dtype == NN_DTYPE_INT8,
-                                     q->groups};
+    *(qn_prep *)prepared = (qn_prep){QN_MAGIC,  q->kind,   q->m, q->c, q->taps, c->in[W].dtype == NN_DTYPE_INT8,
+                                     q->groups, q->dwb};
     uint8_t *data = (uint8_t *)prepared + QN_DATA;
     int64_t ch = prep_channels(q), T = q->taps, C = q->cg, M = q->m, mp = round_up(q->mg, QN_NR);
     int32_t *bias = (int32_t *)(data + round_up((int64_t)prep_weight_bytes(q), 64));
@@ -200,6 +217,21 @@ static void qn_prepare_into(const nn_call *c, const qn_geom *q, void *prepared) 
         bias[prep_index(q, m)] = (int32_t)((b ? (uint32_t)b[m] : 0u) - zx * sum);
         mult[prep_index(q, m)] = multiplier(c, m);
     }
+    if (!q->dwb) return;
+    int8_t *wb = (int8_t *)prepared + dwb_offset(q);
+    int64_t nb = dwb_blocks(q), tgs = dwb_tap_groups(q);
+    int32_t *bias_b = (int32_t *)(wb + nb * tgs * 256);
+    float *mult_b = (float *)(bias_b + nb * 64);
+    for (int64_t m = 0; m < M; m++) {
+        /* channel 64 b + 16 L + 4 k + i: block b, vector k, dword 4 L + i (qn_dwb_args) */
+        int64_t blk = m / 64, r = m % 64, lane = r / 16, k = r % 16 / 4, i = r % 4, dword = lane * 4 + i;
+        for (int64_t t = 0; t < T; t++) {
+            uint8_t raw = w[m * T + t];
+            wb[((blk * tgs + t / 4) * 4 + k) * 64 + dword * 4 + t % 4] = (int8_t)(w_signed ? raw : raw ^ 0x80);
+        }
+        bias_b[blk * 64 + k * 16 + dword] = bias[m];
+        mult_b[blk * 64 + k * 16 + dword] = mult[m];
+    }
 }
 
 static size_t prepared_size_qnhwc(const nn_call *c) {
@@ -218,7 +250,8 @@ static nn_status prepare_qnhwc(const nn_call *c, void *prepared) {
 static bool prep_fits(const nn_call *c, const qn_geom *q, const void *prepared, size_t size) {
     const qn_prep *h = prepared;
     return size == prep_size(q) && h->magic == QN_MAGIC && h->kind == q->kind && h->m == q->m && h->c == q->c &&
-           h->taps == q->taps && h->w_signed == (c->in[W].dtype == NN_DTYPE_INT8) && h->groups == q->groups;
+           h->taps == q->taps && h->w_signed == (c->in[W].dtype == NN_DTYPE_INT8) && h->groups == q->groups &&
+           h->dwb == q->dwb;
 }
 
 static bool prepared_fits_qnhwc(const nn_call *c, const void *prepared, size_t size) {
@@ -463,10 +496,21 @@ typedef struct dw_job {
     uint8_t *y;
     qn_dw_args args;
     qn_dw_fn kernel;
-    bool sgn;
+    qn_dwb_args bargs; /* with the VPDPBUSD kernel (dwb) instead */
+    bool dwb, sgn;
     int64_t ox_lo, ox_hi; /* the output columns whose windows lie inside x's columns */
     int64_t tap_dy[QN_DW_MAX_TAPS], tap_dx[QN_DW_MAX_TAPS];
 } dw_job;
+
+static void dw_kernel(const dw_job *j, const qn_dw_row *r) {
+#if NN_HAVE_X86
+    if (j->dwb) {
+        nn_qn_dw_vnni512(r, &j->bargs);
+        return;
+    }
+#endif
+    j->kernel(r, &j->args);
+}
 
 /* Output rows [lo, hi) (n * OH + oy). */
 static void dw_rows(void *ctx, int64_t lo, int64_t hi, int seat) {
@@ -475,8 +519,9 @@ static void dw_rows(void *ctx, int64_t lo, int64_t hi, int seat) {
     const qn_geom *q = j->q;
     const nn_conv_geom *g = &q->g;
     int64_t T = q->taps, C = q->c, sw = g->stride[1], pw = g->pad[1];
-    const uint8_t *tap[QN_DW_MAX_TAPS];
+    const uint8_t *tap[QN_DW_MAX_TAPS + 3];
     qn_dw_row r = {.tap = tap, .taps = T, .c = C, .sgn = j->sgn, .ldy = C};
+    int64_t padded = j->dwb ? (T + 3) / 4 * 4 : T; /* the VPDPBUSD kernel's 4-tap groups: the rest weigh 0 */
     for (int64_t row = lo; row < hi; row++) {
         int64_t n = row / q->oh, oy = row % q->oh, iy0 = oy * g->stride[0] - g->pad[0];
         const uint8_t *img = j->x + n * q->h * q->w * C;
@@ -487,10 +532,12 @@ static void dw_rows(void *ctx, int64_t lo, int64_t hi, int seat) {
                 int64_t iy = iy0 + j->tap_dy[t];
                 tap[t] = (iy >= 0 && iy < q->h ? img + iy * q->w * C : j->zimg) + (ix + j->tap_dx[t]) * C;
             }
+            for (int64_t t = T; t < padded; t++)
+                tap[t] = tap[0];
             r.step = sw * C;
             r.n = j->ox_hi - j->ox_lo;
             r.y = yrow + j->ox_lo * C;
-            j->kernel(&r, &j->args);
+            dw_kernel(j, &r);
         }
         for (int64_t ox = 0; ox < q->ow; ox++) { /* the edges, a position at a time */
             if (ox == j->ox_lo && j->ox_hi > j->ox_lo) ox = j->ox_hi;
@@ -500,10 +547,12 @@ static void dw_rows(void *ctx, int64_t lo, int64_t hi, int seat) {
                 int64_t iy = iy0 + j->tap_dy[t], ix = ix0 + j->tap_dx[t];
                 tap[t] = iy >= 0 && iy < q->h && ix >= 0 && ix < q->w ? img + (iy * q->w + ix) * C : j->zimg;
             }
+            for (int64_t t = T; t < padded; t++)
+                tap[t] = tap[0];
             r.step = 0;
             r.n = 1;
             r.y = yrow + ox * C;
-            j->kernel(&r, &j->args);
+            dw_kernel(j, &r);
         }
     }
 }
@@ -530,6 +579,21 @@ static void run_depthwise(const nn_call *c, const qn_geom *q, const uint8_t *pre
         j.tap_dy[t] = t / g->kernel[1] * g->dilation[0];
         j.tap_dx[t] = t % g->kernel[1] * g->dilation[1];
     }
+#if NN_HAVE_X86
+    /* VPDPBUSD where it runs and the weights were laid out for it */
+    j.dwb = q->dwb && nn_isa_active() >= NN_ISA_AVX512 && nn_isa_supported(NN_ISA_AVX512) &&
+            nn_isa_has(NN_ISA_EXT_AVX512_VNNI);
+    if (j.dwb) {
+        const int8_t *wb = (const int8_t *)prepared + dwb_offset(q);
+        j.bargs = (qn_dwb_args){.w = wb,
+                                .tap_groups = dwb_tap_groups(q),
+                                .bias = (const int32_t *)(wb + dwb_blocks(q) * dwb_tap_groups(q) * 256),
+                                .zp = j.args.zp,
+                                .lo = j.args.lo,
+                                .hi = j.args.hi};
+        j.bargs.mult = (const float *)(j.bargs.bias + dwb_blocks(q) * 64);
+    }
+#endif
     /* inside: ox * sw - pw >= 0 and ox * sw - pw + (KW - 1) * dw < W */
     nn_valid_range(-g->pad[1], g->stride[1], q->w - (g->kernel[1] - 1) * g->dilation[1], q->ow, &j.ox_lo, &j.ox_hi);
     int64_t rows = q->n * q->oh, work = rows * q->ow * q->c * q->taps;

@@ -75,10 +75,26 @@ typedef struct qn_dw_args {
 
 typedef void (*qn_dw_fn)(const qn_dw_row *r, const qn_dw_args *a);
 
+/* The same sums with VPDPBUSD, where w - zw fits int8 (zero points 0, or
+ * 128 on uint8 weights) and x is uint8: 4 taps at a time, the taps' bytes
+ * of 64 channels interleaved in registers.  w holds, per block of 64
+ * channels and group of 4 taps (taps padded to a multiple of 4 with zero
+ * weights; r->tap has that many entries), 4 vectors of 16 channels x 4
+ * taps in the order the interleaving makes: vector k, dword 4L + i is
+ * channel 16L + 4k + i; bias and mult per block in the same order. */
+typedef struct qn_dwb_args {
+    const int8_t *w;
+    int64_t tap_groups;
+    const int32_t *bias;
+    const float *mult;
+    int32_t zp, lo, hi;
+} qn_dwb_args;
+
 #if NN_HAVE_X86
 /* AVX-512: any C; AVX2: C a multiple of 8 */
 void nn_qn_dw_avx512(const qn_dw_row *r, const qn_dw_args *a);
 void nn_qn_dw_avx2(const qn_dw_row *r, const qn_dw_args *a);
+void nn_qn_dw_vnni512(const qn_dw_row *r, const qn_dwb_args *a);
 void nn_qn_tile_vnni512(const uint8_t *const *a, int64_t a_off, int64_t taps, int64_t groups, const int8_t *b,
                         const qn_epi *e);
 void nn_qn_tile_avx2(const uint8_t *const *a, int64_t a_off, int64_t taps, int64_t groups, const int8_t *b,

@@ -218,4 +218,62 @@ __attribute__((target("avx2,fma"))) void nn_qn_dw_avx2(const qn_dw_row *r, const
             dw_pos256(r, a, p, c0, 1);
     }
 }
+
+/* Depthwise, AVX-512 VNNI (qn_dwb_args): per position and 64 channels, a
+ * group of 4 taps is 4 byte loads interleaved into 4 vectors of (tap 0..3)
+ * bytes per channel, 4 VPDPBUSD; 2 positions at a time.  The packs at the
+ * end undo the interleaving's order, so the 64 bytes store as they are. */
+TVNNI __attribute__((always_inline)) static inline void dwb_pos(const qn_dw_row *r, const qn_dwb_args *a, int64_t p,
+                                                                int64_t c0, __mmask64 m, const int NP) {
+    __m512i acc[2][4];
+    for (int i = 0; i < NP; i++)
+        for (int k = 0; k < 4; k++)
+            acc[i][k] = _mm512_setzero_si512();
+    const int8_t *w = a->w + c0 / 64 * a->tap_groups * 256;
+    for (int64_t tg = 0; tg < a->tap_groups; tg++, w += 256) {
+        __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + 64), w2 = _mm512_loadu_si512(w + 128),
+                w3 = _mm512_loadu_si512(w + 192);
+        const uint8_t *const *t = r->tap + 4 * tg;
+        for (int i = 0; i < NP; i++) {
+            int64_t off = (p + i) * r->step + c0;
+            __m512i x0 = _mm512_maskz_loadu_epi8(m, t[0] + off), x1 = _mm512_maskz_loadu_epi8(m, t[1] + off);
+            __m512i x2 = _mm512_maskz_loadu_epi8(m, t[2] + off), x3 = _mm512_maskz_loadu_epi8(m, t[3] + off);
+            __m512i lo01 = _mm512_unpacklo_epi8(x0, x1), hi01 = _mm512_unpackhi_epi8(x0, x1);
+            __m512i lo23 = _mm512_unpacklo_epi8(x2, x3), hi23 = _mm512_unpackhi_epi8(x2, x3);
+            acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], _mm512_unpacklo_epi16(lo01, lo23), w0);
+            acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], _mm512_unpackhi_epi16(lo01, lo23), w1);
+            acc[i][2] = _mm512_dpbusd_epi32(acc[i][2], _mm512_unpacklo_epi16(hi01, hi23), w2);
+            acc[i][3] = _mm512_dpbusd_epi32(acc[i][3], _mm512_unpackhi_epi16(hi01, hi23), w3);
+        }
+    }
+    const int32_t *bias = a->bias + c0;
+    const float *mult = a->mult + c0;
+    __m512 flo = _mm512_set1_ps((float)(a->lo - a->zp)), fhi = _mm512_set1_ps((float)(a->hi - a->zp));
+    __m512i zp = _mm512_set1_epi32(a->zp);
+    for (int i = 0; i < NP; i++) {
+        __m512i q[4];
+        for (int k = 0; k < 4; k++) {
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc[i][k], _mm512_loadu_si512(bias + 16 * k))),
+                                     _mm512_loadu_ps(mult + 16 * k));
+            f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
+            q[k] = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+        }
+        /* within [lo, hi] already: the saturating packs change nothing but the order */
+        __m512i w01 = _mm512_packs_epi32(q[0], q[1]), w23 = _mm512_packs_epi32(q[2], q[3]);
+        __m512i y = a->lo < 0 ? _mm512_packs_epi16(w01, w23) : _mm512_packus_epi16(w01, w23);
+        _mm512_mask_storeu_epi8(r->y + (p + i) * r->ldy + c0, m, y);
+    }
+}
+
+TVNNI void nn_qn_dw_vnni512(const qn_dw_row *r, const qn_dwb_args *a) {
+    for (int64_t c0 = 0; c0 < r->c; c0 += 64) {
+        int64_t n = r->c - c0;
+        __mmask64 m = n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
+        int64_t p = 0;
+        for (; p + 2 <= r->n; p += 2)
+            dwb_pos(r, a, p, c0, m, 2);
+        for (; p < r->n; p++)
+            dwb_pos(r, a, p, c0, m, 1);
+    }
+}
 #endif

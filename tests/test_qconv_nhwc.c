@@ -22,6 +22,7 @@
 typedef struct qcase {
     int n, c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, group;
     bool depthwise, w_u8, ws_per, bias, y_s8, x_s8;
+    bool dw_any_zero; /* depthwise: weight zero points anything (else 0 / 128: the VPDPBUSD form) */
 } qcase;
 
 static int irand(int lo, int hi) { return lo + (int)(uniform(0.0f, 1.0f) * (float)(hi - lo + 1)) % (hi - lo + 1); }
@@ -78,6 +79,7 @@ static qcase random_case(bool depthwise) {
     q.bias = irand(0, 3) > 0;
     q.y_s8 = irand(0, 1);
     q.x_s8 = depthwise && irand(0, 2) == 0;
+    q.dw_any_zero = depthwise && irand(0, 1);
     return q;
 }
 
@@ -100,7 +102,7 @@ static int make_inputs(const qcase *q, nn_tensor *in) {
     nn_tensor wz = bytes_tensor(w.dtype, 1, (int64_t[]){q->m});
     if (!q->ws_per) wz.ndim = 0;
     for (int i = 0; i < (q->ws_per ? q->m : 1); i++)
-        ((uint8_t *)wz.data)[i] = q->depthwise ? (uint8_t)irand(0, 255) : q->w_u8 ? 128 : 0;
+        ((uint8_t *)wz.data)[i] = q->dw_any_zero ? (uint8_t)irand(0, 255) : q->w_u8 ? 128 : 0;
     uint8_t xz = (uint8_t)irand(0, 255), yz = (uint8_t)irand(0, 255);
     in[0] = x;
     in[1] = scalar(NN_DTYPE_FLOAT, &xs);
@@ -131,7 +133,7 @@ static const char *case_str(const qcase *q) {
     static char s[256];
     snprintf(s, sizeof s,
              "%s g%d n%d c%d %dx%d m%d k%dx%d s%dx%d d%dx%d pads %d,%d,%d,%d w %s%s%s y %s x %s",
-             q->depthwise ? "depthwise" : "dense", q->group, q->n, q->c, q->h, q->w, q->m, q->kh, q->kw, q->sh, q->sw, q->dh,
+             q->depthwise ? (q->dw_any_zero ? "depthwise (any zero points)" : "depthwise") : "dense", q->group, q->n, q->c, q->h, q->w, q->m, q->kh, q->kw, q->sh, q->sw, q->dh,
              q->dw, q->pt, q->pl, q->pb, q->pr, q->w_u8 ? "u8" : "s8", q->ws_per ? " per-channel" : "",
              q->bias ? " bias" : "", q->y_s8 ? "s8" : "u8", q->x_s8 ? "s8" : "u8");
     return s;
@@ -226,7 +228,7 @@ static void test_op(void) {
             cpu_prepare = i % 4 < 2;
             check_set_case("QLinearConvNhwc vs QLinearConv, %s, %d thread(s)%s", nn_isa_name(isas[k]), cpu_threads,
                            cpu_prepare ? ", prepared" : "");
-            qcase q = random_case(i % 3 == 2);
+            qcase q = random_case(i % 3 == 2 || i % 7 == 3);
             op_case(&q);
         }
     }

@@ -31,6 +31,9 @@ bool nn_isa_has(nn_isa_ext ext) {
     case NN_ISA_EXT_AVX512_VNNI:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vnni");
+    case NN_ISA_EXT_AVX512_VBMI:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vbmi");
     case NN_ISA_EXT_AVX512_BF16: {
         /* CPUID leaf 7 subleaf 1, EAX bit 5 (not every compiler's
          * __builtin_cpu_supports knows it); the OS's AVX-512 state comes with avx512f */

@@ -51,6 +51,7 @@ bool nn_isa_parse(const char *name, nn_isa *isa);
 typedef enum nn_isa_ext {
     NN_ISA_EXT_AVX512_VNNI, /* VPDPBUSD on 512-bit vectors (with AVX-512 F and BW) */
     NN_ISA_EXT_AVX512_BF16, /* VDPBF16PS, VCVTNEPS2BF16 on 512-bit vectors (with AVX-512 F and BW) */
+    NN_ISA_EXT_AVX512_VBMI, /* VPERMI2B: 64 table lookups of bytes an instruction (with AVX-512 F and BW) */
     NN_ISA_EXT_COUNT
 } nn_isa_ext;
 /* Whether this build and this CPU have `ext`. */

@@ -5,13 +5,16 @@
  * it), HardSwish, and LeakyRelu after a scalar Mul; and must leave the
  * chain when a value inside it is also a graph output, when a Mul's other
  * operand is per channel, when the Mul's operands come from two different
- * DQs, and when the pass is disabled by name.  The inputs span x's whole
- * quantized range, so every table entry is read. */
+ * DQs, and when the pass is disabled by name; under each ISA this CPU
+ * runs.  The inputs span x's whole quantized range, so every table entry
+ * is read. */
+#include "../ops/isa.h"
 #include "pass_harness.h"
 
 typedef enum variant { SILU, HARDSWISH, SCALED_LEAKY, INNER_OUTPUT, PER_CHANNEL, TWO_INPUTS, N_VARIANTS } variant;
-static const char *names[] = {"SiLU (Sigmoid, Mul)", "HardSwish", "a scalar Mul, then LeakyRelu",
-                              "the Sigmoid is also a graph output", "a per-channel Mul", "a Mul of two DQs"};
+static const char *names[] = {
+    "SiLU (Sigmoid, Mul)", "HardSwish",       "a scalar Mul, then LeakyRelu", "the Sigmoid is also a graph output",
+    "a per-channel Mul",   "a Mul of two DQs"};
 enum { C = 4, HW = 6 };
 
 static const char *build(builder *b, variant v) {
@@ -64,22 +67,27 @@ int main(void) {
         return 1;
     }
     random_input_bound = 5.2f; /* x's whole quantized range, [-5.12, 5.08], and past it */
-    for (int v = 0; v < N_VARIANTS; v++) {
-        check_set_case("fuse_lut: %s", names[v]);
-        builder b;
-        const char *path = build(&b, (variant)v);
-        nn_model *m = load_opts(path, 1, NULL, NULL), *ref = load_opts(path, 1, NULL, "fuse_lut");
-        bool rewrite = v <= SCALED_LEAKY;
-        if (m && ref) {
-            CHECK_EQ_INT("QLookup nodes", rewrite, count_op(m, NN_OP_QLookup));
-            CHECK_EQ_INT("QLookup nodes with the pass disabled", 0, count_op(ref, NN_OP_QLookup));
-            if (rewrite) /* only the model's own Q of x and DQ of y are left */
-                CHECK_EQ_INT("nodes", 3, m->g.n_nodes);
-            expect_outputs_close(path, m, "fuse_lut", 0.0, __LINE__); /* the same bytes */
+    /* each ISA's lookup (AVX-512 VBMI's VPERMI2B, the byte loop) and kernels that make the table */
+    static const nn_isa isas[] = {NN_ISA_AVX512, NN_ISA_AVX2, NN_ISA_SCALAR};
+    for (size_t ii = 0; ii < sizeof isas / sizeof isas[0]; ii++) {
+        if (!nn_isa_select(isas[ii])) continue;
+        for (int v = 0; v < N_VARIANTS; v++) {
+            check_set_case("fuse_lut: %s, %s", names[v], nn_isa_name(isas[ii]));
+            builder b;
+            const char *path = build(&b, (variant)v);
+            nn_model *m = load_opts(path, 1, NULL, NULL), *ref = load_opts(path, 1, NULL, "fuse_lut");
+            bool rewrite = v <= SCALED_LEAKY;
+            if (m && ref) {
+                CHECK_EQ_INT("QLookup nodes", rewrite, count_op(m, NN_OP_QLookup));
+                CHECK_EQ_INT("QLookup nodes with the pass disabled", 0, count_op(ref, NN_OP_QLookup));
+                if (rewrite) /* only the model's own Q of x and DQ of y are left */
+                    CHECK_EQ_INT("nodes", 3, m->g.n_nodes);
+                expect_outputs_close(path, m, "fuse_lut", 0.0, __LINE__); /* the same bytes */
+            }
+            nn_free(m);
+            nn_free(ref);
+            builder_free(&b);
         }
-        nn_free(m);
-        nn_free(ref);
-        builder_free(&b);
     }
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);

@@ -42,12 +42,7 @@ static inline __attribute__((always_inline)) TBF16 void tile_bf16_rows(const int
     }
     __mmask16 m0 = t->nr >= 16 ? 0xffff : (__mmask16)((1u << t->nr) - 1);
     __mmask16 m1 = t->nr >= 32 ? 0xffff : t->nr <= 16 ? 0 : (__mmask16)((1u << (t->nr - 16)) - 1);
-#pragma clang loop unroll(full)
-    for (int i = 0; i < R && i < t->mr; i++) {
-        float *c = t->c + i * t->ldc;
-        _mm512_mask_storeu_ps(c, m0, epi512(c0[i], t, i, 0, m0));
-        if (V > 1) _mm512_mask_storeu_ps(c + 16, m1, epi512(c1[i], t, i, 16, m1));
-    }
+    store512_rows(R, V, c0, c1, t, m0, m1);
 }
 
 static inline __attribute__((always_inline)) TBF16 void tile_bf16_width(const int V, const tile_args *t) {

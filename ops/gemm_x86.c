@@ -139,12 +139,7 @@ static inline __attribute__((always_inline)) T512 void tile512_rows(const int R,
         if (V > 1) store512_transposed(R, c1, t, 16);
         return;
     }
-#pragma clang loop unroll(full)
-    for (int i = 0; i < R && i < t->mr; i++) {
-        float *c = t->c + i * t->ldc;
-        _mm512_mask_storeu_ps(c, m0, epi512(c0[i], t, i, 0, m0));
-        if (V > 1) _mm512_mask_storeu_ps(c + 16, m1, epi512(c1[i], t, i, 16, m1));
-    }
+    store512_rows(R, V, c0, c1, t, m0, m1);
 }
 
 static inline __attribute__((always_inline)) T512 void tile512_width(const int V, const tile_args *t) {
@@ -197,10 +192,7 @@ static inline __attribute__((always_inline)) T512 void tile512_narrow(const int 
     for (int j = 0; j < 16; j++)
         r[j] = j < W && j < t->nr ? _mm512_add_ps(e[j], o[j]) : _mm512_setzero_ps();
     transpose16(r); /* r[i]: row i of the tile */
-    __mmask16 m = (__mmask16)((1u << t->nr) - 1);
-#pragma clang loop unroll(full)
-    for (int i = 0; i < V16_MR; i++)
-        if (i < t->mr) _mm512_mask_storeu_ps(t->c + i * t->ldc, m, epi512(r[i], t, i, 0, m));
+    store512_rows(V16_MR, 1, r, r, t, (__mmask16)((1u << t->nr) - 1), 0);
 }
 
 T512 static void tile_avx512(const tile_args *t) {

@@ -215,8 +215,12 @@ static inline __attribute__((always_inline)) T512 void tile512_rows(const int R,
 }
 
 static inline __attribute__((always_inline)) T512 void tile512_width(const int V, const tile_args *t) {
-    if (t->mr > 8)
+    if (t->mr > 12)
         tile512_rows(14, V, t);
+    else if (t->mr > 10)
+        tile512_rows(12, V, t);
+    else if (t->mr > 8)
+        tile512_rows(10, V, t);
     else if (t->mr > 4)
         tile512_rows(8, V, t);
     else if (t->mr > 2)

@@ -49,6 +49,12 @@ static inline __attribute__((always_inline)) T256 __m256 nn_exp256(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* The activations the kernels' epilogues run besides ReLU and Clip (which
+ * they spell out), X(act) for each: a switch over these with a constant
+ * act in each case folds nn_act512 / nn_act256 to the case's expression. */
+#define NN_ACT_VEC_OTHERS(X)                                                                                           \
+    X(NN_ACT_LEAKY_RELU) X(NN_ACT_SIGMOID) X(NN_ACT_HARD_SIGMOID) X(NN_ACT_HARD_SWISH) X(NN_ACT_SILU)
+
 /* nn_act_apply's cases (tanh excepted: the kernels run it after the tile). */
 #define NN_ACT_VEC_BODY(V, EXP)                                                                                        \
     switch (act) {                                                                                                     \

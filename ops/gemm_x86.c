@@ -17,18 +17,14 @@
 /* n lines of 8 floats in buf (8 apart) through an activation other than
  * ReLU and Clip, line l stored at c + l * ldc under the lane mask m. */
 T256 static __attribute__((noinline)) void act_store256(const float *buf, int n, float *c, int64_t ldc, __m256i m,
-                                                         nn_act act, float alpha, float beta) {
+                                                        nn_act act, float alpha, float beta) {
     switch (act) {
 #define LINES(A)                                                                                                       \
     case A:                                                                                                            \
         for (int l = 0; l < n; l++)                                                                                    \
-            _mm256_maskstore_ps(c + l * ldc, m, nn_act256(_mm256_loadu_ps(buf + 8 * l), A, alpha, beta));             \
+            _mm256_maskstore_ps(c + l * ldc, m, nn_act256(_mm256_loadu_ps(buf + 8 * l), A, alpha, beta));              \
         return;
-        LINES(NN_ACT_LEAKY_RELU)
-        LINES(NN_ACT_SIGMOID)
-        LINES(NN_ACT_HARD_SIGMOID)
-        LINES(NN_ACT_HARD_SWISH)
-        LINES(NN_ACT_SILU)
+        NN_ACT_VEC_OTHERS(LINES)
 #undef LINES
     default:
         for (int l = 0; l < n; l++)
@@ -182,8 +178,8 @@ static inline __attribute__((always_inline)) T512 void tile512_rows(const int R,
         _mm_prefetch((const char *)next, _MM_HINT_T1);                                                                 \
         _mm_prefetch((const char *)next_b, _MM_HINT_T1);                                                               \
         if (V > 1) _mm_prefetch((const char *)(next_b + 16), _MM_HINT_T1);                                             \
-        /* masked: a B read in place ends at its last valid column */                                                 \
-        __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = V > 1 ? _mm512_maskz_loadu_ps(m1, b + 16) : b0;                \
+        /* masked: a B read in place ends at its last valid column */                                                  \
+        __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = V > 1 ? _mm512_maskz_loadu_ps(m1, b + 16) : b0;                 \
         _Pragma("clang loop unroll(full)") for (int i = 0; i < R; i++) {                                               \
             __m512 ai = _mm512_set1_ps(a[i]);                                                                          \
             c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);                                                                    \

@@ -14,20 +14,18 @@
  * unrolled into every tile shape, these cases made the kernels' code 2.4x
  * as large. */
 T512 static __attribute__((noinline)) void act_store512(const float *buf, int n, float *c, int64_t ldc, __mmask16 m0,
-                                                         __mmask16 m1, nn_act act, float alpha, float beta) {
+                                                        __mmask16 m1, nn_act act, float alpha, float beta) {
     switch (act) {
 #define LINES(A)                                                                                                       \
     case A:                                                                                                            \
         for (int l = 0; l < n; l++) {                                                                                  \
             _mm512_mask_storeu_ps(c + l * ldc, m0, nn_act512(_mm512_loadu_ps(buf + 32 * l), A, alpha, beta));          \
-            if (m1) _mm512_mask_storeu_ps(c + l * ldc + 16, m1, nn_act512(_mm512_loadu_ps(buf + 32 * l + 16), A, alpha, beta)); \
+            if (m1)                                                                                                    \
+                _mm512_mask_storeu_ps(c + l * ldc + 16, m1,                                                            \
+                                      nn_act512(_mm512_loadu_ps(buf + 32 * l + 16), A, alpha, beta));                  \
         }                                                                                                              \
         return;
-        LINES(NN_ACT_LEAKY_RELU)
-        LINES(NN_ACT_SIGMOID)
-        LINES(NN_ACT_HARD_SIGMOID)
-        LINES(NN_ACT_HARD_SWISH)
-        LINES(NN_ACT_SILU)
+        NN_ACT_VEC_OTHERS(LINES)
 #undef LINES
     default:
         for (int l = 0; l < n; l++) {
@@ -62,7 +60,8 @@ static inline __attribute__((always_inline)) T512 void store512_rows(const int R
                 if (V > 1) y1[i] = _mm512_add_ps(y1[i], b);
             }
         if (e.bias_col) {
-            __m512 b0 = _mm512_maskz_loadu_ps(m0, e.bias_col), b1 = V > 1 ? _mm512_maskz_loadu_ps(m1, e.bias_col + 16) : b0;
+            __m512 b0 = _mm512_maskz_loadu_ps(m0, e.bias_col),
+                   b1 = V > 1 ? _mm512_maskz_loadu_ps(m1, e.bias_col + 16) : b0;
             EACH_ROW {
                 y0[i] = _mm512_add_ps(y0[i], b0);
                 if (V > 1) y1[i] = _mm512_add_ps(y1[i], b1);
@@ -88,7 +87,8 @@ static inline __attribute__((always_inline)) T512 void store512_rows(const int R
             }
             break;
         }
-        default: { /* the rest out of line, through a buffer */
+        default: {
+            /* the rest out of line, through a buffer */
             float buf[16 * 32]; /* R <= 16 */
             EACH_ROW {
                 _mm512_storeu_ps(buf + 32 * i, y0[i]);

@@ -76,6 +76,7 @@ static inline __attribute__((always_inline)) T256 void store256_transposed(const
     EACH_COL _mm256_maskstore_ps(e.c + (j0 + j) * e.ldc, rows, r[j]);
 #undef EACH_COL
 }
+
 /* R rows by V vectors of 8 columns: V = 1 serves a tile whose valid columns
  * fit in the panel's first half (N = 49 ends on a 1-column tile), at half
  * the multiply-adds of a full one. */

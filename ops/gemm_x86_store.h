@@ -1,5 +1,5 @@
 /* The AVX-512 tiles' stores (gemm_x86.c's fp32 kernel, gemm_bf16_x86.c's
- * bf16 one): a row of accumulators through the epilogue, and a tile stored
+ * bf16 one): a tile's rows through the epilogue, and a tile stored
  * transposed.  Included only where NN_HAVE_X86, after immintrin.h. */
 #ifndef NN_GEMM_X86_STORE_H
 #define NN_GEMM_X86_STORE_H

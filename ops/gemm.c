@@ -32,9 +32,7 @@ const gemm_kernel *nn_gemm_kernel_at(int ki) {
     return ki >= 0 && ki <= GEMM_KERNEL_BF16 && kernels[ki] ? kernels[ki] : &nn_gemm_kernel_blas;
 }
 
-bool nn_gemm_bf16_available(void) {
-    return NN_HAVE_X86 && nn_isa_active() >= NN_ISA_AVX512 && nn_isa_has(NN_ISA_EXT_AVX512_BF16);
-}
+bool nn_gemm_bf16_available(void) { return nn_isa_ext_at(nn_isa_active(), NN_ISA_EXT_AVX512_BF16); }
 
 const char *nn_gemm_kernel_name(void) { return nn_isa_name(nn_isa_active()); }
 

@@ -46,6 +46,10 @@ bool nn_isa_has(nn_isa_ext ext) {
     }
 }
 
+bool nn_isa_ext_at(nn_isa isa, nn_isa_ext ext) {
+    return isa >= NN_ISA_AVX512 && nn_isa_supported(NN_ISA_AVX512) && nn_isa_has(ext);
+}
+
 bool nn_isa_parse(const char *name, nn_isa *isa) {
     for (int i = 0; name && i < NN_ISA_COUNT; i++)
         if (!strcmp(name, names[i])) {

@@ -56,6 +56,11 @@ typedef enum nn_isa_ext {
 } nn_isa_ext;
 /* Whether this build and this CPU have `ext`. */
 bool nn_isa_has(nn_isa_ext ext);
+/* Whether kernels running at level `isa` may use `ext`: each extension above
+ * widens AVX-512, so the level must be AVX-512 (and run here) and the CPU
+ * must have the extension.  Ask with nn_isa_active() unless choosing for a
+ * given level. */
+bool nn_isa_ext_at(nn_isa isa, nn_isa_ext ext);
 /* For tests and benchmarks: switch every kernel family to `isa` (false, and
  * nothing changes, when unsupported).  Not safe while kernels run. */
 bool nn_isa_select(nn_isa isa);

@@ -86,6 +86,15 @@ static size_t dwb_bytes(const qn_geom *q) {
 
 static size_t prep_size(const qn_geom *q) { return dwb_offset(q) + dwb_bytes(q); }
 
+/* dwb's weights, biases and multipliers in the prepared block (the rest of
+ * qn_dwb_args is the call's) */
+static qn_dwb_args dwb_layout(const qn_geom *q, const void *prepared) {
+    const int8_t *w = (const int8_t *)prepared + dwb_offset(q);
+    const int32_t *bias = (const int32_t *)(w + dwb_blocks(q) * dwb_tap_groups(q) * 256);
+    return (qn_dwb_args){
+        .w = w, .tap_groups = dwb_tap_groups(q), .bias = bias, .mult = (const float *)(bias + dwb_blocks(q) * 64)};
+}
+
 static bool is_int8(nn_dtype t) { return t == NN_DTYPE_UINT8 || t == NN_DTYPE_INT8; }
 
 /* The geometry, and which kind of conv this is; an error for anything else.
@@ -218,10 +227,11 @@ static void qn_prepare_into(const nn_call *c, const qn_geom *q, void *prepared) 
         mult[prep_index(q, m)] = multiplier(c, m);
     }
     if (!q->dwb) return;
-    int8_t *wb = (int8_t *)prepared + dwb_offset(q);
-    int64_t nb = dwb_blocks(q), tgs = dwb_tap_groups(q);
-    int32_t *bias_b = (int32_t *)(wb + nb * tgs * 256);
-    float *mult_b = (float *)(bias_b + nb * 64);
+    qn_dwb_args at = dwb_layout(q, prepared); /* the block is ours to write */
+    int8_t *wb = (int8_t *)at.w;
+    int32_t *bias_b = (int32_t *)at.bias;
+    float *mult_b = (float *)at.mult;
+    int64_t tgs = at.tap_groups;
     for (int64_t m = 0; m < M; m++) {
         /* channel 64 b + 16 L + 4 k + i: block b, vector k, dword 4 L + i (qn_dwb_args) */
         int64_t blk = m / 64, r = m % 64, lane = r / 16, k = r % 16 / 4, i = r % 4, dword = lane * 4 + i;
@@ -298,8 +308,7 @@ static void tile_portable(const uint8_t *const *a, int64_t a_off, int64_t taps, 
 
 static qn_tile_fn tile_for(nn_isa isa) {
 #if NN_HAVE_X86
-    if (isa >= NN_ISA_AVX512 && nn_isa_supported(NN_ISA_AVX512) && nn_isa_has(NN_ISA_EXT_AVX512_VNNI))
-        return nn_qn_tile_vnni512;
+    if (nn_isa_ext_at(isa, NN_ISA_EXT_AVX512_VNNI)) return nn_qn_tile_vnni512;
     if (isa >= NN_ISA_AVX2 && nn_isa_supported(NN_ISA_AVX2)) return nn_qn_tile_avx2;
 #else
     (void)isa;
@@ -581,17 +590,12 @@ static void run_depthwise(const nn_call *c, const qn_geom *q, const uint8_t *pre
     }
 #if NN_HAVE_X86
     /* VPDPBUSD where it runs and the weights were laid out for it */
-    j.dwb = q->dwb && nn_isa_active() >= NN_ISA_AVX512 && nn_isa_supported(NN_ISA_AVX512) &&
-            nn_isa_has(NN_ISA_EXT_AVX512_VNNI);
+    j.dwb = q->dwb && nn_isa_ext_at(nn_isa_active(), NN_ISA_EXT_AVX512_VNNI);
     if (j.dwb) {
-        const int8_t *wb = (const int8_t *)prepared + dwb_offset(q);
-        j.bargs = (qn_dwb_args){.w = wb,
-                                .tap_groups = dwb_tap_groups(q),
-                                .bias = (const int32_t *)(wb + dwb_blocks(q) * dwb_tap_groups(q) * 256),
-                                .zp = j.args.zp,
-                                .lo = j.args.lo,
-                                .hi = j.args.hi};
-        j.bargs.mult = (const float *)(j.bargs.bias + dwb_blocks(q) * 64);
+        j.bargs = dwb_layout(q, prepared);
+        j.bargs.zp = j.args.zp;
+        j.bargs.lo = j.args.lo;
+        j.bargs.hi = j.args.hi;
     }
 #endif
     /* inside: ox * sw - pw >= 0 and ox * sw - pw + (KW - 1) * dw < W */

@@ -149,8 +149,7 @@ static void tile_scalar(const uint8_t *a, const int8_t *b, int64_t groups, int32
 /* The tile kernel for `isa` on this CPU. */
 static qg_tile_fn tile_for(nn_isa isa) {
 #if NN_HAVE_X86
-    if (isa >= NN_ISA_AVX512 && nn_isa_supported(NN_ISA_AVX512) && nn_isa_has(NN_ISA_EXT_AVX512_VNNI))
-        return nn_qg_tile_vnni512;
+    if (nn_isa_ext_at(isa, NN_ISA_EXT_AVX512_VNNI)) return nn_qg_tile_vnni512;
     if (isa >= NN_ISA_AVX2 && nn_isa_supported(NN_ISA_AVX2)) return nn_qg_tile_avx2;
 #else
     (void)isa;

@@ -536,7 +536,7 @@ static nn_status run_qlookup(nn_call *c) {
                      .table = c->in[1].data,
                      .y = c->out[0].data,
                      .n = n,
-                     .vbmi = nn_isa_active() == NN_ISA_AVX512 && nn_isa_has(NN_ISA_EXT_AVX512_VBMI)};
+                     .vbmi = nn_isa_ext_at(nn_isa_active(), NN_ISA_EXT_AVX512_VBMI)};
     nn_par_for_range(n > 4 * NN_PAR_MIN ? c->threads : 1, (n + 4095) / 4096, 1, qlookup_range, &j);
     return NN_OK;
 }

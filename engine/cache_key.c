@@ -100,9 +100,10 @@ static void cpu_features(char *buf, size_t size) {
     char blocking[128];
     nn_ops_cpu_blocking(blocking, sizeof blocking, true);
 #if defined(__x86_64__)
-    snprintf(buf, size, "gemm=%s,avx512f=%d,avx2=%d,fma=%d,blocking=%s", nn_ops_cpu_kernels(),
+    /* amx: bf16 weights are packed for the AMX kernel's panels, not AVX512-BF16's */
+    snprintf(buf, size, "gemm=%s,avx512f=%d,avx2=%d,fma=%d,amx=%d,blocking=%s", nn_ops_cpu_kernels(),
              __builtin_cpu_supports("avx512f") != 0, __builtin_cpu_supports("avx2") != 0,
-             __builtin_cpu_supports("fma") != 0, blocking);
+             __builtin_cpu_supports("fma") != 0, nn_ops_cpu_amx(), blocking);
 #else
     snprintf(buf, size, "gemm=%s,blocking=%s", nn_ops_cpu_kernels(), blocking);
 #endif

@@ -3,6 +3,7 @@
  * backend all build theirs here, so a field nn_call gains is set once. */
 #include <string.h>
 
+#include "../ops/registry.h"
 #include "model.h"
 
 nn_call nn_node_call(const nn_model *m, const nn_node *n, const nn_tensor *in, nn_tensor *out, char *err,
@@ -18,9 +19,10 @@ nn_call nn_node_call(const nn_model *m, const nn_node *n, const nn_tensor *in, n
                      .prologue = n->has_prologue ? &n->prologue : NULL,
                      .prepared = n->prepared,
                      .pool = (nn_arena *)&m->g.weights, /* folding; a run gives its lane's pool */
-                     /* Winograd stays on with bf16, in fp32: on the convs it takes it beat the
-                      * bf16 GEMM (docs/precision.md, "Winograd under bf16") */
-                     .winograd = m->opt.winograd != 0,
+                     /* Winograd stays on with bf16, in fp32, where the bf16 GEMM runs on
+                      * AVX512-BF16: on the convs it takes it beat that GEMM; the AMX GEMM beats
+                      * it (docs/precision.md, "Winograd under bf16") */
+                     .winograd = m->opt.winograd != 0 && !(m->opt.precision == NN_PRECISION_BF16 && nn_ops_cpu_amx()),
                      .bf16 = m->opt.precision == NN_PRECISION_BF16,
                      .err = err,
                      .err_size = err_size};

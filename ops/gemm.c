@@ -21,18 +21,43 @@
 #include "gemm_kernel.h"
 
 const gemm_kernel *nn_gemm_kernel_at(int ki) {
-    static const gemm_kernel *const kernels[GEMM_KERNEL_BF16 + 1] = {
+    static const gemm_kernel *const kernels[GEMM_KERNEL_AMX + 1] = {
         [NN_ISA_SCALAR] = &nn_gemm_kernel_blas, /* OpenBLAS per block; nn_gemm_kernel_scalar is the reference */
 #if NN_HAVE_X86
         [NN_ISA_AVX2] = &nn_gemm_kernel_avx2,
         [NN_ISA_AVX512] = &nn_gemm_kernel_avx512,
         [GEMM_KERNEL_BF16] = &nn_gemm_kernel_bf16,
+        [GEMM_KERNEL_AMX] = &nn_gemm_kernel_amx,
 #endif
     };
-    return ki >= 0 && ki <= GEMM_KERNEL_BF16 && kernels[ki] ? kernels[ki] : &nn_gemm_kernel_blas;
+    return ki >= 0 && ki <= GEMM_KERNEL_AMX && kernels[ki] ? kernels[ki] : &nn_gemm_kernel_blas;
 }
 
 bool nn_gemm_bf16_available(void) { return nn_isa_ext_at(nn_isa_active(), NN_ISA_EXT_AVX512_BF16); }
+
+static bool amx_off; /* nn_gemm_bf16_use_amx(false); read and written atomically */
+
+void nn_gemm_bf16_use_amx(bool on) { __atomic_store_n(&amx_off, !on, __ATOMIC_RELAXED); }
+
+bool nn_gemm_bf16_amx(void) {
+    return !__atomic_load_n(&amx_off, __ATOMIC_RELAXED) && nn_gemm_bf16_available() &&
+           nn_isa_ext_at(nn_isa_active(), NN_ISA_EXT_AMX_BF16);
+}
+
+/* AMX where it runs and every K block holds at least 16 steps: its panels
+ * pad K to a multiple of 32, which fits the panel's place only then
+ * (kd_pair_rows); a K that small is a few multiply-adds a column anyway. */
+int nn_gemm_bf16_kernel(const nn_gemm *g) {
+#if NN_HAVE_X86
+    if (nn_gemm_bf16_amx() && g->k >= 32) {
+        kblocks kb = k_blocks(&nn_gemm_kernel_amx, g->k);
+        if (g->k - (kb.count - 1) * kb.size >= 16) return GEMM_KERNEL_AMX;
+    }
+#else
+    (void)g;
+#endif
+    return GEMM_KERNEL_BF16;
+}
 
 const char *nn_gemm_kernel_name(void) { return nn_isa_name(nn_isa_active()); }
 

@@ -131,6 +131,12 @@ bool nn_gemm_block_fits_b(const nn_gemm *g, const void *block, size_t size);
 /* Whether this build and processor run the bf16 kernel (AVX512-BF16) and
  * the ISA in use allows it (NN_ISA below avx512 does not). */
 bool nn_gemm_bf16_available(void);
+/* Whether bf16 products run on AMX tiles (AMX-BF16, ops/gemm_amx_x86.c)
+ * rather than AVX512-BF16 vectors; nn_gemm_bf16_use_amx(false) keeps them
+ * on the vectors (tests, A/B runs; NN_AMX=0 in the environment does the
+ * same from the start).  Not while products run. */
+bool nn_gemm_bf16_amx(void);
+void nn_gemm_bf16_use_amx(bool on);
 
 /* A conv's GEMM with positions as rows (ops/conv.c): A is the transposed
  * im2col matrix of one image, m = its positions, k = channels x taps.

@@ -48,6 +48,14 @@ typedef struct gemm_kernel {
      * zero-padded.  A panel keeps the fp32 panel's place and size (offsets
      * stay the driver's) and fills its first half. */
     bool pairs;
+    /* With pairs: an A panel holds its rows one after another, each row's
+     * pairs contiguous (pair q of row i at word i * P + q, P =
+     * kd_pair_rows(kc)), instead of a K step's rows together (the AMX
+     * kernel's tiles load A by rows). */
+    bool a_rows;
+    /* With pairs: a panel's K is zero-padded to a multiple of this many steps
+     * (0: to an even count), and K blocks but the last are multiples of it. */
+    int k_align;
     /* A last tile of at most this many columns (not of a transposed C) runs
      * with vectors down its rows, at about a fifth of a full tile's time (0: none) */
     int narrow;
@@ -153,9 +161,18 @@ typedef struct kblocks {
 static inline kblocks k_blocks(const gemm_kernel *kd, int64_t k) {
     int64_t kc = gemm_blocks(kd).kc;
     if (k <= 0) return (kblocks){.count = 1, .size = 0};
-    int64_t count = (k + kc - 1) / kc, size = (k + count - 1) / count;
-    if (count > 1) size += size & 1; /* <= kc: kc is even */
+    int64_t count = (k + kc - 1) / kc, size = (k + count - 1) / count, align = kd->k_align > 2 ? kd->k_align : 2;
+    if (count > 1) size = (size + align - 1) / align * align; /* even: <= kc (kc is even) */
     return (kblocks){.count = (k + size - 1) / size, .size = size};
+}
+
+/* The K pairs a panel of a pairs kernel holds for a block of kc steps: kc
+ * rounded up to the kernel's alignment, halved.  At most kc when kc >= 16,
+ * so that the pairs fit the fp32 panel's place (nn_gemm_bf16_kernel keeps
+ * the AMX kernel, the only one aligning to more than 2, to such blocks). */
+static inline int64_t kd_pair_rows(const gemm_kernel *kd, int64_t kc) {
+    int64_t align = kd->k_align > 2 ? kd->k_align : 2;
+    return (kc + align - 1) / align * align / 2;
 }
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -255,13 +272,16 @@ extern const gemm_kernel nn_gemm_kernel_scalar, nn_gemm_kernel_blas;
 extern const gemm_kernel nn_gemm_kernel_avx2, nn_gemm_kernel_avx512;
 #endif
 #if NN_HAVE_X86
-extern const gemm_kernel nn_gemm_kernel_bf16;
+extern const gemm_kernel nn_gemm_kernel_bf16, nn_gemm_kernel_amx;
 #endif
 const gemm_kernel *nn_gemm_kernel_at(int ki);
 static inline int kernel_index(void) { return (int)nn_isa_active(); }
-/* The kernel a product runs with: the ISA's, or the bf16 family past them. */
+/* The kernel a product runs with: the ISA's, or a bf16 family past them
+ * (AVX512-BF16's, or AMX's where nn_gemm_bf16_kernel takes it). */
 #define GEMM_KERNEL_BF16 ((int)NN_ISA_COUNT)
-static inline int gemm_kernel_index(const nn_gemm *g) { return g->bf16 ? GEMM_KERNEL_BF16 : kernel_index(); }
+#define GEMM_KERNEL_AMX  ((int)NN_ISA_COUNT + 1)
+int nn_gemm_bf16_kernel(const nn_gemm *g);
+static inline int gemm_kernel_index(const nn_gemm *g) { return g->bf16 ? nn_gemm_bf16_kernel(g) : kernel_index(); }
 
 /* fp32 to bf16, rounded to nearest even; a NaN stays a (quiet) NaN. */
 static inline uint16_t bf16_round(float x) {

@@ -193,11 +193,13 @@ bool nn_gemm_pack_conv_a(const nn_gemm *g, const nn_gemm_conv *cv, const float *
 /* ---- packing */
 
 /* One row of A or column of B, kc values `step` floats apart (NULL: a
- * padding one, zeros), scaled, as bf16 pairs (gemm_kernel.h) every `stride`
- * words of d: the portable packer, for weights at load and transposed operands. */
-static void pack_pairs(const float *src, int64_t step, int64_t kc, float scale, int stride, uint32_t *d) {
-    for (int64_t p = 0; p < kc; p += 2, d += stride) {
-        float lo = src ? scale * src[p * step] : 0.0f;
+ * padding one, zeros), scaled, as `pairs` bf16 pairs (gemm_kernel.h; those
+ * past kc zero) every `stride` words of d: the portable packer, for
+ * weights at load and transposed operands. */
+static void pack_pairs(const float *src, int64_t step, int64_t kc, int64_t pairs, float scale, int64_t stride,
+                       uint32_t *d) {
+    for (int64_t p = 0; p < 2 * pairs; p += 2, d += stride) {
+        float lo = src && p < kc ? scale * src[p * step] : 0.0f;
         float hi = src && p + 1 < kc ? scale * src[(p + 1) * step] : 0.0f;
         *d = bf16_pair(lo, hi);
     }
@@ -213,7 +215,7 @@ void nn_gemm_pack_b_panels(const gemm_kernel *kd, const nn_gemm *g, const float 
         kd->pack_conv(table, b, p0, kc, nr, dst);
     } else if (g->trans_b && kd->pairs) {
         for (int64_t j = 0; j < ncp; j++)
-            pack_pairs(j < nc ? b + (n0 + j) * g->ldb + p0 : NULL, 1, kc, 1.0f, nr,
+            pack_pairs(j < nc ? b + (n0 + j) * g->ldb + p0 : NULL, 1, kc, kd_pair_rows(kd, kc), 1.0f, nr,
                        (uint32_t *)(dst + j / nr * panel) + j % nr);
     } else if (g->trans_b) {
         for (int64_t j = 0; j < ncp; j++) {
@@ -237,15 +239,18 @@ void nn_gemm_pack_b_panels(const gemm_kernel *kd, const nn_gemm *g, const float 
 void nn_gemm_pack_a_panels(const gemm_kernel *kd, const nn_gemm *g, const float *a, int64_t p0, int64_t kc, int64_t m0,
                            int64_t mc, float *dst) {
     int mr = kd->mr;
-    int64_t mcp = nn_round_up(mc, mr);
-    if (g->trans_a && g->alpha == 1.0f) { /* A's storage is B's layout: a K row holds a row of each panel */
+    int64_t mcp = nn_round_up(mc, mr), pairs = kd_pair_rows(kd, kc);
+    if (g->trans_a && g->alpha == 1.0f && !kd->a_rows) { /* A's storage is B's layout: a K row holds a row of each panel */
         kd->pack_plain(a + p0 * g->lda + m0, g->lda, kc, mc, mr, dst, NULL);
         return;
     }
     for (int64_t i = 0; i < mcp && kd->pairs; i++) {
         const float *src = g->trans_a ? a + p0 * g->lda + m0 + i : a + (m0 + i) * g->lda + p0;
-        pack_pairs(i < mc ? src : NULL, g->trans_a ? g->lda : 1, kc, g->alpha, mr,
-                   (uint32_t *)(dst + i / mr * mr * kc) + i % mr);
+        uint32_t *panel = (uint32_t *)(dst + i / mr * mr * kc);
+        if (kd->a_rows) /* row i % mr of its panel: its pairs contiguous */
+            pack_pairs(i < mc ? src : NULL, g->trans_a ? g->lda : 1, kc, pairs, g->alpha, 1, panel + i % mr * pairs);
+        else
+            pack_pairs(i < mc ? src : NULL, g->trans_a ? g->lda : 1, kc, pairs, g->alpha, mr, panel + i % mr);
     }
     if (kd->pairs) return;
     if (!g->trans_a) {

@@ -52,6 +52,10 @@ typedef enum nn_isa_ext {
     NN_ISA_EXT_AVX512_VNNI, /* VPDPBUSD on 512-bit vectors (with AVX-512 F and BW) */
     NN_ISA_EXT_AVX512_BF16, /* VDPBF16PS, VCVTNEPS2BF16 on 512-bit vectors (with AVX-512 F and BW) */
     NN_ISA_EXT_AVX512_VBMI, /* VPERMI2B: 64 table lookups of bytes an instruction (with AVX-512 F and BW) */
+    /* AMX-TILE and AMX-BF16 (TDPBF16PS on 16 x 16 fp32 tiles), the OS's tile
+     * state enabled and granted to this process (Linux: arch_prctl
+     * ARCH_REQ_XCOMP_PERM, asked once); NN_AMX=0 in the environment hides it. */
+    NN_ISA_EXT_AMX_BF16,
     NN_ISA_EXT_COUNT
 } nn_isa_ext;
 /* Whether this build and this CPU have `ext`. */

@@ -57,4 +57,5 @@ nn_status nn_op_check_dtypes(const nn_op_desc *d, nn_call *c) {
 }
 
 const char *nn_ops_cpu_kernels(void) { return nn_gemm_kernel_name(); }
+int nn_ops_cpu_amx(void) { return nn_gemm_bf16_amx(); }
 void nn_ops_cpu_blocking(char *buf, size_t size, bool compact) { nn_gemm_describe_blocking(buf, size, compact); }

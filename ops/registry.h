@@ -23,6 +23,8 @@ int nn_op_table_check(void);
 /* The CPU kernel set the ops run with ("avx512", "avx2", "portable"): packed
  * weights made for one do not fit another, so the plan cache keys on it. */
 const char *nn_ops_cpu_kernels(void);
+/* Whether bf16 products run on AMX (1) or not (0). */
+int nn_ops_cpu_amx(void);
 /* The cache sizes the CPU kernels block for and the GEMM blocking they
  * give: the plan cache keys on it too (scratch sizes, packed K blocks). */
 void nn_ops_cpu_blocking(char *buf, size_t size, bool compact);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../ops/gemm.h"
+#include "../ops/gemm_kernel.h"
 #include "../ops/isa.h"
 #include "check.h"
 #include "nn.h"
@@ -40,6 +41,8 @@ static double to_bf16(float x) {
     return r;
 }
 
+static const char *pass_name = "avx512-bf16"; /* the kernel the cases run on */
+
 typedef struct gcase {
     const char *name;
     int64_t m, n, k;
@@ -48,12 +51,13 @@ typedef struct gcase {
     bool residual;
     nn_act act;
     float alpha;
+    float act_alpha, act_beta; /* Clip's bounds, LeakyReLU's slope */
 } gcase;
 
 /* One product: dense A (m x k) and B (k x n) give both the operands in the
  * layout the case asks for and the reference. */
 static void run_case(const gcase *cs) {
-    check_set_case("%s %lldx%lldx%lld", cs->name, (long long)cs->m, (long long)cs->n, (long long)cs->k);
+    check_set_case("%s: %s %lldx%lldx%lld", pass_name, cs->name, (long long)cs->m, (long long)cs->n, (long long)cs->k);
     int64_t m = cs->m, n = cs->n, k = cs->k;
     float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
     float *at = malloc(sizeof(float) * (size_t)(m * k)), *bt = malloc(sizeof(float) * (size_t)(k * n));
@@ -94,6 +98,10 @@ static void run_case(const gcase *cs) {
             if (cs->residual) s += res[i * n + j];
             if (cs->act == NN_ACT_RELU) s = s > 0 ? s : 0;
             if (cs->act == NN_ACT_SIGMOID) s = 1 / (1 + exp(-s));
+            if (cs->act == NN_ACT_CLIP) s = fmin(fmax(s, cs->act_alpha), cs->act_beta);
+            if (cs->act == NN_ACT_LEAKY_RELU && s < 0) s *= cs->act_alpha;
+            if (cs->act == NN_ACT_HARD_SWISH) s *= fmin(fmax(s / 6 + 0.5, 0), 1);
+            if (cs->act == NN_ACT_SILU) s /= 1 + exp(-s);
             want[i * n + j] = s;
             bound[i * n + j] = 2e-6 * (double)k * mag / sqrt((double)k) + 1e-5 * (1 + fabs(s)); /* fp32 sums */
         }
@@ -113,6 +121,8 @@ static void run_case(const gcase *cs) {
                  .bias_kind = cs->bias,
                  .bias = cs->bias == NN_GEMM_BIAS_COL ? bias + m : bias,
                  .act = cs->act,
+                 .act_alpha = cs->act_alpha,
+                 .act_beta = cs->act_beta,
                  .bf16 = true};
     float *rest = NULL;
     if (cs->residual && cs->trans_c) {
@@ -166,7 +176,7 @@ static void run_case(const gcase *cs) {
 /* A 3x3 conv's im2col as B (pad 1, stride s) with A pre-packed: the
  * reference reads the same padded windows. */
 static void run_conv(int64_t ch, int64_t h, int64_t w, int64_t stride, int64_t out_ch, int threads) {
-    check_set_case("conv %lldch %lldx%lld stride %lld, %d thread(s)", (long long)ch, (long long)h, (long long)w,
+    check_set_case("%s: conv %lldch %lldx%lld stride %lld, %d thread(s)", pass_name, (long long)ch, (long long)h, (long long)w,
                    (long long)stride, threads);
     int64_t oh = (h + 2 - 3) / stride + 1, ow = (w + 2 - 3) / stride + 1, k = ch * 9, n = oh * ow;
     float *x = malloc(sizeof(float) * (size_t)(ch * h * w)), *wt = malloc(sizeof(float) * (size_t)(out_ch * k));
@@ -324,19 +334,26 @@ static double conv_bf16_vs_fp32(int64_t stride) {
     return d;
 }
 
-/* Winograd's 3x3 convs stay in fp32 under bf16, faster there than the bf16
- * GEMM (docs/precision.md, "Winograd under bf16"); a stride-2 one, which
- * Winograd does not take, runs in bf16. */
-static void check_winograd(void) {
-    check_set_case("winograd under bf16");
+/* Winograd's 3x3 convs stay in fp32 under bf16 on AVX512-BF16, faster there
+ * than its bf16 GEMM, and go to the GEMM on AMX, which beats Winograd
+ * (docs/precision.md, "Winograd under bf16"); a stride-2 one, which
+ * Winograd does not take, runs in bf16 on either.  `amx`: which. */
+static void check_winograd(bool amx) {
+    check_set_case("winograd under bf16, %s", amx ? "amx-bf16" : "avx512-bf16");
+    nn_gemm_bf16_use_amx(amx);
     if (!CHECK(mkdtemp(nn_test_dir) != NULL, "mkdtemp failed")) return;
     double d1 = conv_bf16_vs_fp32(1), d2 = conv_bf16_vs_fp32(2);
-    CHECK(d1 == 0, "stride 1 (Winograd): bf16 output should equal fp32's bit for bit, relative L2 %.3g", d1);
+    if (amx)
+        CHECK(d1 > 1e-4 && d1 < 1e-1, "stride 1 (the AMX GEMM): relative L2 against fp32 %.3g, want within (1e-4, 1e-1)",
+              d1);
+    else
+        CHECK(d1 == 0, "stride 1 (Winograd): bf16 output should equal fp32's bit for bit, relative L2 %.3g", d1);
     CHECK(d2 > 1e-4 && d2 < 1e-1, "stride 2 (the bf16 GEMM): relative L2 against fp32 %.3g, want within (1e-4, 1e-1)",
           d2);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", nn_test_dir);
     CHECK(system(cmd) == 0, "cannot remove %s", nn_test_dir);
+    memcpy(nn_test_dir + strlen(nn_test_dir) - 6, "XXXXXX", 6); /* the template again, for the next mkdtemp */
 }
 
 static void check_refused(void) {
@@ -370,18 +387,44 @@ int main(int argc, char **argv) {
          .bias = NN_GEMM_BIAS_COL, .residual = true, .act = NN_ACT_RELU, .alpha = 1},
         {"prologue", 21, 100, 35, .prologue = true, .bias = NN_GEMM_BIAS_ROW, .alpha = 1},
         {"wide", 300, 600, 96, .pack_a = true, .alpha = 1},
+        /* AMX's tile halves (M, N at 16 and 17, 32 and 33), K padded to 32
+         * (16 the least it takes, 31, 32, 33), K blocks aligned to 32 with a
+         * short last one, each epilogue on the lower half's rows */
+        {"K 16, 16 x 16", 16, 16, 16, .pack_a = true, .bias = NN_GEMM_BIAS_ROW, .alpha = 1},
+        {"K 31, 17 x 17", 17, 17, 31, .residual = true, .act = NN_ACT_HARD_SWISH, .alpha = 1},
+        {"K 32, 32 x 32", 32, 32, 32, .pack_a = true, .act = NN_ACT_CLIP, .alpha = 1, .act_alpha = -1,
+         .act_beta = 2},
+        {"K 33, 33 x 33", 33, 33, 33, .bias = NN_GEMM_BIAS_COL, .act = NN_ACT_SILU, .alpha = 1},
+        {"K 1100 trans C", 40, 50, 1100, .pack_a = true, .trans_c = true, .bias = NN_GEMM_BIAS_ROW, .residual = true,
+         .alpha = 1},
+        {"K 530 trans B", 70, 45, 530, .trans_b = true, .act = NN_ACT_LEAKY_RELU, .alpha = 1, .act_alpha = 0.1f},
+        {"trans A K 100 trans C", 20, 40, 100, .trans_a = true, .trans_c = true, .act = NN_ACT_RELU, .alpha = 1},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run_case(&cases[i]);
-    run_conv(3, 9, 11, 1, 5, 2);
-    run_conv(13, 20, 17, 2, 40, 2);
-    run_conv(64, 14, 14, 1, 30, 2);
-    /* a plane wider than the kernel's own 512-column block: the blocking
-     * derived from a large L2 (tests/run_all.sh runs this with one) packs
-     * blocks of up to NN_GEMM_NC_MAX columns; one thread takes all of N */
-    run_conv(16, 48, 50, 1, 20, 1);
+    /* every case on each bf16 kernel this processor runs: AVX512-BF16's
+     * vectors, then AMX's tiles where it has them */
+    bool amx = nn_gemm_bf16_amx();
+    printf("bf16 kernels: avx512-bf16%s\n", amx ? ", amx-bf16" : " (no AMX-BF16 here)");
+    for (int pass = 0; pass < (amx ? 2 : 1); pass++) {
+        nn_gemm_bf16_use_amx(pass == 1);
+        pass_name = pass ? "amx-bf16" : "avx512-bf16";
+        nn_gemm g = {.m = 64, .n = 64, .k = 64, .bf16 = true};
+        CHECK(gemm_kernel_index(&g) == (pass ? GEMM_KERNEL_AMX : GEMM_KERNEL_BF16), "pass %d: kernel %d", pass,
+              gemm_kernel_index(&g));
+        g.k = 15; /* too short a K for AMX's padded panels: the vectors' kernel */
+        CHECK(gemm_kernel_index(&g) == GEMM_KERNEL_BF16, "K 15 on pass %d: kernel %d", pass, gemm_kernel_index(&g));
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            run_case(&cases[i]);
+        run_conv(3, 9, 11, 1, 5, 2);
+        run_conv(13, 20, 17, 2, 40, 2);
+        run_conv(64, 14, 14, 1, 30, 2);
+        /* a plane wider than the kernel's own 512-column block: the blocking
+         * derived from a large L2 (tests/run_all.sh runs this with one) packs
+         * blocks of up to NN_GEMM_NC_MAX columns; one thread takes all of N */
+        run_conv(16, 48, 50, 1, 20, 1);
+    }
     check_cache();
-    check_winograd();
+    check_winograd(false);
+    if (amx) check_winograd(true);
     /* the ISA chosen below avx512 takes the kernel away: refused, not run in fp32 */
     if (nn_isa_select(NN_ISA_AVX2)) {
         CHECK(!nn_gemm_bf16_available(), "bf16 still available under avx2");

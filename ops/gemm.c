@@ -129,6 +129,22 @@ static bool reads_b_in_place(const nn_gemm *g, const gemm_kernel *kd) {
            (kd->block || few_rows || short_rows);
 }
 
+/* A B read in place is K rows of a plane each (a 1x1 conv's input), and a
+ * tile reads each of its K rows in turn: one stream per row, too many for
+ * the processor's prefetchers to follow, so a tile that found B in another
+ * core's cache or in L3 (the layer before wrote it) waited on every row.
+ * The tile pulls rows toward L2 ahead of its reads (next_b): this many rows
+ * ahead in its own columns, or, in a K block of at most
+ * B_IN_PLACE_NEXT_TILE_K rows, where that would leave a large share of each
+ * tile's first rows unfetched, the same row of the next tile's columns.  On
+ * a Xeon (AMX machine, 2 threads, batch 1): MobileNetV2 0.92x, ResNet-50
+ * 0.94x the time with the rows ahead (8 rows: 0.96x, 32: 0.95x), then
+ * MobileNetV2 0.96x again with the next tile's for short K, whose large K
+ * blocks lost by it (1024 -> 256 on 14x14: 1.10-1.14x); docs/perf-notes.md,
+ * "GEMM: B read in place, pulled in ahead". */
+#define B_IN_PLACE_AHEAD       16
+#define B_IN_PLACE_NEXT_TILE_K 128
+
 static bool packed_ok(const nn_gemm_packed *p, int ki, int64_t rows, int64_t k) {
     return p && p->kernel == ki && p->kc == k_blocks(nn_gemm_kernel_at(ki), k).size && p->rows == rows && p->k == k;
 }
@@ -371,6 +387,8 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                         t.b = pl->b_in_place ? bblk + jr : bblk + jr * kc;
                         /* while the first tile of rows streams the block's panels */
                         t.next_b = pl->b_packed && ir == 0 && mb == m0 && jr + nr < nc ? t.b + nr * kc : t.b;
+                        if (pl->b_in_place)
+                            t.next_b = kc <= B_IN_PLACE_NEXT_TILE_K ? t.b + nr : t.b + B_IN_PLACE_AHEAD * g->ldb;
                         int64_t c_at = g->trans_c ? col * g->ldc + row : row * g->ldc + col;
                         int64_t r_at = g->trans_c ? col * g->ldr + row : row * g->ldr + col;
                         t.c = c + c_at;

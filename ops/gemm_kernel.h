@@ -21,7 +21,8 @@ typedef struct tile_args {
      * one computes (see run_task); a itself when there is none. */
     const float *next_a;
     /* Likewise the next tile's pre-packed B panel (the AVX-512 kernel's, whose
-     * transposed-C convs take their weights as B); b itself when none. */
+     * transposed-C convs take their weights as B), or for a B read in place
+     * its rows some rows ahead of b (gemm.c, B_IN_PLACE_AHEAD); b itself when none. */
     const float *next_b;
     int64_t ldb; /* NR for a packed panel, B's row stride when read in place */
     float *c;

@@ -163,7 +163,8 @@ static inline kblocks k_blocks(const gemm_kernel *kd, int64_t k) {
     int64_t kc = gemm_blocks(kd).kc;
     if (k <= 0) return (kblocks){.count = 1, .size = 0};
     int64_t count = (k + kc - 1) / kc, size = (k + count - 1) / count, align = kd->k_align > 2 ? kd->k_align : 2;
-    if (count > 1) size = (size + align - 1) / align * align; /* even: <= kc (kc is even) */
+    /* even: <= kc (kc is even); aligned to more (AMX), up to align - 1 past kc */
+    if (count > 1) size = (size + align - 1) / align * align;
     return (kblocks){.count = (k + size - 1) / size, .size = size};
 }
 

@@ -385,10 +385,10 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                         t.a = ablk + ir * kc;
                         t.next_a = next_a;
                         t.b = pl->b_in_place ? bblk + jr : bblk + jr * kc;
-                        /* while the first tile of rows streams the block's panels */
-                        t.next_b = pl->b_packed && ir == 0 && mb == m0 && jr + nr < nc ? t.b + nr * kc : t.b;
                         if (pl->b_in_place)
                             t.next_b = kc <= B_IN_PLACE_NEXT_TILE_K ? t.b + nr : t.b + B_IN_PLACE_AHEAD * g->ldb;
+                        else /* while the first tile of rows streams the block's panels */
+                            t.next_b = pl->b_packed && ir == 0 && mb == m0 && jr + nr < nc ? t.b + nr * kc : t.b;
                         int64_t c_at = g->trans_c ? col * g->ldc + row : row * g->ldc + col;
                         int64_t r_at = g->trans_c ? col * g->ldr + row : row * g->ldr + col;
                         t.c = c + c_at;

@@ -316,6 +316,29 @@ static void run_block(const nn_gemm *g, const plan *pl, tile_args *t, const floa
     }
 }
 
+/* For the tile of rows at ir (of mc rows) over the pre-packed panel at
+ * column jr (of a block of nc from nb) in K block p0: its 1/T share of the
+ * next panel (T the block's tiles of rows), or of the next K block's first
+ * panel after the block's last, as next_b stepping next_b_ld floats a K
+ * step (run_task). */
+static void next_b_panel(const nn_gemm *g, const gemm_kernel *kd, tile_args *t, int64_t p0, int64_t nb, int64_t jr,
+                         int64_t nc, int64_t ir, int64_t mc) {
+    int64_t nr = kd->nr, tiles = (mc + kd->mr - 1) / kd->mr, kc = t->kc, kn = kc;
+    const float *next = t->b + nr * kc;
+    if (jr + nr >= nc) {
+        if (p0 + kc >= g->k) {
+            t->next_b_ld = 0; /* the task's last panel: nothing to pull in */
+            return;
+        }
+        kn = min64(k_blocks(kd, g->k).size, g->k - p0 - kc);
+        next = g->b_packed->data + (p0 + kc) * nn_round_up(g->n, nr) + nb * kn;
+    }
+    /* a pairs kernel's panel fills the first half of its place (kd_pair_rows) */
+    int64_t floats = kd->pairs ? kd_pair_rows(kd, kn) * nr : kn * nr, per_step = kd->pairs ? nr / 2 : nr;
+    t->next_b = next + ir / kd->mr * (floats / tiles);
+    t->next_b_ld = (per_step + tiles - 1) / tiles;
+}
+
 /* One task: C rows [m0, m1) x columns [n0, n1) of batch entry (bo, bi). */
 static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
                      int64_t n1, float *scratch) {
@@ -369,26 +392,43 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                     run_block(g, pl, &t, ablk, bblk, c, bias, res, mb, mc, nb, nc);
                     continue;
                 }
-                for (int64_t ir = 0; ir < mc; ir += mr) {
-                    /* Pre-packed weights come from memory once per run, and at a
-                     * few tiles of columns (N = 49 at ResNet-50's 7x7 stage)
-                     * the processor's own prefetch left the tile waiting on
-                     * them: the next panel (the task's rows are consecutive
-                     * panels, then the next K block's) is pulled in ahead. */
-                    const float *next_a = ablk + ir * kc; /* none, or packed here: already in cache */
-                    if (pl->a_packed && mb + ir + mr < m1)
-                        next_a = ablk + (ir + mr) * kc;
-                    else if (pl->a_packed && p0 + kc < g->k)
-                        next_a = packed_a_at(g, kd, bi, p0 + kc, m0);
-                    for (int64_t jr = 0; jr < nc; jr += nr) {
+                /* A pre-packed B is weights (a transposed-C conv's, a
+                 * MatMul's constant B), megabytes read from memory once per
+                 * run.  Its panels go outside and the tiles of rows inside,
+                 * and each of a panel's tiles of rows pulls in its share of
+                 * the next panel (next_b_panel): the weights stream in
+                 * evenly through the product.  Panels inside, the first tile
+                 * of rows read them all from memory while the others read
+                 * them from L2, the one waiting on memory and the memory
+                 * idle for the rest; docs/perf-notes.md, "GEMM: pre-packed
+                 * weights streamed through the product". */
+                bool cols_outer = pl->b_packed && mb == m0;
+                int64_t outer = cols_outer ? nc : mc, inner = cols_outer ? mc : nc;
+                int64_t ostep = cols_outer ? nr : mr, istep = cols_outer ? mr : nr;
+                for (int64_t o = 0; o < outer; o += ostep)
+                    for (int64_t in = 0; in < inner; in += istep) {
+                        int64_t ir = cols_outer ? in : o, jr = cols_outer ? o : in;
+                        /* Pre-packed weights come from memory once per run, and at a
+                         * few tiles of columns (N = 49 at ResNet-50's 7x7 stage)
+                         * the processor's own prefetch left the tile waiting on
+                         * them: the next panel (the task's rows are consecutive
+                         * panels, then the next K block's) is pulled in ahead. */
+                        const float *next_a = ablk + ir * kc; /* none, or packed here: already in cache */
+                        if (pl->a_packed && mb + ir + mr < m1)
+                            next_a = ablk + (ir + mr) * kc;
+                        else if (pl->a_packed && p0 + kc < g->k)
+                            next_a = packed_a_at(g, kd, bi, p0 + kc, m0);
                         int64_t row = mb + ir, col = nb + jr;
                         t.a = ablk + ir * kc;
                         t.next_a = next_a;
                         t.b = pl->b_in_place ? bblk + jr : bblk + jr * kc;
-                        if (pl->b_in_place)
+                        t.next_b = t.b; /* packed here: in cache */
+                        t.next_b_ld = 0;
+                        if (pl->b_in_place) {
                             t.next_b = kc <= B_IN_PLACE_NEXT_TILE_K ? t.b + nr : t.b + B_IN_PLACE_AHEAD * g->ldb;
-                        else /* while the first tile of rows streams the block's panels */
-                            t.next_b = pl->b_packed && ir == 0 && mb == m0 && jr + nr < nc ? t.b + nr * kc : t.b;
+                            t.next_b_ld = g->ldb;
+                        } else if (cols_outer)
+                            next_b_panel(g, kd, &t, p0, nb, jr, nc, ir, mc);
                         int64_t c_at = g->trans_c ? col * g->ldc + row : row * g->ldc + col;
                         int64_t r_at = g->trans_c ? col * g->ldr + row : row * g->ldr + col;
                         t.c = c + c_at;
@@ -403,7 +443,6 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                         for (int i = 0; t.last && post_act && i < lines; i++)
                             kd->act(t.c + i * g->ldc, len, g->act, g->act_alpha, g->act_beta);
                     }
-                }
             }
             p0 += kc;
         } while (p0 < g->k);

@@ -51,12 +51,15 @@ TAMX static void configure(void) {
  * computed (a ragged tile's padding is skipped where it is a whole half). */
 static inline __attribute__((always_inline)) TAMX void amx_product(const int M2, const int N2, const char *a,
                                                                  const char *b, int64_t steps, int64_t lda,
+                                                                 const char *next_b, int64_t next_b_step,
                                                                  float *buf) {
     _tile_zero(0);
     if (N2) _tile_zero(1);
     if (M2) _tile_zero(2);
     if (M2 && N2) _tile_zero(3);
-    for (int64_t s = 0; s < steps; s++, a += 64, b += 16 * 4 * AMX_NR) {
+    for (int64_t s = 0; s < steps; s++, a += 64, b += 16 * 4 * AMX_NR, next_b += next_b_step) {
+        for (int64_t l = 0; l < next_b_step; l += 64) /* a share of the next B panel (tile_args.next_b) */
+            _mm_prefetch(next_b + l, _MM_HINT_T1);
         _tile_loadd(4, a, lda);
         _tile_loadd(6, b, 4 * AMX_NR);
         if (N2) _tile_loadd(7, b + 64, 4 * AMX_NR);
@@ -105,7 +108,9 @@ static inline __attribute__((always_inline)) TAMX void tile_amx_shape(const int 
                                                                     const tile_args *t) {
     _Alignas(64) float buf[AMX_MR * AMX_NR];
     int64_t pairs = (t->kc + 31) / 32 * 16;
-    amx_product(M2, N2, (const char *)t->a, (const char *)t->b, pairs / 16, 4 * pairs, buf);
+    /* next_b_ld floats a K step are 32 of them a step of 32 K steps */
+    amx_product(M2, N2, (const char *)t->a, (const char *)t->b, pairs / 16, 4 * pairs, (const char *)t->next_b,
+                4 * 32 * t->next_b_ld, buf);
     store_half(t, buf, 0, N2 ? 2 : 1);
     if (M2) store_half(t, buf, 1, N2 ? 2 : 1);
 }

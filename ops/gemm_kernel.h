@@ -20,10 +20,13 @@ typedef struct tile_args {
     /* The A panel the next tile will read, pulled toward the cache while this
      * one computes (see run_task); a itself when there is none. */
     const float *next_a;
-    /* Likewise the next tile's pre-packed B panel (the AVX-512 kernel's, whose
-     * transposed-C convs take their weights as B), or for a B read in place
-     * its rows some rows ahead of b (gemm.c, B_IN_PLACE_AHEAD); b itself when none. */
+    /* Likewise B ahead of this tile, from next_b on, next_b_ld floats a K
+     * step (the AVX-512 and AMX kernels pull it in): this tile's share of
+     * the next pre-packed panel (gemm.c, next_b_panel), or for a B read in
+     * place its rows some rows ahead of b (B_IN_PLACE_AHEAD); b and 0 when
+     * none. */
     const float *next_b;
+    int64_t next_b_ld;
     int64_t ldb; /* NR for a packed panel, B's row stride when read in place */
     float *c;
     int64_t ldc;

@@ -186,7 +186,7 @@ static inline __attribute__((always_inline)) T512 void tile512_rows(const int R,
             c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);                                                                    \
             if (V > 1) c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);                                                         \
         }                                                                                                              \
-        a += V16_MR, b += t->ldb, next += V16_MR, next_b += t->ldb;                                                    \
+        a += V16_MR, b += t->ldb, next += V16_MR, next_b += t->next_b_ld;                                              \
     } while (0)
     /* The residual the epilogue adds is a block's input, written layers ago
      * and perhaps no longer in L1 or L2: waiting for its lines after the

@@ -248,6 +248,10 @@ static const gemm_case products[] = {
     {90, 500, 130, 1, 1, TA | ACC | PAD_C | PAD_B, 0, ROW, NN_ACT_SILU, 0.5f, 2},
     {49, 960, 160, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 2},
     {128, 512, 200, 1, 1, PB, 0, COL, NN_ACT_NONE, 1.0f, 3},
+    /* pre-packed weights' panels outside the tiles of rows (run_task), over
+     * several blocks of rows, of columns and of K, a ragged last panel */
+    {650, 1250, 900, 1, 1, PB | RES | ACC | PAD_C, 0, COL, NN_ACT_RELU, 1.0f, 1},
+    {650, 1250, 900, 1, 1, TA | TB | TC | PB | RES, 0, COL, NN_ACT_CLIP, 1.0f, 2},
     /* K = 0: C is bias (and the rest of the epilogue) */
     {5, 9, 0, 1, 1, RES, 0, ROW, NN_ACT_RELU, 1.0f, 1},
     /* batches: shared A across the outer index, packed and not */

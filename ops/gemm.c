@@ -394,7 +394,9 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
                 }
                 /* A pre-packed B is weights (a transposed-C conv's, a
                  * MatMul's constant B), megabytes read from memory once per
-                 * run.  Its panels go outside and the tiles of rows inside,
+                 * run.  In the task's first block of rows (later ones find
+                 * the slab in L2 and keep the old order, which reads less
+                 * from L2) its panels go outside and the tiles of rows inside,
                  * and each of a panel's tiles of rows pulls in its share of
                  * the next panel (next_b_panel): the weights stream in
                  * evenly through the product.  Panels inside, the first tile

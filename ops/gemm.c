@@ -293,6 +293,12 @@ static const float *packed_a_at(const nn_gemm *g, const gemm_kernel *kd, int64_t
     return g->a_packed->data + (size_t)bi * g->a_packed->stride + p0 * nn_round_up(g->m, kd->mr) + row * kc;
 }
 
+/* Likewise the pre-packed B: K block p0 from column `col` (a panel boundary) on. */
+static const float *packed_b_at(const nn_gemm *g, const gemm_kernel *kd, int64_t p0, int64_t col) {
+    int64_t kc = min64(k_blocks(kd, g->k).size, g->k - p0);
+    return g->b_packed->data + p0 * nn_round_up(g->n, kd->nr) + col * kc;
+}
+
 /* The kernel's block hook over C rows [mb, mb + mc) x columns [nb, nb + nc)
  * of one K block: A's block ablk, B's bblk (in place, or NR panels). */
 static void run_block(const nn_gemm *g, const plan *pl, tile_args *t, const float *ablk, const float *bblk, float *c,
@@ -331,7 +337,7 @@ static void next_b_panel(const nn_gemm *g, const gemm_kernel *kd, tile_args *t, 
             return;
         }
         kn = min64(k_blocks(kd, g->k).size, g->k - p0 - kc);
-        next = g->b_packed->data + (p0 + kc) * nn_round_up(g->n, nr) + nb * kn;
+        next = packed_b_at(g, kd, p0 + kc, nb);
     }
     /* a pairs kernel's panel fills the first half of its place (kd_pair_rows) */
     int64_t floats = kd->pairs ? kd_pair_rows(kd, kn) * nr : kn * nr, per_step = kd->pairs ? nr / 2 : nr;
@@ -373,7 +379,7 @@ static void run_task(const nn_gemm *g, const plan *pl, int64_t bo, int64_t bi, i
             int64_t kc = min64(kb.size, g->k - p0);
             const float *bblk = bbuf;
             if (pl->b_packed)
-                bblk = g->b_packed->data + p0 * nn_round_up(g->n, nr) + nb * kc;
+                bblk = packed_b_at(g, kd, p0, nb);
             else if (pl->b_in_place)
                 bblk = b + p0 * g->ldb + nb;
             else

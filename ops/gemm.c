@@ -196,6 +196,27 @@ static void cut_tiles(const gemm_kernel *kd, int64_t tiles, int64_t last, int64_
 #define B_COST_PACKED   16.0
 #define B_COST_PROLOGUE 32.0
 
+/* What a float of pre-packed weights costs, in multiply-adds, where a
+ * thread fetches it from beyond its L2 (docs/perf-notes.md, "GEMM: weights
+ * fetched once a seat").  At batch 1 weights come from memory on every run,
+ * so each seat fetches those of the parts it touches at least once.  A
+ * seat's tasks run M fastest: it cycles through the A of every row part it
+ * holds for each part of the columns, and where those A parts together
+ * outgrow half of L2 each of its tasks fetches its A again; the B of one
+ * column part is reused by the consecutive tasks of its row parts unless
+ * that part alone outgrows half of L2. */
+#define FAR_COST 16.0
+
+/* Floats of pre-packed operand a seat fetches from beyond L2: `part` floats
+ * a task, `distinct` different parts in the product, `per_seat` tasks a
+ * seat, `run` consecutive tasks of a seat on the same part. */
+static double far_floats(double part, int64_t distinct, int64_t per_seat, int64_t run) {
+    int64_t touched = per_seat < distinct ? per_seat : distinct;
+    double l2_half = (double)nn_cpu_l2_share(1 << 20, 1, 2) / sizeof(float);
+    if (run > 1 ? part > l2_half : (double)touched * part > l2_half) return (double)per_seat * part;
+    return (double)touched * part;
+}
+
 /* Choose the split that minimizes the estimated makespan, in multiply-adds:
  * rounds of `threads` tasks, a task costing its padded multiply-adds, a
  * fixed overhead, and per float of A and B it reads: streaming it through
@@ -203,7 +224,8 @@ static void cut_tiles(const gemm_kernel *kd, int64_t tiles, int64_t last, int64_
  * repacks B, an N split an A).  Tasks are taken on demand from contiguous
  * shares (nn_gemm_run); a third of a task is added with several threads,
  * for one that starts or finishes late (the OS took its core for a while),
- * which favours more, smaller tasks while they are cheap.  The parts are
+ * which favours more, smaller tasks while they are cheap; and the weights
+ * each seat fetches from beyond L2 (far_floats).  The parts are
  * then cut by weight (cut_tiles).  Costing the parts by weight instead
  * chose fewer, wider N parts, which stream a B read in place from L2 once
  * per tile of rows (64 -> 384 on 14x14: 1.15x the time). */
@@ -216,6 +238,9 @@ static plan make_plan(const nn_gemm *g, int threads) {
     int64_t mr = pl.kd->mr, nr = pl.kd->nr, bt = batch_count(g, 0) * batch_count(g, 1);
     int64_t mt = (g->m + mr - 1) / mr, nt = (g->n + nr - 1) / nr, k = g->k > 0 ? g->k : 1;
     double b_cost = pl.b_packed || pl.b_in_place ? B_COST_READY : B_COST_PACKED;
+    /* (image, group) products with different weights */
+    int64_t a_batches = (g->stride_a[0] ? batch_count(g, 0) : 1) * (g->stride_a[1] ? batch_count(g, 1) : 1);
+    int64_t b_batches = (g->stride_b[0] ? batch_count(g, 0) : 1) * (g->stride_b[1] ? batch_count(g, 1) : 1);
     double best = -1;
     for (int64_t sm = 1; sm <= mt && sm <= MAX_MPARTS; sm++)
         for (int64_t sn = 1; sn <= nt && sn <= MAX_NPARTS; sn++) {
@@ -229,6 +254,13 @@ static plan make_plan(const nn_gemm *g, int threads) {
                           (pl.a_packed ? 4.0 : 16.0) * mrange * k + 8000.0;
             double rounds = (double)((tasks + threads - 1) / threads) + (threads > 1 ? 0.3 : 0.0);
             double cost = rounds * task;
+            if (threads > 1) {
+                int64_t per_seat = (tasks + threads - 1) / threads;
+                if (pl.a_packed)
+                    cost += FAR_COST * far_floats((double)mrange * k, sm * a_batches, per_seat, 1);
+                if (pl.b_packed)
+                    cost += FAR_COST * far_floats((double)nrange * k, sn * b_batches, per_seat, sm);
+            }
             if (best < 0 || cost < best * 0.97) {
                 best = cost;
                 pl.mparts = sm;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/cpu_caches.h"
 #include "../ops/epilogue.h"
 #include "../ops/gemm.h"
 #include "../ops/gemm_kernel.h"
@@ -540,6 +541,54 @@ static void test_split(void) {
     }
 }
 
+/* Weights a seat fetches from beyond L2 (ops/gemm.c, far_floats): ResNet-50's
+ * stride-2 3x3 conv on 14x14 (256 x 196 x 2304, 2.3 MB of packed weights)
+ * on two threads keeps its columns whole, so that each seat reads its half
+ * of the weights once rather than once per part of the columns (on this
+ * Xeon 0.79x the node's time in the model, docs/perf-notes.md); the same
+ * with a 256-deep K on Zen 3's 512 KiB L2 (without the rule: 2 x 7 parts
+ * with the AVX-512 tiles, 1 x 13 with AVX2's).  Every split is checked against the reference. */
+static void test_split_far(void) {
+    const nn_cpu_caches saved = *nn_cpu_caches_get();
+    static const struct { int64_t k, l2; bool packed, whole; } cases[] = {
+        {2304, 2 << 20, true, true}, {256, 512 << 10, true, true}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        nn_cpu_caches c = saved;
+        c.l2 = cases[ci].l2;
+        c.fixed = false;
+        nn_cpu_caches_set(&c);
+        int64_t m = 256, n = 196, k = cases[ci].k, mp, np;
+        float *a = rand_buf((size_t)(m * k)), *b = rand_buf((size_t)(k * n));
+        float *got = calloc((size_t)(m * n), sizeof(float));
+        nn_gemm g = {.m = m, .n = n, .k = k, .a = a, .lda = k, .b = b, .ldb = n, .c = got, .ldc = n, .alpha = 1.0f,
+                     .batch = {1, 1}};
+        nn_gemm_packed pa;
+        float *pa_mem = aligned_alloc(64, (nn_gemm_pack_a_floats(&g) * sizeof(float) + 63) / 64 * 64 + 64);
+        nn_gemm_pack_a(&g, pa_mem, &pa);
+        if (cases[ci].packed) g.a_packed = &pa;
+        nn_gemm_split(&g, 2, &mp, &np);
+        CHECK(cases[ci].whole ? np == 1 && mp >= 2 : np >= 2,
+              "%lld x %lld x %lld, A %s, L2 %lld KiB, 2 threads: split %lld x %lld, expected %s",
+              (long long)m, (long long)n, (long long)k, cases[ci].packed ? "pre-packed" : "packed by each task",
+              (long long)(cases[ci].l2 >> 10), (long long)mp, (long long)np,
+              cases[ci].whole ? "the columns whole" : "the columns cut");
+        size_t ws = nn_gemm_workspace(&g, 2);
+        void *w = aligned_alloc(64, (ws + 63) / 64 * 64);
+        CHECK(nn_gemm_run(&g, w, ws, 2), "%lld x %lld x %lld: nn_gemm_run refused", (long long)m, (long long)n,
+              (long long)k);
+        char what[96];
+        snprintf(what, sizeof what, "%lld x %lld x %lld split %lld x %lld", (long long)m, (long long)n, (long long)k,
+                 (long long)mp, (long long)np);
+        verify(&g, NULL, what);
+        free(w);
+        free(pa_mem);
+        free(a);
+        free(b);
+        free(got);
+    }
+    nn_cpu_caches_set(&saved);
+}
+
 int main(void) {
     static const char *const names[] = {"avx512", "avx2", "scalar"};
     for (int i = 0; i < 3; i++) {
@@ -559,6 +608,7 @@ int main(void) {
         if (i < 2) { /* the tile kernels; the scalar path hands OpenBLAS whole blocks */
             check_set_case("%s split", names[i]);
             test_split();
+            test_split_far();
         }
         printf("kernel %s: %s\n", names[i], check_failures() == before ? "ok" : "FAILED");
     }

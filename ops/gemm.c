@@ -209,12 +209,12 @@ static void cut_tiles(const gemm_kernel *kd, int64_t tiles, int64_t last, int64_
 
 /* Floats of pre-packed operand a seat fetches from beyond L2: `part` floats
  * a task, `distinct` different parts in the product, `per_seat` tasks a
- * seat, `run` consecutive tasks of a seat on the same part. */
-static double far_floats(double part, int64_t distinct, int64_t per_seat, int64_t run) {
-    int64_t touched = per_seat < distinct ? per_seat : distinct;
-    double l2_half = (double)nn_cpu_l2_share(1 << 20, 1, 2) / sizeof(float);
-    if (run > 1 ? part > l2_half : (double)touched * part > l2_half) return (double)per_seat * part;
-    return (double)touched * part;
+ * seat, `run` consecutive tasks of a seat on the same part; `l2_half` in
+ * floats. */
+static double far_floats(double part, int64_t distinct, int64_t per_seat, int64_t run, double l2_half) {
+    double touched = (double)min64(per_seat, distinct);
+    if (run > 1 ? part > l2_half : touched * part > l2_half) return (double)per_seat * part;
+    return touched * part;
 }
 
 /* Choose the split that minimizes the estimated makespan, in multiply-adds:
@@ -241,6 +241,7 @@ static plan make_plan(const nn_gemm *g, int threads) {
     /* (image, group) products with different weights */
     int64_t a_batches = (g->stride_a[0] ? batch_count(g, 0) : 1) * (g->stride_a[1] ? batch_count(g, 1) : 1);
     int64_t b_batches = (g->stride_b[0] ? batch_count(g, 0) : 1) * (g->stride_b[1] ? batch_count(g, 1) : 1);
+    double l2_half = (double)nn_cpu_l2_share(1 << 20, 1, 2) / sizeof(float);
     double best = -1;
     for (int64_t sm = 1; sm <= mt && sm <= MAX_MPARTS; sm++)
         for (int64_t sn = 1; sn <= nt && sn <= MAX_NPARTS; sn++) {
@@ -252,14 +253,14 @@ static plan make_plan(const nn_gemm *g, int threads) {
             double task = (double)mrange * (double)nrange * (double)k +
                           (g->b_scale && sm > 1 ? B_COST_PROLOGUE : b_cost) * nrange * k +
                           (pl.a_packed ? 4.0 : 16.0) * mrange * k + 8000.0;
-            double rounds = (double)((tasks + threads - 1) / threads) + (threads > 1 ? 0.3 : 0.0);
+            int64_t per_seat = (tasks + threads - 1) / threads;
+            double rounds = (double)per_seat + (threads > 1 ? 0.3 : 0.0);
             double cost = rounds * task;
             if (threads > 1) {
-                int64_t per_seat = (tasks + threads - 1) / threads;
                 if (pl.a_packed)
-                    cost += FAR_COST * far_floats((double)mrange * k, sm * a_batches, per_seat, 1);
+                    cost += FAR_COST * far_floats((double)mrange * k, sm * a_batches, per_seat, 1, l2_half);
                 if (pl.b_packed)
-                    cost += FAR_COST * far_floats((double)nrange * k, sn * b_batches, per_seat, sm);
+                    cost += FAR_COST * far_floats((double)nrange * k, sn * b_batches, per_seat, sm, l2_half);
             }
             if (best < 0 || cost < best * 0.97) {
                 best = cost;

@@ -525,12 +525,20 @@ static void gemv_task(void *ctx, int64_t task, int seat) {
         for (int64_t p = 0; p < g->k && hi > lo; p++)
             kd->axpy(c + lo, g->alpha * a[p], b + p * g->ldb + lo, hi - lo);
     }
+    /* the other form: each output a row of A (or of a transposed B) dotted
+     * with the vector, DOT_ROWS rows streamed side by side: one row at a
+     * time left AlexNet's 150 MB Gemm at 22 GB/s, eight at once reach 29 */
+    const float *vec = cols ? b : a, *rows = cols ? a : b;
+    int64_t ld = cols ? g->lda : g->ldb;
+    float dots[DOT_ROWS] = {0};
     for (int64_t e2 = lo; e2 < hi; e2++) {
         float *y = c + e2 * step, v;
         if (axpy)
             v = *y;
         else {
-            v = g->alpha * (cols ? kd->dot(a + e2 * g->lda, b, g->k) : kd->dot(a, b + e2 * g->ldb, g->k));
+            int64_t q = (e2 - lo) % DOT_ROWS;
+            if (q == 0) kd->dot(vec, rows + e2 * ld, ld, g->k, (int)min64(DOT_ROWS, hi - e2), dots);
+            v = g->alpha * dots[q];
             if (g->accumulate) v += *y;
         }
         if (bias) v += bias[g->bias_kind == NN_GEMM_BIAS_ROW ? (cols ? e2 : 0) : (cols ? 0 : e2)];

@@ -147,7 +147,9 @@ static void pack_plain_amx(const float *src, int64_t ld, int64_t kc, int64_t nc,
 }
 
 static void act_amx(float *y, int64_t n, nn_act act, float a, float b) { nn_gemm_kernel_avx512.act(y, n, act, a, b); }
-static float dot_amx(const float *x, const float *y, int64_t n) { return nn_gemm_kernel_avx512.dot(x, y, n); }
+static void dot_amx(const float *x, const float *r, int64_t ld, int64_t n, int count, float *out) {
+    nn_gemm_kernel_avx512.dot(x, r, ld, n, count, out);
+}
 static void axpy_amx(float *y, float a, const float *x, int64_t n) { nn_gemm_kernel_avx512.axpy(y, a, x, n); }
 
 const gemm_kernel nn_gemm_kernel_amx = {.name = "amx-bf16",

@@ -137,7 +137,9 @@ TBF16 static void pack_plain_bf16(const float *src, int64_t ld, int64_t kc, int6
 }
 
 static void act_bf16(float *y, int64_t n, nn_act act, float a, float b) { nn_gemm_kernel_avx512.act(y, n, act, a, b); }
-static float dot_bf16(const float *x, const float *y, int64_t n) { return nn_gemm_kernel_avx512.dot(x, y, n); }
+static void dot_bf16(const float *x, const float *r, int64_t ld, int64_t n, int count, float *out) {
+    nn_gemm_kernel_avx512.dot(x, r, ld, n, count, out);
+}
 static void axpy_bf16(float *y, float a, const float *x, int64_t n) { nn_gemm_kernel_avx512.axpy(y, a, x, n); }
 
 const gemm_kernel nn_gemm_kernel_bf16 = {.name = "avx512-bf16",

@@ -69,7 +69,9 @@ typedef struct gemm_kernel {
      * and t->nr columns of a row-major B (row stride ldb). */
     void (*block)(const tile_args *t);
     void (*act)(float *y, int64_t n, nn_act act, float alpha, float beta);
-    float (*dot)(const float *x, const float *y, int64_t n);
+    /* out[r] = rows[r * ld : + n] . x for r < count (1 to DOT_ROWS): the rows
+     * streamed side by side, x read once for all of them */
+    void (*dot)(const float *x, const float *rows, int64_t ld, int64_t n, int count, float *out);
     void (*axpy)(float *y, float a, const float *x, int64_t n);
     /* rows [p0, p0 + kc) of an implicit im2col matrix, or kc rows of a plain B, into NR panels */
     void (*pack_conv)(const conv_table *t, const float *x, int64_t p0, int64_t kc, int nr, float *dst);
@@ -106,12 +108,34 @@ static inline __attribute__((always_inline)) void act_body(float *y, int64_t n, 
     }
 }
 
-static inline __attribute__((always_inline)) float dot_body(const float *x, const float *y, int64_t n) {
+/* rows a matrix-vector product streams at once (memory-level parallelism) */
+#define DOT_ROWS 8
+static inline __attribute__((always_inline)) void dot_rows_body(const float *x, const float *r, int64_t ld, int64_t n,
+                                                                int count, float *out) {
 #pragma clang fp reassociate(on)
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++)
-        s += x[i] * y[i];
-    return s;
+    float s[DOT_ROWS] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+#pragma clang loop unroll(full)
+        for (int q = 0; q < DOT_ROWS; q++)
+            if (q < count) s[q] += v * r[q * ld + i];
+    }
+    for (int i = 0; i < count; i++)
+        out[i] = s[i];
+}
+
+static inline __attribute__((always_inline)) void dot_body(const float *x, const float *r, int64_t ld, int64_t n,
+                                                           int count, float *out) {
+    switch (count) {
+    case 8: dot_rows_body(x, r, ld, n, 8, out); break;
+    case 7: dot_rows_body(x, r, ld, n, 7, out); break;
+    case 6: dot_rows_body(x, r, ld, n, 6, out); break;
+    case 5: dot_rows_body(x, r, ld, n, 5, out); break;
+    case 4: dot_rows_body(x, r, ld, n, 4, out); break;
+    case 3: dot_rows_body(x, r, ld, n, 3, out); break;
+    case 2: dot_rows_body(x, r, ld, n, 2, out); break;
+    default: dot_rows_body(x, r, ld, n, 1, out); break;
+    }
 }
 
 static inline __attribute__((always_inline)) void axpy_body(float *restrict y, float a, const float *restrict x,
@@ -122,7 +146,9 @@ static inline __attribute__((always_inline)) void axpy_body(float *restrict y, f
 
 #define ELEMENTWISE_FOR(SUFFIX, TARGET)                                                                                \
     TARGET static void act_##SUFFIX(float *y, int64_t n, nn_act act, float a, float b) { act_body(y, n, act, a, b); }  \
-    TARGET static float dot_##SUFFIX(const float *x, const float *y, int64_t n) { return dot_body(x, y, n); }          \
+    TARGET static void dot_##SUFFIX(const float *x, const float *r, int64_t ld, int64_t n, int count, float *out) {    \
+        dot_body(x, r, ld, n, count, out);                                                                             \
+    }                                                                                                                  \
     TARGET static void axpy_##SUFFIX(float *y, float a, const float *x, int64_t n) { axpy_body(y, a, x, n); }
 
 /* ---- the epilogue of a tile, one element at a time: the scalar kernel's,

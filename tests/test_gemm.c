@@ -268,6 +268,11 @@ static const gemm_case products[] = {
     {1, 300, 70, 1, 1, TB, 0, COL, NN_ACT_SIGMOID, 2.0f, 2},
     {300, 1, 70, 2, 2, TB | RES | ACC, 0, ROW, NN_ACT_NONE, 1.0f, 2},
     {1, 1, 5000, 1, 1, 0, 0, 0, NN_ACT_TANH, 1.0f, 1},
+    /* ... their rows dotted eight at a time: tails of 5 and 7 rows, odd K,
+     * rows longer than used, batches */
+    {1, 29, 1001, 1, 1, TB | PAD_B | ACC, 0, COL, NN_ACT_RELU, 1.0f, 1},
+    {1, 1003, 37, 2, 1, TB | PAD_B | RES, 0, COL, NN_ACT_NONE, -0.5f, 2},
+    {15, 1, 515, 1, 2, RES | PAD_C, 0, ROW, NN_ACT_CLIP, 1.0f, 1},
 };
 
 static void test_products(void) {

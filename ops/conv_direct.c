@@ -16,13 +16,15 @@
  * channels are copied once into zero-padded planes (rows split by column
  * phase for strides above 1: by parity for 2, by column mod 4 for
  * AlexNet's 11x11 stride 4, so a tap's outputs are consecutive floats), and a
- * block of 4 output channels x 3 vectors of outputs along a row (24 with
- * AVX2, 48 with AVX-512) accumulates every tap in 12 registers: per tap 3
- * loads, 4 broadcasts of the weights as they lie, 12 multiply-adds
- * (docs/perf-notes.md, "Direct stems"). */
+ * block of 4 output channels x up to 3 vectors of outputs along a row (24
+ * with AVX2) or 4 (64 with AVX-512) accumulates every tap in 12 or 16
+ * registers: per tap 3 or 4 loads, 4 broadcasts of the weights as they lie,
+ * 12 or 16 multiply-adds (docs/perf-notes.md, "Direct stems").  Six
+ * channels a block spilled (2x the time), as eight did. */
 #define DIRECT_MAX_IN_CH 4
 #define DIRECT_OC        4
-#define DIRECT_VECS      3
+#define DIRECT_VECS      3 /* AVX2's vectors a block (16 registers) */
+#define DIRECT_VECS_512  4 /* AVX-512's (16 accumulators of 32 registers) */
 #define DIRECT_SLACK     64 /* vector reads past a plane's last row: under 3 x 16 floats */
 #define DIRECT_MAX_KW    11
 #define DIRECT_MAX_S     4 /* AlexNet's stem */
@@ -77,7 +79,7 @@ size_t nn_conv_direct_workspace(const conv_geom *g) {
     const conv_geom *g = d->g;                                                                                         \
     int64_t kh_n = g->kernel[0], kw_n = KW ? KW : g->kernel[1], s = g->stride[0];                                      \
     int64_t taps = g->in_ch * kh_n * kw_n, left = g->out[1] - ow0;                                                     \
-    VEC acc[DIRECT_OC][DIRECT_VECS];                                                                                   \
+    VEC acc[DIRECT_OC][DIRECT_VECS_512];                                                                               \
     for (int r = 0; r < R; r++)                                                                                        \
         for (int v = 0; v < NV; v++)                                                                                   \
             acc[r][v] = V(set1_ps)(d->bias ? d->bias[oc0 + r] : 0.0f);                                                 \
@@ -87,7 +89,7 @@ size_t nn_conv_direct_workspace(const conv_geom *g) {
             const float *row = d->planes + c * d->plane + (oh * s + kh) * d->pw + ow0;                                 \
             for (int64_t kw = 0; kw < kw_n; kw++, w++) {                                                               \
                 const float *src = row + d->col[kw];                                                                   \
-                VEC x[DIRECT_VECS];                                                                                    \
+                VEC x[DIRECT_VECS_512];                                                                                \
                 for (int v = 0; v < NV; v++)                                                                           \
                     x[v] = V(loadu_ps)(src + LANES * v);                                                               \
                 for (int r = 0; r < R; r++) {                                                                          \
@@ -129,17 +131,22 @@ direct_block512(const int R, const int NV, const int KW, const conv_direct *d, i
      : R == 3 ? BLOCK(3, NV, KW, d, oc0, oh, ow0)                                                                      \
      : R == 2 ? BLOCK(2, NV, KW, d, oc0, oh, ow0)                                                                      \
               : BLOCK(1, NV, KW, d, oc0, oh, ow0))
-/* Output row oh, every channel: blocks of DIRECT_OC channels x DIRECT_VECS
- * vectors, the row's last block with only the vectors it needs. */
-#define DIRECT_ROW_BODY(BLOCK, LANES)                                                                                  \
-    int64_t oc_n = d->g->out_ch, ow_n = d->g->out[1];                                                                  \
+/* Output row oh, every channel: blocks of DIRECT_OC channels x at most
+ * MAXV vectors, the row cut into blocks as equal as MAXV allows (AVX-512's
+ * 112-wide rows, 7 vectors, as 4 + 3, not 3 + 3 + 1: a block of one
+ * vector has 4 accumulators, too few to hide the multiply-add's latency). */
+#define DIRECT_ROW_BODY(BLOCK, LANES, MAXV)                                                                            \
+    int64_t oc_n = d->g->out_ch, ow_n = d->g->out[1], row_vecs = (ow_n + LANES - 1) / LANES;                           \
+    int64_t cut = (row_vecs + MAXV - 1) / MAXV, step = (row_vecs + cut - 1) / cut;                                     \
     for (int64_t oc0 = 0; oc0 < oc_n; oc0 += DIRECT_OC) {                                                              \
         int R = oc_n - oc0 >= DIRECT_OC ? DIRECT_OC : (int)(oc_n - oc0);                                               \
-        for (int64_t ow0 = 0; ow0 < ow_n; ow0 += LANES * DIRECT_VECS) {                                                \
+        for (int64_t ow0 = 0; ow0 < ow_n; ow0 += LANES * step) {                                                       \
             int64_t vecs = (ow_n - ow0 + LANES - 1) / LANES;                                                           \
-            int NV = vecs >= DIRECT_VECS ? DIRECT_VECS : (int)vecs;                                                    \
+            int NV = vecs >= step ? (int)step : (int)vecs;                                                             \
             /* constant R and NV: the accumulators stay in registers */                                                \
-            if (NV == 3)                                                                                               \
+            if (NV == 4 && MAXV >= 4)                                                                                  \
+                DIRECT_BLOCK_ROWS(BLOCK, 4);                                                                           \
+            else if (NV == 3)                                                                                          \
                 DIRECT_BLOCK_ROWS(BLOCK, 3);                                                                           \
             else if (NV == 2)                                                                                          \
                 DIRECT_BLOCK_ROWS(BLOCK, 2);                                                                           \
@@ -156,10 +163,10 @@ direct_block512(const int R, const int NV, const int KW, const conv_direct *d, i
  * indent what follows. */
 /* clang-format off */
 static inline __attribute__((always_inline)) T256 void direct_row256(const int KW, const conv_direct *d, int64_t oh) {
-    DIRECT_ROW_BODY(direct_block256, 8)
+    DIRECT_ROW_BODY(direct_block256, 8, DIRECT_VECS)
 }
 static inline __attribute__((always_inline)) T512 void direct_row512(const int KW, const conv_direct *d, int64_t oh) {
-    DIRECT_ROW_BODY(direct_block512, 16)
+    DIRECT_ROW_BODY(direct_block512, 16, DIRECT_VECS_512)
 }
 
 /* KW unrolled for the stems' 3 and 7 */

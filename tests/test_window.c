@@ -336,6 +336,12 @@ int main(void) {
         STEM(2, 3, 5, 20, 35, 3, 2, {1, 1, 1, 1}, true, silu),
         STEM(1, 3, 9, 30, 53, 7, 2, {3, 3, 3, 3}, true, relu),
         STEM(1, 3, 7, 12, 50, 3, 1, {1, 1, 1, 1}, false, none),
+        /* rows cut into near-equal blocks of up to 4 AVX-512 vectors: 112
+         * outputs (4 + 3 vectors, ResNet's stem), 72 (3 + 2, the last
+         * partial), 150 (4 + 4 + 2, the last partial) */
+        STEM(1, 3, 9, 9, 224, 7, 2, {3, 3, 3, 3}, true, relu),
+        STEM(1, 3, 5, 7, 72, 3, 1, {1, 1, 1, 1}, true, res_clip),
+        STEM(1, 2, 6, 5, 150, 3, 1, {1, 1, 1, 1}, false, silu),
         /* kernels of other widths, asymmetric pads and odd left pads, one
          * and four channels, a residual */
         STEM(2, 1, 3, 11, 26, 5, 1, {0, 2, 1, 1}, true, res_clip),

@@ -551,6 +551,9 @@ static inline __attribute__((always_inline)) void row_pool_portable(const row_po
                             VEC x = c + V <= w ? LOADU(xp + r * w + c) : LOAD_TAIL(xp + r * w + c, w - c);             \
                             acc = mean ? ADD(acc, x) : MAX(x, acc);                                                    \
                         }                                                                                              \
+                        /* the next plane's newest window row, a line at a time (every row of the window:              \
+                         * 1.2x the time, the prefetches themselves) */                                                \
+                        if (p + 1 < hi) __builtin_prefetch(xp + g->in_size + (b - 1) * w + c, 0, 3);                  \
                         STOREU(v + c, acc);                                                                            \
                     }                                                                                                  \
                     STOREU(v + w, empty); /* the last vector ran past the input's columns */                           \

@@ -14,6 +14,9 @@
 // per-node times (mean over the timed runs, from its profiler's trace) on
 // stderr, in the shape of nnrun --profile's node table.  onnxruntime-node is looked up in
 // $NN_ORT_DIR/node_modules (default build/ort, where tools/bench installs it).
+// $NN_ORT_OPT sets ORT's graph optimization level (disabled, basic, extended;
+// default all, as every benchmark runs it): 'extended' leaves out the NCHWc
+// layout, to see what the blocked layout buys ORT.
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -21,6 +24,11 @@ const path = require('path');
 
 const ortDir = process.env.NN_ORT_DIR || path.join(__dirname, '..', 'build', 'ort');
 const ort = require(path.join(ortDir, 'node_modules', 'onnxruntime-node'));
+const optLevel = process.env.NN_ORT_OPT || 'all';
+if (!['disabled', 'basic', 'extended', 'all'].includes(optLevel)) {
+    process.stderr.write(`ort_run: NN_ORT_OPT must be disabled, basic, extended or all, not "${optLevel}"\n`);
+    process.exit(2);
+}
 
 // .npy descr <-> ORT tensor type, for the dtypes a model input/output can have here.
 const NPY_TYPES = {
@@ -139,7 +147,7 @@ async function main() {
   const t0 = nowMs();
   const session = await ort.InferenceSession.create(a.model, {
     executionProviders: ['cpu'],
-    graphOptimizationLevel: 'all',
+    graphOptimizationLevel: optLevel,
     intraOpNumThreads: a.threads,
     ...(profDir ? { enableProfiling: true, profileFilePrefix: path.join(profDir, 'trace') } : {}),
   });

@@ -25,10 +25,8 @@ const path = require('path');
 const ortDir = process.env.NN_ORT_DIR || path.join(__dirname, '..', 'build', 'ort');
 const ort = require(path.join(ortDir, 'node_modules', 'onnxruntime-node'));
 const optLevel = process.env.NN_ORT_OPT || 'all';
-if (!['disabled', 'basic', 'extended', 'all'].includes(optLevel)) {
-    process.stderr.write(`ort_run: NN_ORT_OPT must be disabled, basic, extended or all, not "${optLevel}"\n`);
-    process.exit(2);
-}
+if (!['disabled', 'basic', 'extended', 'all'].includes(optLevel))
+  die(`NN_ORT_OPT must be disabled, basic, extended or all, not "${optLevel}"`);
 
 // .npy descr <-> ORT tensor type, for the dtypes a model input/output can have here.
 const NPY_TYPES = {
